@@ -1,0 +1,41 @@
+"""Startup hook (run from ``zopt-zarr-startup.pth``): import zopt right after zarr.
+
+zarr-python 3.1 collects ``zarr.data_type`` entry points but never loads them, and it parses an
+array's ``data_type`` before anything else, so without this a store using zopt's data types
+(int4, bfloat16, float8_*, …) would not open without ``import zopt``. This module is imported by
+Python at startup; it costs a few microseconds and imports nothing itself. When ``zarr`` is first
+imported, the one-shot finder below lets the import finish and then imports ``zopt``, which
+registers the data types, codecs and settings. Errors in that import are swallowed so zarr itself
+always imports; ``import zopt`` then shows them.
+"""
+
+import sys
+
+
+class _ImportZoptAfterZarr:
+    def find_spec(self, name, path=None, target=None):
+        if name != "zarr":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_zarr = spec.loader.exec_module
+
+        def exec_module(module):
+            exec_zarr(module)
+            try:
+                import zopt  # noqa: F401
+            except Exception:  # never break `import zarr`
+                pass
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "zarr" not in sys.modules and not any(
+    type(f).__name__ == "_ImportZoptAfterZarr" for f in sys.meta_path
+):
+    sys.meta_path.insert(0, _ImportZoptAfterZarr())

@@ -1,0 +1,88 @@
+"""The core ``bytes`` array→bytes codec (``../shared/specs/bytes.md``), extended to zopt's types.
+
+zopt registers this class under the name ``bytes``. It is a subclass of zarr-python's
+``BytesCodec`` and defers to it for every core data type, so arrays that do not use zopt's
+types read and write exactly as before. For the ml_dtypes types (``zopt.dtypes``):
+
+- sub-byte types take one byte per element; signed integers are written sign-extended
+  (int4 -8 → ``0xF8``, as zarrs and tensorstore write them), unsigned and float types
+  zero-extended;
+- on read the bits above the type's width are ignored (``0x08`` and ``0xF8`` both read as
+  int4 -8; float4 ``0x11`` reads as 0.5): they are masked before the bytes are viewed,
+  because ml_dtypes' float4/float6 do not ignore them;
+- bfloat16 takes 2 bytes in the configured ``endian`` (1.0 little-endian is ``80 3f``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
+from zarr.codecs.bytes import Endian
+
+from zopt.dtypes.ml import MLDType
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+
+__all__ = ["BytesCodec", "encode_ml_bytes", "decode_ml_bytes"]
+
+
+def _swap(endian: Endian | None, itemsize: int) -> bool:
+    return itemsize > 1 and endian is not None and endian.value != sys.byteorder
+
+
+def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Endian | None) -> np.ndarray:
+    """Encode an array of an ml_dtypes type as the ``bytes`` codec stores it.
+
+    values: any shape, dtype ``dtype.to_native_dtype()``. Returns a 1-D uint8 array of
+    ``values.size * dtype.item_size`` bytes in C order.
+    """
+    stored = dtype.to_stored_bytes(values).ravel()
+    if _swap(endian, dtype.item_size):
+        stored = stored.byteswap()
+    return stored.view(np.uint8)
+
+
+def decode_ml_bytes(
+    dtype: MLDType, raw: np.ndarray, shape: tuple[int, ...], endian: Endian | None
+) -> np.ndarray:
+    """Decode ``bytes``-codec bytes into an array of ``shape``; bits above the width are ignored.
+
+    raw: 1-D uint8 of exactly ``prod(shape) * dtype.item_size`` bytes.
+    Raises ValueError when the length does not match ``shape``.
+    """
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.item_size
+    if raw.size != expected:
+        raise ValueError(
+            f"bytes codec: chunk has {raw.size} bytes, expected {expected} for shape {shape} "
+            f"of {dtype.to_json(3)}"
+        )
+    units = raw.view(dtype._uint)
+    if _swap(endian, dtype.item_size):
+        units = units.byteswap()
+    return dtype.from_bits(units).reshape(shape)
+
+
+@dataclass(frozen=True, init=False)
+class BytesCodec(_ZarrBytesCodec):
+    """``bytes`` codec that also handles zopt's ml_dtypes data types (see module docstring)."""
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        dtype = chunk_spec.dtype
+        if not isinstance(dtype, MLDType):
+            return super()._decode_sync(chunk_bytes, chunk_spec)
+        raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        out = decode_ml_bytes(dtype, raw, chunk_spec.shape, self.endian)
+        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        dtype = chunk_spec.dtype
+        if not isinstance(dtype, MLDType):
+            return super()._encode_sync(chunk_array, chunk_spec)
+        raw = encode_ml_bytes(dtype, chunk_array.as_numpy_array(), self.endian)
+        return chunk_spec.prototype.buffer.from_array_like(raw)

@@ -1,0 +1,308 @@
+"""The ``conditional`` bytes→bytes meta-codec (``../shared/specs/optional.md``).
+
+The seed draft named it ``optional``; zarr-extensions registered the same bytes as
+``conditional`` (wrapped codecs must all be bytes→bytes). zopt writes ``conditional`` and reads
+``optional`` as an alias when its configuration has a ``codecs`` list; any other ``optional``
+configuration is zarrs' unrelated nullable-data codec and is refused.
+
+Stored chunk (spec "Encoding Process"): ``header_bits / 8`` header bytes, then the payload.
+Bit ``i`` of the header (least significant bit of byte 0 first) is 1 when wrapped codec ``i``
+was applied. Reserved bits (``len(codecs)`` … ``header_bits - 1``) are written 0 and rejected on
+read. Decoding applies the set codecs in reverse order (spec "Decoding Process").
+
+Examples: codecs ``[shuffle, zstd]``, mask ``0b10`` → byte ``0x02`` then the zstd frame;
+``header_bits=16`` with bits {0, 9} set → header ``01 02``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy as np
+from zarr.abc.codec import BytesBytesCodec
+from zarr.core.common import parse_named_configuration
+
+from zopt.decisions import CodecRef, Decision, FixedMask, resolve_decision
+from zopt.pipeline import current_chunk
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = ["ConditionalCodec", "OptionalAliasCodec", "parse_header", "format_header"]
+
+_CONFIG_KEYS = {"codecs", "header_bits"}
+
+
+def default_header_bits(n_codecs: int) -> int:
+    """``ceil(n / 8) * 8`` (spec "Codec Configuration")."""
+    return math.ceil(n_codecs / 8) * 8
+
+
+def format_header(mask: int, header_bits: int) -> bytes:
+    """The header bytes for ``mask``: ``header_bits // 8`` bytes, little-endian bit order."""
+    return mask.to_bytes(header_bits // 8, "little")
+
+
+def parse_header(data: bytes | np.ndarray, header_bits: int, n_codecs: int) -> int:
+    """Read the mask from the start of a stored chunk.
+
+    Raises ValueError when the chunk is shorter than the header or a reserved bit is set.
+    """
+    nbytes = header_bits // 8
+    raw = bytes(np.asarray(data, dtype=np.uint8)[:nbytes]) if not isinstance(data, bytes) else data[:nbytes]
+    if len(raw) < nbytes:
+        raise ValueError(
+            f"conditional: chunk has {len(raw)} bytes, shorter than its {nbytes}-byte header"
+        )
+    mask = int.from_bytes(raw, "little")
+    if mask >> n_codecs:
+        raise ValueError(
+            f"conditional: header {raw.hex()} sets reserved bits (mask {mask:#b}, but only "
+            f"{n_codecs} wrapped codecs); reserved bits must be 0"
+        )
+    return mask
+
+
+def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
+    from zarr.registry import _resolve_codec
+
+    if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
+        raise ValueError(f"codecs: expected a list of bytes→bytes codecs, got {codecs!r}")
+    parsed = []
+    for i, c in enumerate(codecs):
+        if isinstance(c, dict):
+            try:
+                c = _resolve_codec(c)
+            except KeyError as exc:
+                raise ValueError(f"codecs[{i}]: unknown codec {c.get('name')!r}") from exc
+        elif isinstance(c, str):
+            raise ValueError(
+                f"codecs[{i}]: {c!r}: give a codec object or {{'name': …, 'configuration': …}}"
+            )
+        if not isinstance(c, BytesBytesCodec):
+            raise ValueError(
+                f"codecs[{i}]: {type(c).__name__} is not a bytes→bytes codec; the conditional "
+                "codec wraps bytes→bytes codecs only (e.g. shuffle, zstd, blosc, gzip, crc32c)"
+            )
+        parsed.append(c)
+    return tuple(parsed)
+
+
+def _parse_header_bits(header_bits: Any, n_codecs: int) -> int:
+    if header_bits is None:
+        return default_header_bits(n_codecs)
+    if isinstance(header_bits, bool) or not isinstance(header_bits, int | np.integer):
+        raise ValueError(f"header_bits: expected an integer, got {header_bits!r}")
+    header_bits = int(header_bits)
+    if header_bits % 8 or header_bits < n_codecs:
+        raise ValueError(
+            f"header_bits: {header_bits} is not allowed; it must be a multiple of 8 and "
+            f">= the number of codecs ({n_codecs}), e.g. {default_header_bits(n_codecs)}"
+        )
+    return header_bits
+
+
+@dataclass(frozen=True)
+class ConditionalCodec(BytesBytesCodec):
+    """Per-chunk conditional application of wrapped bytes→bytes codecs.
+
+    Parameters
+    ----------
+    codecs : wrapped bytes→bytes codecs (objects or JSON dicts), bit ``i`` ↔ ``codecs[i]``.
+    header_bits : header size in bits; a multiple of 8, >= ``len(codecs)``;
+        default ``ceil(len(codecs) / 8) * 8``.
+    decision : how to pick each chunk's mask when writing; see ``zopt.decisions``. Runtime
+        only, never serialized; ``None`` writes mask 0 (spec Phase 1).
+    trial_encode : for a decision function, whether it takes the trial-encoded chunk
+        (spec Phase 2); by default inferred from the function's arity.
+
+    Raises ValueError naming ``codecs``, ``header_bits`` or ``decision`` on bad input.
+    """
+
+    is_fixed_size = False
+
+    codecs: tuple[BytesBytesCodec, ...]
+    header_bits: int
+    decision: Decision | None = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self,
+        *,
+        codecs: Any = (),
+        header_bits: int | None = None,
+        decision: Any = None,
+        trial_encode: bool | None = None,
+    ) -> None:
+        codecs_parsed = _parse_codecs(codecs)
+        bits = _parse_header_bits(header_bits, len(codecs_parsed))
+        object.__setattr__(self, "codecs", codecs_parsed)
+        object.__setattr__(self, "header_bits", bits)
+        object.__setattr__(
+            self, "decision", resolve_decision(decision, len(codecs_parsed), bits, trial_encode)
+        )
+
+    # -- JSON ---------------------------------------------------------------------------------
+    codec_name = "conditional"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        _, config = parse_named_configuration(data, cls.codec_name, require_configuration=True)
+        return cls._from_configuration(config or {})
+
+    @classmethod
+    def _from_configuration(cls, config: dict[str, Any]) -> Self:
+        unknown = set(config) - _CONFIG_KEYS
+        if unknown:
+            raise ValueError(
+                f"conditional: unknown configuration keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}"
+            )
+        if "codecs" not in config:
+            raise ValueError("codecs: the conditional codec's configuration requires 'codecs'")
+        return cls(codecs=config["codecs"], header_bits=config.get("header_bits"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": "conditional",
+            "configuration": {
+                "codecs": [c.to_dict() for c in self.codecs],
+                "header_bits": self.header_bits,
+            },
+        }
+
+    # -- runtime configuration ------------------------------------------------------------
+    def with_decision(self, decision: Any, trial_encode: bool | None = None) -> Self:
+        """A copy whose writes use ``decision`` (see ``zopt.decisions``)."""
+        return replace(
+            self,
+            decision=resolve_decision(decision, len(self.codecs), self.header_bits, trial_encode),
+        )
+
+    def with_mask(self, mask: int) -> Self:
+        """A copy that writes ``mask`` for every chunk (the spec's runtime bitmask)."""
+        return self.with_decision(int(mask))
+
+    @property
+    def header_nbytes(self) -> int:
+        return self.header_bits // 8
+
+    def codec_refs(self) -> list[CodecRef]:
+        refs = []
+        for i, c in enumerate(self.codecs):
+            d = c.to_dict()
+            refs.append(CodecRef(d["name"], i, dict(d.get("configuration", {}) or {}), c))
+        return refs
+
+    # -- zarr codec API -----------------------------------------------------------------------
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        evolved = tuple(c.evolve_from_array_spec(array_spec) for c in self.codecs)
+        if evolved != self.codecs:
+            return replace(self, codecs=evolved)
+        return self
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        raise NotImplementedError("the conditional codec's encoded size depends on the data")
+
+    def max_encoded_size(self, input_byte_length: int) -> int:
+        """Upper bound in bytes when the writer never stores a chunk larger than mask 0 would.
+
+        That holds for ``compress_if_smaller`` and for the fixed-slot writer, which falls back
+        to mask 0 when an encoding would overflow its slot: raw size + header.
+        """
+        return input_byte_length + self.header_nbytes
+
+    async def encode_bytes(
+        self, data: np.ndarray, spec: ArraySpec, chunk_index: tuple[int, ...] | None = None
+    ) -> tuple[int, np.ndarray]:
+        """Choose the mask for ``data`` (1-D uint8) and encode it; returns ``(mask, payload)``.
+
+        The payload excludes the header.
+        """
+
+        async def run(i: int, chunk: np.ndarray) -> np.ndarray:
+            out = await self.codecs[i]._encode_single(
+                spec.prototype.buffer.from_array_like(chunk), spec
+            )
+            return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+
+        if self.decision is None:
+            return 0, data
+        return await self.decision.choose(chunk_index, self.codec_refs(), data, run)
+
+    async def decode_bytes(self, stored: np.ndarray, spec: ArraySpec) -> tuple[int, np.ndarray]:
+        """Split and decode a stored chunk (1-D uint8); returns ``(mask, decoded bytes)``."""
+        mask = parse_header(stored, self.header_bits, len(self.codecs))
+        data = stored[self.header_nbytes :]
+        for i in reversed(range(len(self.codecs))):
+            if mask >> i & 1:
+                out = await self.codecs[i]._decode_single(
+                    spec.prototype.buffer.from_array_like(data), spec
+                )
+                data = np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+        return mask, data
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        data = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        ctx = current_chunk()
+        mask, payload = await self.encode_bytes(data, chunk_spec, None if ctx is None else ctx.coords)
+        out = np.empty(self.header_nbytes + payload.size, dtype=np.uint8)
+        out[: self.header_nbytes] = np.frombuffer(format_header(mask, self.header_bits), np.uint8)
+        out[self.header_nbytes :] = payload
+        return chunk_spec.prototype.buffer.from_array_like(out)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        stored = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        _, data = await self.decode_bytes(stored, chunk_spec)
+        return chunk_spec.prototype.buffer.from_array_like(data)
+
+
+@dataclass(frozen=True)
+class OptionalAliasCodec(ConditionalCodec):
+    """Reads the seed draft's name ``optional`` as ``conditional`` (same bytes).
+
+    Only a configuration with a ``codecs`` list is the draft's codec; anything else is zarrs'
+    unrelated nullable-data ``optional`` codec, which zopt does not implement: ValueError.
+    Metadata written back uses the registered name ``conditional``.
+    """
+
+    codec_name = "optional"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        config = data.get("configuration") if isinstance(data, dict) else None
+        if not isinstance(config, dict) or not isinstance(config.get("codecs"), list):
+            raise ValueError(
+                "optional: this 'optional' codec has no 'codecs' list, so it is not the draft "
+                "name of 'conditional' but a different codec (zarrs' nullable-data 'optional'), "
+                f"which zopt does not implement; got {data!r}"
+            )
+        return cls._from_configuration(config)
+
+
+def conditional_codecs_in(codecs: Any) -> list[ConditionalCodec]:
+    """All ``ConditionalCodec`` objects in a codec list, looking inside ``sharding_indexed``."""
+    found: list[ConditionalCodec] = []
+    for c in codecs:
+        if isinstance(c, ConditionalCodec):
+            found.append(c)
+        inner = getattr(c, "codecs", None)
+        if inner is not None and not isinstance(c, ConditionalCodec):
+            found.extend(conditional_codecs_in(inner))
+    return found
+
+
+def with_decision_in(codecs: Any, decision: Any, trial_encode: bool | None = None) -> tuple:
+    """Copy a codec list, attaching ``decision`` to every conditional codec (also in shards)."""
+    out = []
+    for c in codecs:
+        if isinstance(c, ConditionalCodec):
+            c = c.with_decision(decision, trial_encode)
+        elif getattr(c, "codecs", None) is not None and hasattr(c, "chunk_shape"):
+            c = replace(c, codecs=with_decision_in(c.codecs, decision, trial_encode))
+        out.append(c)
+    return tuple(out)
+
+
+__all__ += ["conditional_codecs_in", "with_decision_in", "default_header_bits", "FixedMask"]

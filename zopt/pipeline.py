@@ -1,0 +1,190 @@
+"""A codec pipeline that tells codecs which chunk they are encoding.
+
+zarr-python's codec API hands a codec the chunk's bytes and an ``ArraySpec`` but not the chunk's
+position in the chunk grid. The ``conditional`` codec's decision functions need it
+(``chunk_index`` in ``../shared/specs/optional.md``, Phase 2), and error messages need the chunk
+key. ``ChunkIndexCodecPipeline`` is zarr's ``BatchedCodecPipeline`` plus one thing: around the
+write and read of every chunk it sets a context variable holding the chunk's store key and its
+coordinates. Because the ``sharding_indexed`` codec builds its inner pipeline with
+``get_pipeline_class()``, the same class runs for the inner chunks of a shard, and composes
+the coordinates: an inner chunk's ``chunk_index`` is its position in the array's inner-chunk
+grid, ``shard_coords * chunks_per_shard + coords_in_shard``.
+
+``zopt`` selects this pipeline through zarr's ``codec_pipeline.path`` configuration when it is
+imported (which zarr does by itself through the entry points), and only when that setting still
+names zarr's default ``BatchedCodecPipeline``: a pipeline the user chose (e.g. zarrs) is kept,
+and then ``chunk_index`` is ``None``.
+
+Chunk keys are parsed from the store path: the last ``ndim`` integer fields split on ``/`` and
+``.``, which covers the ``default`` and ``v2`` chunk key encodings with either separator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.registry import register_pipeline
+
+from zopt.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "ChunkContext",
+    "ChunkIndexCodecPipeline",
+    "current_chunk",
+    "current_chunk_index",
+    "chunk_context",
+]
+
+
+@dataclass(frozen=True)
+class ChunkContext:
+    """Where the chunk being encoded or decoded sits.
+
+    key : store key of the chunk, or of the shard that holds it.
+    coords : coordinates in the array's chunk grid at this level (inner-chunk grid inside a
+        shard), or None when they could not be determined.
+    shape : chunk shape at this level, in elements.
+    coords_in_shard : for an inner chunk, its coordinates within its shard; else None.
+    """
+
+    key: str
+    coords: tuple[int, ...] | None
+    shape: tuple[int, ...]
+    coords_in_shard: tuple[int, ...] | None = None
+
+    def describe(self) -> str:
+        if self.coords_in_shard is not None:
+            return f"inner chunk {self.coords_in_shard} of shard {self.key!r} (chunk index {self.coords})"
+        return f"chunk {self.key!r}"
+
+
+_CURRENT: contextvars.ContextVar[ChunkContext | None] = contextvars.ContextVar(
+    "zopt_current_chunk", default=None
+)
+_SPLIT = re.compile(r"[/.]")
+
+
+def current_chunk() -> ChunkContext | None:
+    """The ``ChunkContext`` of the chunk being encoded/decoded in this task, if known."""
+    return _CURRENT.get()
+
+
+def current_chunk_index() -> tuple[int, ...] | None:
+    """Grid coordinates of the chunk being encoded in this task, or None if unknown."""
+    ctx = _CURRENT.get()
+    return None if ctx is None else ctx.coords
+
+
+class chunk_context:  # noqa: N801 - used as a context manager, like contextlib helpers
+    """Set the current chunk explicitly (for encoders that bypass zarr's pipeline)."""
+
+    def __init__(self, ctx: ChunkContext) -> None:
+        self._ctx = ctx
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> ChunkContext:
+        self._token = _CURRENT.set(self._ctx)
+        return self._ctx
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _CURRENT.reset(self._token)
+
+
+def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
+    if ndim == 0:
+        return ()
+    fields = _SPLIT.split(key)[-ndim:]
+    if len(fields) != ndim or not all(f.isdigit() for f in fields):
+        return None
+    return tuple(int(f) for f in fields)
+
+
+def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
+    parent = _CURRENT.get()
+    local = getattr(byte_io, "chunk_coords", None)
+    if local is not None:  # an inner chunk handed out by sharding_indexed
+        local = tuple(int(c) for c in local)
+        if parent is None:
+            return ChunkContext("<shard>", local, chunk_shape, local)
+        coords = None
+        if parent.coords is not None and len(parent.shape) == len(chunk_shape):
+            per_shard = [s // c for s, c in zip(parent.shape, chunk_shape, strict=True)]
+            coords = tuple(
+                p * n + c for p, n, c in zip(parent.coords, per_shard, local, strict=True)
+            )
+        return ChunkContext(parent.key, coords, chunk_shape, local)
+    key = str(getattr(byte_io, "path", byte_io))
+    return ChunkContext(key, _coords_from_key(key, len(chunk_shape)), chunk_shape)
+
+
+def _zopt_bytes(codec: Any) -> Any:
+    from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
+
+    from zopt.codecs.bytes import BytesCodec
+
+    if type(codec) is ZarrBytesCodec:
+        return BytesCodec(endian=codec.endian)
+    return codec
+
+
+class ChunkIndexCodecPipeline(BatchedCodecPipeline):
+    """zarr's ``BatchedCodecPipeline`` that publishes each chunk's key and grid coordinates.
+
+    Behaviour is otherwise identical; batches are processed one chunk per asyncio task (zarr's
+    default ``codec_pipeline.batch_size`` is already 1). Decoding failures are re-raised as
+    ``zopt.errors.ChunkDecodeError`` naming the chunk key (and the inner chunk, for shards).
+    """
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Any], *, batch_size: int | None = None) -> Any:
+        # zarr's create_array instantiates zarr's own BytesCodec; run zopt's subclass instead,
+        # which is identical for core types and handles zopt's data types.
+        return super().from_codecs(
+            tuple(_zopt_bytes(c) for c in codecs), batch_size=batch_size
+        )
+
+    async def write_batch(
+        self, batch_info: Iterable[tuple[Any, ...]], value: Any, drop_axes: tuple[int, ...] = ()
+    ) -> None:
+        items = list(batch_info)
+        if len(items) != 1:
+            # one task per chunk, so each gets its own context
+            await asyncio.gather(*(self.write_batch([item], value, drop_axes) for item in items))
+            return
+        byte_setter, chunk_spec = items[0][0], items[0][1]
+        token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
+        try:
+            await super().write_batch(items, value, drop_axes)
+        finally:
+            _CURRENT.reset(token)
+
+    async def read_batch(
+        self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
+    ) -> None:
+        items = list(batch_info)
+        if len(items) != 1:
+            await asyncio.gather(*(self.read_batch([item], out, drop_axes) for item in items))
+            return
+        byte_getter, chunk_spec = items[0][0], items[0][1]
+        ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
+        token = _CURRENT.set(ctx)
+        try:
+            await super().read_batch(items, out, drop_axes)
+        except ChunkDecodeError:
+            raise
+        except Exception as exc:
+            raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
+        finally:
+            _CURRENT.reset(token)
+
+
+register_pipeline(ChunkIndexCodecPipeline)
