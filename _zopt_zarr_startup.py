@@ -28,7 +28,7 @@ class _ImportZoptAfterZarr:
             exec_zarr(module)
             try:
                 import zopt  # noqa: F401
-            except Exception:  # never break `import zarr`
+            except Exception:  # noqa: SIM105 - never break `import zarr`; no contextlib at startup
                 pass
 
         spec.loader.exec_module = exec_module
