@@ -26,9 +26,9 @@ class _ImportZoptAfterZarr:
 
         def exec_module(module):
             exec_zarr(module)
-            try:
+            try:  # noqa: SIM105 - never break `import zarr`; no contextlib at startup
                 import zopt  # noqa: F401
-            except Exception:  # noqa: SIM105 - never break `import zarr`; no contextlib at startup
+            except Exception:
                 pass
 
         spec.loader.exec_module = exec_module

@@ -258,7 +258,7 @@ class ConditionalCodec(BytesBytesCodec):
         return chunk_spec.prototype.buffer.from_array_like(data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OptionalAliasCodec(ConditionalCodec):
     """Reads the seed draft's name ``optional`` as ``conditional`` (same bytes).
 

@@ -137,17 +137,19 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         values: array of this dtype, any shape. Returns an unsigned integer array of the
         same shape (uint8 for 1-byte types, uint16 for bfloat16).
         """
-        raw = np.ascontiguousarray(values).view(self._uint)
+        values = np.asarray(values)
+        raw = np.ascontiguousarray(values).view(self._uint).reshape(values.shape)
         if self.bits == 8 * self.item_size:
             return raw
         return raw & self._uint((1 << self.bits) - 1)
 
     def from_bits(self, bits: np.ndarray) -> np.ndarray:
         """Inverse of ``to_bits``: bits above ``bits`` are ignored. Same shape, this dtype."""
-        raw = np.ascontiguousarray(bits, dtype=self._uint)
+        bits = np.asarray(bits)
+        raw = np.ascontiguousarray(bits, dtype=self._uint).reshape(bits.shape)
         if self.bits != 8 * self.item_size:
             raw = raw & self._uint((1 << self.bits) - 1)
-        return raw.view(self.to_native_dtype())
+        return raw.view(self.to_native_dtype()).reshape(bits.shape)
 
     def to_stored_bytes(self, values: np.ndarray) -> np.ndarray:
         """One stored unit per element as the ``bytes`` codec writes it (native byte order).
