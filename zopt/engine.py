@@ -186,11 +186,13 @@ def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     from zarr.registry import _resolve_codec
 
     filters, serializer, compressors = [], None, []
-    for c in chain:
+    for i, c in enumerate(chain):
         try:
             codec = _resolve_codec(c)
         except KeyError as exc:
-            raise ValueError(f"codecs: unknown codec {c['name']!r}") from exc
+            raise ValueError(f"codecs[{i}]: unknown codec {c['name']!r}") from exc
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"codecs[{i}]: {exc}") from exc
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):
