@@ -83,6 +83,10 @@ def test_no_decision_writes_mask_zero_and_raw_bytes(tmp_path):
         (np.zeros(4096, "f4") + 3.5, 0b10),  # constant: zstd alone is as small, shuffle skipped
         (np.linspace(0, 1, 4096, dtype="f4"), 0b11),  # smooth floats: shuffle helps zstd
         (np.random.default_rng(0).integers(0, 256, 16384, dtype="u1").view("f4"), 0b00),  # noise
+        # over 64 KiB: the filter is judged on a 1/16 sample, the compressor on the full chunk
+        (np.zeros(65536, "f4") - 7.25, 0b10),
+        (np.linspace(0, 1, 65536, dtype="f4"), 0b11),
+        (np.random.default_rng(2).integers(0, 256, 262144, dtype="u1").view("f4"), 0b00),
     ],
 )
 def test_compress_if_smaller(tmp_path, data, expected):

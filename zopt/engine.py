@@ -323,11 +323,11 @@ class _Recorder(Decision):
     def needs_chunk_index(self) -> bool:  # type: ignore[override]
         return bool(self.inner and self.inner.needs_chunk_index)
 
-    async def choose(self, chunk_index, codecs, data, run):
+    def choose(self, chunk_index, codecs, data, run):
         if self.inner is None:
             mask, payload = 0, data
         else:
-            mask, payload = await self.inner.choose(chunk_index, codecs, data, run)
+            mask, payload = self.inner.choose(chunk_index, codecs, data, run)
         self.log.append((chunk_index, mask, int(payload.size)))
         return mask, payload
 

@@ -16,6 +16,7 @@ Examples: codecs ``[shuffle, zstd]``, mask ``0b10`` → byte ``0x02`` then the z
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Self
@@ -24,6 +25,7 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.codecs.sync import sync_decoder, sync_encoder
 from zopt.decisions import CodecRef, Decision, FixedMask, resolve_decision
 from zopt.pipeline import current_chunk
 
@@ -213,48 +215,47 @@ class ConditionalCodec(BytesBytesCodec):
         """
         return input_byte_length + self.header_nbytes
 
-    async def encode_bytes(
+    def encode_bytes(
         self, data: np.ndarray, spec: ArraySpec, chunk_index: tuple[int, ...] | None = None
     ) -> tuple[int, np.ndarray]:
         """Choose the mask for ``data`` (1-D uint8) and encode it; returns ``(mask, payload)``.
 
-        The payload excludes the header.
+        Synchronous (call it from a worker thread); the payload excludes the header.
         """
-
-        async def run(i: int, chunk: np.ndarray) -> np.ndarray:
-            out = await self.codecs[i]._encode_single(
-                spec.prototype.buffer.from_array_like(chunk), spec
-            )
-            return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
-
         if self.decision is None:
             return 0, data
-        return await self.decision.choose(chunk_index, self.codec_refs(), data, run)
+        encoders = [sync_encoder(c, spec) for c in self.codecs]
+        return self.decision.choose(chunk_index, self.codec_refs(), data, lambda i, d: encoders[i](d))
 
-    async def decode_bytes(self, stored: np.ndarray, spec: ArraySpec) -> tuple[int, np.ndarray]:
+    def decode_bytes(self, stored: np.ndarray, spec: ArraySpec) -> tuple[int, np.ndarray]:
         """Split and decode a stored chunk (1-D uint8); returns ``(mask, decoded bytes)``."""
         mask = parse_header(stored, self.header_bits, len(self.codecs))
         data = stored[self.header_nbytes :]
         for i in reversed(range(len(self.codecs))):
             if mask >> i & 1:
-                out = await self.codecs[i]._decode_single(
-                    spec.prototype.buffer.from_array_like(data), spec
-                )
-                data = np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+                data = sync_decoder(self.codecs[i], spec)(data)
         return mask, data
+
+    def encode_chunk(
+        self, data: np.ndarray, spec: ArraySpec, chunk_index: tuple[int, ...] | None = None
+    ) -> np.ndarray:
+        """Header + payload for one chunk's bytes (1-D uint8 in, 1-D uint8 out)."""
+        mask, payload = self.encode_bytes(data, spec, chunk_index)
+        out = np.empty(self.header_nbytes + payload.size, dtype=np.uint8)
+        out[: self.header_nbytes] = np.frombuffer(format_header(mask, self.header_bits), np.uint8)
+        out[self.header_nbytes :] = payload
+        return out
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         data = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
         ctx = current_chunk()
-        mask, payload = await self.encode_bytes(data, chunk_spec, None if ctx is None else ctx.coords)
-        out = np.empty(self.header_nbytes + payload.size, dtype=np.uint8)
-        out[: self.header_nbytes] = np.frombuffer(format_header(mask, self.header_bits), np.uint8)
-        out[self.header_nbytes :] = payload
+        # the whole decision + encode runs off zarr's event-loop thread, in parallel across chunks
+        out = await asyncio.to_thread(self.encode_chunk, data, chunk_spec, None if ctx is None else ctx.coords)
         return chunk_spec.prototype.buffer.from_array_like(out)
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         stored = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
-        _, data = await self.decode_bytes(stored, chunk_spec)
+        _, data = await asyncio.to_thread(self.decode_bytes, stored, chunk_spec)
         return chunk_spec.prototype.buffer.from_array_like(data)
 
 

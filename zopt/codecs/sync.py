@@ -1,0 +1,72 @@
+"""Synchronous encode/decode for the bytes→bytes codecs the ``conditional`` codec wraps.
+
+zarr-python's codec API is asynchronous and its built-in compressors hop to a thread per call.
+The ``conditional`` codec runs a chunk's whole decision (several trial encodings) in one worker
+thread instead, so it needs plain functions: the numcodecs object behind zarr's zstd, gzip and
+blosc codecs and behind zarr's ``numcodecs.*`` wrappers (numcodecs releases the GIL while
+compressing), zopt's own ``shuffle``, and, for any other codec, its async method run on a
+private event loop in the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+__all__ = ["sync_decoder", "sync_encoder"]
+
+Transform = Callable[[np.ndarray], np.ndarray]
+
+
+def _as_u8(out: Any) -> np.ndarray:
+    return np.frombuffer(out, dtype=np.uint8) if isinstance(out, bytes | bytearray | memoryview) else np.asarray(out).view(np.uint8).ravel()
+
+
+@functools.lru_cache(maxsize=256)
+def _numcodec(codec: Any) -> Any | None:
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+    from zopt.codecs.shuffle import ShuffleCodec
+
+    if isinstance(codec, ShuffleCodec):
+        return codec._codec()
+    if isinstance(codec, ZstdCodec):
+        return numcodecs.Zstd(level=codec.level, checksum=codec.checksum)
+    if isinstance(codec, GzipCodec):
+        return numcodecs.GZip(level=codec.level)
+    if isinstance(codec, BloscCodec) and getattr(codec, "typesize", None) is not None:
+        return codec._blosc_codec
+    inner = getattr(codec, "_codec", None)  # zarr.codecs.numcodecs.* wrappers
+    if inner is not None and hasattr(inner, "encode") and hasattr(inner, "decode"):
+        return inner
+    return None
+
+
+def _via_event_loop(method: str, codec: Any, spec: Any) -> Transform:
+    def run(data: np.ndarray) -> np.ndarray:
+        buf = spec.prototype.buffer.from_array_like(np.ascontiguousarray(data))
+        out = asyncio.run(getattr(codec, method)(buf, spec))
+        return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+
+    return run
+
+
+def sync_encoder(codec: Any, spec: Any) -> Transform:
+    """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
+    nc = _numcodec(codec)
+    if nc is None:
+        return _via_event_loop("_encode_single", codec, spec)
+    return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
+
+
+def sync_decoder(codec: Any, spec: Any) -> Transform:
+    """``f(bytes_u8) -> bytes_u8`` decoding with ``codec`` (1-D uint8 in and out)."""
+    nc = _numcodec(codec)
+    if nc is None:
+        return _via_event_loop("_decode_single", codec, spec)
+    return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))
