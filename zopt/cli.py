@@ -15,7 +15,8 @@ from rich.table import Table
 
 from zopt import __version__
 
-console = Console(stderr=False)
+# piped output (logs, CI) gets a wide table instead of rich's 80-column fallback
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _human(n: float | None) -> str:
