@@ -126,6 +126,13 @@ def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
     return ChunkContext(key, _coords_from_key(key, len(chunk_shape)), chunk_shape)
 
 
+def _joined(results: list[Any]) -> Any:
+    # zarr >= 3.2 returns per-chunk results from read_batch/write_batch; zarr 3.1 returns None
+    if all(r is None for r in results):
+        return None
+    return tuple(x for r in results for x in r)
+
+
 def _zopt_bytes(codec: Any) -> Any:
     from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
 
@@ -154,31 +161,29 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     async def write_batch(
         self, batch_info: Iterable[tuple[Any, ...]], value: Any, drop_axes: tuple[int, ...] = ()
-    ) -> None:
+    ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
             # one task per chunk, so each gets its own context
-            await asyncio.gather(*(self.write_batch([item], value, drop_axes) for item in items))
-            return
+            return _joined(await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items)))
         byte_setter, chunk_spec = items[0][0], items[0][1]
         token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
-            await super().write_batch(items, value, drop_axes)
+            return await super().write_batch(items, value, drop_axes)
         finally:
             _CURRENT.reset(token)
 
     async def read_batch(
         self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
-    ) -> None:
+    ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
-            await asyncio.gather(*(self.read_batch([item], out, drop_axes) for item in items))
-            return
+            return _joined(await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items)))
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
         token = _CURRENT.set(ctx)
         try:
-            await super().read_batch(items, out, drop_axes)
+            return await super().read_batch(items, out, drop_axes)
         except ChunkDecodeError:
             raise
         except Exception as exc:
