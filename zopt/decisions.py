@@ -154,8 +154,8 @@ class CompressIfSmaller(Decision):
             # a length-preserving filter: judge it by what the rest of the chain makes of it
             if current.size > SAMPLE_ABOVE:
                 sample = _sample(current, self.sample_fraction)
-                on = _chain_size(i, run(i, sample))
-                off = _chain_size(i, sample)
+                on = best_sample(i + 1, run(i, sample))
+                off = best_sample(i + 1, sample)
                 if on < off:
                     mask, payload = best(i + 1, trial)
                     return mask | (1 << i), payload
@@ -165,9 +165,6 @@ class CompressIfSmaller(Decision):
             if payload_on.size < payload_off.size:
                 return mask_on | (1 << i), payload_on
             return mask_off, payload_off
-
-        def _chain_size(i: int, sample: np.ndarray) -> int:
-            return best_sample(i + 1, sample)
 
         def best_sample(i: int, current: np.ndarray) -> int:
             if i == n:

@@ -420,8 +420,8 @@ def recompress(
     partial = dst.rstrip("/") + PARTIAL_SUFFIX
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        template, layouts = _template(ds, names, split, chunk_arg, shard_arg)
-        template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False, encoding=_encodings(template, names, split, layouts))
+        template, layouts = _template(ds, names, chunk_arg, shard_arg)
+        template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False, encoding=_encodings(names, split, layouts))
         tasks, reports = [], {}
         for name in names:
             var = ds[name]
@@ -458,7 +458,7 @@ def recompress(
     return RecompressReport(dst=dst, arrays=list(reports.values()), seconds=elapsed, source_bytes=_source_nbytes(src))
 
 
-def _template(ds: xr.Dataset, names: list[str], split: dict[str, Any], chunks, shards):
+def _template(ds: xr.Dataset, names: list[str], chunks, shards):
     """Dataset for ``to_zarr(compute=False)``: rewritten variables as lazy dask placeholders."""
     import dask.array as da
 
@@ -477,7 +477,7 @@ def _template(ds: xr.Dataset, names: list[str], split: dict[str, Any], chunks, s
     return out, layouts
 
 
-def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]

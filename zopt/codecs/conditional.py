@@ -26,7 +26,7 @@ from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
 from zopt.codecs.sync import sync_decoder, sync_encoder
-from zopt.decisions import CodecRef, Decision, FixedMask, resolve_decision
+from zopt.decisions import CodecRef, Decision, resolve_decision
 from zopt.pipeline import current_chunk
 
 if TYPE_CHECKING:
@@ -306,4 +306,4 @@ def with_decision_in(codecs: Any, decision: Any, trial_encode: bool | None = Non
     return tuple(out)
 
 
-__all__ += ["conditional_codecs_in", "with_decision_in", "default_header_bits", "FixedMask"]
+__all__ += ["conditional_codecs_in", "with_decision_in", "default_header_bits"]
