@@ -57,7 +57,7 @@ class _RichProgress:
 
         class _Tick(Callback):
             def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's signature
-                if isinstance(key, tuple) or "_write_region" in str(key):
+                if str(key).startswith(("zopt-shard-", "zopt-chunk-")):
                     bar.progress.advance(bar.task)
 
         self._callback = _Tick()
@@ -113,8 +113,10 @@ def main() -> None:
 @click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable).")
 @click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
+@click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, no_progress) -> None:
+def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST."""
     from zopt.engine import recompress as run
 
@@ -122,11 +124,58 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
         report = run(
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
-            progress=None if no_progress else _RichProgress,
+            progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(summary_table(report))
+
+
+@main.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("arrays", nargs=-1)
+def info(store, arrays) -> None:
+    """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
+    from zopt.info import store_info
+
+    try:
+        infos = store_info(store, arrays or None)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    table = Table(title=f"zopt info {store}")
+    for col in ("array", "shape", "dtype", "layout", "shards", "chunks", "slot", "slot fill", "logical", "apparent", "allocated", "ratio", "masks"):
+        table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "layout", "masks") else "right")
+    for a in infos:
+        table.add_row(
+            a.name, "×".join(map(str, a.shape)), a.dtype, a.layout + (f" ({a.temp_files} temp files)" if a.temp_files else ""),
+            str(a.shard_files), f"{a.chunks_stored}/{a.chunks_total}", _human(a.slot_size) if a.slot_size else "—",
+            f"{a.slot_fill:.0%}" if a.slot_fill is not None else "—", _human(a.logical_bytes), _human(a.apparent_bytes),
+            _human(a.allocated_bytes), f"{a.logical_bytes / a.apparent_bytes:.2f}" if a.apparent_bytes else "—", _mask_text(a.masks),
+        )
+    table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
+    console.print(table)
+
+
+@main.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("arrays", nargs=-1)
+@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def compact(store, arrays, scheduler, no_progress) -> None:
+    """Rewrite the fixed-slot shards of STORE packed, atomically, one task per shard."""
+    from zopt.compact import compact as run
+
+    try:
+        report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    table = Table(title=f"zopt compact {store}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
+    for col in ("array", "shards", "compacted", "apparent before", "apparent after", "allocated before", "allocated after"):
+        table.add_column(col, justify="left" if col == "array" else "right")
+    for a in report.arrays:
+        table.add_row(a.name, str(a.shards), str(a.compacted), _human(a.apparent_before), _human(a.apparent_after),
+                      _human(a.allocated_before), _human(a.allocated_after))
+    console.print(table)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,17 +30,30 @@ import math
 import os
 import shutil
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.shards import (
+    ShardLayout,
+    finalize_slots,
+    is_fill,
+    layout_of,
+    pack,
+    padded,
+    tmp_path,
+    write_packed,
+    write_slots,
+)
 
 __all__ = [
     "ArrayReport",
@@ -60,6 +73,10 @@ DEFAULT_CHAIN: list[dict[str, Any]] = [
     },
 ]
 PARTIAL_SUFFIX = ".zopt-partial"
+#: shard layouts ``recompress`` writes (see ``zopt.shards``)
+LAYOUTS = ("compact", "fixed-slot")
+#: default raw bytes per fixed-slot writer task
+SLOT_TASK_BYTES = 16 * 1024 * 1024
 
 
 # -- reports ---------------------------------------------------------------------------------------
@@ -79,6 +96,8 @@ class ArrayReport:
     stored_after: int = 0
     masks: collections.Counter = field(default_factory=collections.Counter)
     seconds: float = 0.0
+    layout: str = "compact"  # compact, fixed-slot or unsharded
+    allocated_after: int = 0  # bytes on disk (less than stored_after for sparse slot files)
 
     @property
     def ratio(self) -> float:
@@ -132,7 +151,9 @@ def open_source(src: str) -> xr.Dataset:
         raise FileNotFoundError(f"source {src!r} does not exist")
     kwargs: dict[str, Any] = {"decode_cf": False, "mask_and_scale": False, "decode_times": False, "chunks": None}
     if _is_zarr(src):
-        return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
+        with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
+            warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
+            return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
     return xr.open_dataset(src, **kwargs)
 
 
@@ -152,6 +173,20 @@ def chunk_bytes_stored(store: str, name: str) -> int:
             if f not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
                 total += os.path.getsize(os.path.join(dirpath, f))
     return total
+
+
+def _stored_sizes(store: str, name: str) -> tuple[int, int]:
+    """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store."""
+    from zopt.shards import allocated_bytes
+
+    apparent = allocated = 0
+    for dirpath, _, files in os.walk(Path(store) / name):
+        for f in files:
+            if f not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
+                p = os.path.join(dirpath, f)
+                apparent += os.path.getsize(p)
+                allocated += allocated_bytes(p)
+    return apparent, allocated
 
 
 def _stored_bytes_of(src: str, name: str) -> int | None:
@@ -338,7 +373,7 @@ class _Recorder(Decision):
 def _write_region(
     src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any
 ) -> tuple[collections.Counter, int]:
-    """Dask task: copy one shard-aligned region of variable ``name``; returns (mask counts, chunks)."""
+    """Dask task (unsharded targets): write one chunk-aligned region through zarr."""
     data = open_source(src)[name].variable[region].values
     array = zarr.open_array(dst, path=name, mode="r+")
     conditional = conditional_codecs_in(array.metadata.codecs)
@@ -352,6 +387,103 @@ def _write_region(
     if recorder is not None:
         masks.update(mask for _, mask, _ in recorder.log)
     return masks, len(recorder.log) if recorder else 0
+
+
+@dataclass(frozen=True)
+class _ShardJob:
+    """What every shard task of one array needs (picklable for distributed workers)."""
+
+    src: str
+    name: str
+    shard_dir: str  # directory of the array in the destination store
+    layout: ShardLayout
+    shape: tuple[int, ...]
+    decision: Any
+    job: str  # identifies this run's temporary shard files
+
+    def path(self, shard_coords: tuple[int, ...]) -> str:
+        return os.path.join(self.shard_dir, "c", *map(str, shard_coords))
+
+    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+        """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
+        and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
+        layout = self.layout
+        region = list(layout.shard_region(shard_coords, self.shape))
+        axis = _split_axis(layout)
+        if part is not None:
+            lo = region[axis].start + part[0] * layout.inner_shape[axis]
+            hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
+            region[axis] = slice(lo, hi)
+        origin = [r.start for r in region]
+        data = open_source(self.src)[self.name].variable[tuple(region)].values
+        encoder = layout.inner_encoder().with_decision(self.decision)
+        native = encoder.spec.dtype.to_native_dtype()
+        data = np.asarray(data).astype(native, copy=False)
+        fill = np.asarray(layout.fill_value, dtype=native)
+        slot = layout.slot_size if limit else None
+        for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
+            r = chunk_region[axis]
+            if r.start < region[axis].start or r.start >= region[axis].stop:
+                continue
+            local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
+            chunk = padded(local, layout.inner_shape, fill)
+            if is_fill(chunk, fill):
+                continue
+            yield i, encoder.encode(chunk, index, limit=slot)
+
+
+def _split_axis(layout: ShardLayout) -> int:
+    cps = layout.chunks_per_shard
+    return next((a for a, n in enumerate(cps) if n > 1), 0)
+
+
+def _masks_of(encoded: list) -> collections.Counter:
+    return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
+
+
+def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...]) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): encode a whole shard and write it packed, atomically."""
+    encoded = list(job.encode(shard_coords, None, limit=False))
+    write_packed(job.path(shard_coords), pack(job.layout, ((i, e.data) for i, e in encoded)))
+    return _masks_of(encoded), len(encoded)
+
+
+def _write_slot_part(job: _ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
+    """Dask task (fixed-slot layout): encode part of a shard and write it into its slots."""
+    encoded = list(job.encode(shard_coords, part, limit=True))
+    tmp = tmp_path(job.path(shard_coords), job.job)
+    written = write_slots(tmp, job.layout, ((i, e.data) for i, e in encoded))
+    return _masks_of(encoded), written
+
+
+def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts) -> tuple[collections.Counter, int]:
+    """Dask task (fixed-slot layout): write the shard's index and rename it into place."""
+    path = job.path(shard_coords)
+    written = [w for _, ws in parts for w in ws]
+    tmp = tmp_path(path, job.job)
+    if written:
+        finalize_slots(tmp, path, job.layout, written)
+    else:
+        Path(tmp).unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
+    masks: collections.Counter = collections.Counter()
+    for m, _ in parts:
+        masks.update(m)
+    return masks, len(written)
+
+
+def _slot_parts(layout: ShardLayout, parts: int | None) -> list[tuple[int, int]]:
+    """Split a shard's inner-chunk rows along its first split axis into ``parts`` slabs.
+
+    Default: slabs of about ``SLOT_TASK_BYTES`` of raw data, at least 2 when possible."""
+    n_rows = layout.chunks_per_shard[_split_axis(layout)]
+    if parts is None:
+        itemsize = layout.inner_encoder().spec.dtype.to_native_dtype().itemsize
+        shard_bytes = math.prod(layout.shard_shape) * itemsize
+        parts = max(2, math.ceil(shard_bytes / SLOT_TASK_BYTES))
+    parts = max(1, min(parts, n_rows))
+    bounds = np.linspace(0, n_rows, parts + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 def _regions(shape: tuple[int, ...], step: tuple[int, ...]) -> list[tuple[slice, ...]]:
@@ -374,6 +506,8 @@ def recompress(
     scheduler: str | None = None,
     overwrite: bool = False,
     progress: Callable[[Any], Any] | None = None,
+    layout: str = "compact",
+    slot_parts: int | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -392,10 +526,18 @@ def recompress(
     scheduler : None for Dask's local threaded scheduler, ``"processes"``/``"synchronous"``, or a
         ``dask.distributed`` scheduler address (``tcp://host:8786``).
     overwrite : replace an existing ``dst``.
-    progress : a context-manager factory wrapping the compute (e.g. a progress bar).
+    progress : a context-manager factory wrapping the compute (e.g. a progress bar), called
+        with the number of shards (chunks when unsharded).
+    layout : shard layout, ``"compact"`` (each shard encoded and written packed by one task)
+        or ``"fixed-slot"`` (inner chunks of a shard written into fixed slots by
+        ``slot_parts`` concurrent tasks, then indexed and renamed by a finalize task; see
+        ``zopt.shards``). Unsharded arrays ignore it.
+    slot_parts : tasks per shard in the fixed-slot layout (default: ~``SLOT_TASK_BYTES`` of
+        raw data each, at least 2).
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
-    ``overwrite``; ValueError for a bad codec chain or shape. On any error the partial store is
+    ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
+    with an inner chain whose encoded size has no known bound, naming the codec). On any error the partial store is
     removed and ``dst`` is left as it was.
     """
     import dask
@@ -405,6 +547,8 @@ def recompress(
         raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
     if os.path.exists(dst) and not overwrite:
         raise FileExistsError(f"dst {dst!r} exists; pass overwrite=True (--overwrite) to replace it")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
     chunk_arg = parse_shape(chunks, "chunks")
@@ -423,6 +567,7 @@ def recompress(
         template, layouts = _template(ds, names, chunk_arg, shard_arg)
         template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False, encoding=_encodings(names, split, layouts))
         tasks, reports = [], {}
+        job_id = uuid.uuid4().hex[:12]
         for name in names:
             var = ds[name]
             inner, shard = layouts[name]
@@ -434,15 +579,39 @@ def recompress(
                 chunks_written=0,
                 logical_bytes=int(var.size * var.dtype.itemsize),
                 stored_before=_stored_bytes_of(src, name),
+                layout=layout if shard else "unsharded",
             )
-            for region in _regions(tuple(var.shape), shard or inner):
-                tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision)))
+            shard_layout = layout_of(zarr.open_array(partial, path=name, mode="r")) if shard else None
+            if shard_layout is None:
+                for region in _regions(tuple(var.shape), inner):
+                    key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
+                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, dask_key_name=key)))
+                continue
+            if layout == "fixed-slot":
+                shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
+            job = dask.delayed(
+                _ShardJob(src, name, os.path.join(partial, name), shard_layout, tuple(var.shape), decision, job_id),
+                traverse=False, name=f"zopt-job-{name}-{job_id}",
+            )
+            grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
+            parts = _slot_parts(shard_layout, slot_parts) if layout == "fixed-slot" else []
+            for coords in np.ndindex(*grid):
+                label = f"{name}-{'.'.join(map(str, coords))}-{job_id}"
+                if layout == "compact":
+                    task = dask.delayed(_write_packed_shard, pure=False)(job, coords, dask_key_name=f"zopt-shard-{label}")
+                else:
+                    writes = [
+                        dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
+                        for p in parts
+                    ]
+                    task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
+                tasks.append((name, task))
         results = _compute([t for _, t in tasks], scheduler, progress)
         for (name, _), (masks, n) in zip(tasks, results, strict=True):
             reports[name].masks.update(masks)
             reports[name].chunks_written += n
         for name, rep in reports.items():
-            rep.stored_after = chunk_bytes_stored(partial, name)
+            rep.stored_after, rep.allocated_after = _stored_sizes(partial, name)
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
             warnings.simplefilter("ignore")
             zarr.consolidate_metadata(partial, zarr_format=3)

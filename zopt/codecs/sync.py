@@ -4,8 +4,9 @@ zarr-python's codec API is asynchronous and its built-in compressors hop to a th
 The ``conditional`` codec runs a chunk's whole decision (several trial encodings) in one worker
 thread instead, so it needs plain functions: the numcodecs object behind zarr's zstd, gzip and
 blosc codecs and behind zarr's ``numcodecs.*`` wrappers (numcodecs releases the GIL while
-compressing), zopt's own ``shuffle``, and, for any other codec, its async method run on a
-private event loop in the calling thread.
+compressing), zopt's own ``shuffle``, zarr's synchronous ``_encode_sync``/``_decode_sync``
+where a codec has them (crc32c), and, for any other codec, its async method run on a private
+event loop in the calling thread.
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ def _numcodec(codec: Any) -> Any | None:
     return None
 
 
+def _via_sync_method(method: str, codec: Any, spec: Any) -> Transform:
+    # zarr's bytes→bytes codecs with a synchronous path (crc32c, gzip, blosc)
+    fn = getattr(codec, method)
+
+    def run(data: np.ndarray) -> np.ndarray:
+        out = fn(spec.prototype.buffer.from_array_like(np.ascontiguousarray(data)), spec)
+        return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+
+    return run
+
+
 def _via_event_loop(method: str, codec: Any, spec: Any) -> Transform:
     def run(data: np.ndarray) -> np.ndarray:
         buf = spec.prototype.buffer.from_array_like(np.ascontiguousarray(data))
@@ -60,6 +72,8 @@ def sync_encoder(codec: Any, spec: Any) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
+        if hasattr(codec, "_encode_sync"):
+            return _via_sync_method("_encode_sync", codec, spec)
         return _via_event_loop("_encode_single", codec, spec)
     return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
 
@@ -68,5 +82,7 @@ def sync_decoder(codec: Any, spec: Any) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` decoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
+        if hasattr(codec, "_decode_sync"):
+            return _via_sync_method("_decode_sync", codec, spec)
         return _via_event_loop("_decode_single", codec, spec)
     return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))

@@ -1,0 +1,239 @@
+"""Synchronous encoding of one chunk through a Zarr v3 codec list, and its size bound.
+
+zarr-python encodes chunks through an asyncio pipeline built for reading and writing whole
+arrays. zopt's shard writers (``zopt.shards``) encode inner chunks themselves — one chunk at a
+time inside a Dask task, with the chunk's grid coordinates known — and need two things zarr's
+pipeline does not offer: the ``conditional`` codec's mask per chunk, and a bound on the encoded
+size of a chunk so that it can own a fixed slot in a shard file.
+
+``ChunkEncoder`` runs a codec list (array→array codecs, one array→bytes codec, bytes→bytes
+codecs; the inner chain of a ``sharding_indexed`` codec) on a numpy chunk:
+
+- array→array and array→bytes codecs through their synchronous ``_encode_sync`` (zarr's
+  ``bytes``/``transpose`` and zopt's codecs have one), otherwise their async method on a
+  private event loop;
+- bytes→bytes codecs through ``zopt.codecs.sync`` (numcodecs, releasing the GIL);
+- ``conditional`` through its decision with the chunk's ``chunk_index``.
+
+``max_encoded_size`` is the per-chunk upper bound (bytes) used to size fixed slots:
+
+============================  ======================================================
+codec                         bound for ``n`` input bytes
+============================  ======================================================
+``bytes``, ``transpose``,     exact (``compute_encoded_size``)
+``shuffle``, ``crc32c``
+``conditional``               ``n + header_bits/8`` — the writer stores mask 0 when an
+                              encoding would be larger (``ChunkEncoder.encode(..., limit=)``)
+``zstd``                      ``ZSTD_COMPRESSBOUND(n)`` (+4 with checksum)
+``blosc``                     ``n + 16`` (``BLOSC_MAX_OVERHEAD``)
+``gzip``                      zlib's ``compressBound(n)`` + 18 bytes of gzip wrapper
+============================  ======================================================
+
+Any other codec has no known bound: ``max_encoded_size`` raises ValueError naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+
+from zopt.codecs.conditional import ConditionalCodec, format_header
+from zopt.codecs.sync import sync_encoder
+
+__all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
+
+
+def chunk_spec(shape: Sequence[int], dtype: Any, fill_value: Any) -> ArraySpec:
+    """A zarr ``ArraySpec`` for one chunk: ``shape`` in elements, a zarr ``ZDType``, fill value."""
+    return ArraySpec(
+        shape=tuple(int(s) for s in shape),
+        dtype=dtype,
+        fill_value=fill_value,
+        config=ArrayConfig(order="C", write_empty_chunks=False),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def _zstd_bound(n: int) -> int:
+    # ZSTD_COMPRESSBOUND from zstd.h
+    return n + (n >> 8) + (((128 << 10) - n) >> 11 if n < (128 << 10) else 0)
+
+
+def _bytes_bound(codec: Any, n: int, spec: ArraySpec) -> int:
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+    if isinstance(codec, ConditionalCodec):
+        return codec.max_encoded_size(n)
+    if isinstance(codec, ZstdCodec):
+        return _zstd_bound(n) + (4 if codec.checksum else 0)
+    if isinstance(codec, BloscCodec):
+        return n + 16
+    if isinstance(codec, GzipCodec):
+        return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 18
+    try:
+        return int(codec.compute_encoded_size(n, spec))
+    except NotImplementedError:
+        pass
+    name = codec.to_dict().get("name", type(codec).__name__)
+    raise ValueError(
+        f"codecs: {name!r} has no known upper bound on its encoded size, so fixed slots cannot be "
+        "sized; wrap it in 'conditional' (bounded by the raw size + header), use zstd, blosc, "
+        "gzip or crc32c, or write the compact layout"
+    )
+
+
+@dataclass(frozen=True)
+class EncodedChunk:
+    """One encoded chunk: ``data`` (1-D uint8) and the mask of each ``conditional`` codec."""
+
+    data: np.ndarray
+    masks: tuple[int, ...]
+
+    @property
+    def mask(self) -> int | None:
+        """The first conditional codec's mask, or None when the chain has none."""
+        return self.masks[0] if self.masks else None
+
+
+class ChunkEncoder:
+    """Encode chunks of one array through a codec list, synchronously (see module docstring).
+
+    codecs : the codec objects, in chain order (e.g. ``ShardingCodec.codecs``).
+    spec : the chunk's ``ArraySpec`` (``chunk_spec``); every chunk encoded has its shape.
+    Raises ValueError when the list does not have exactly one array→bytes codec.
+    """
+
+    def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
+        from zopt.pipeline import _zopt_bytes
+
+        self.spec = spec
+        self.array_array: list[tuple[Any, ArraySpec]] = []
+        self.array_bytes: tuple[Any, ArraySpec] | None = None
+        self.bytes_bytes: list[tuple[Any, ArraySpec]] = []
+        current = spec
+        for codec in codecs:
+            codec = _zopt_bytes(codec.evolve_from_array_spec(current))
+            if isinstance(codec, ArrayArrayCodec):
+                if self.array_bytes is not None:
+                    raise ValueError("codecs: an array→array codec follows the array→bytes codec")
+                self.array_array.append((codec, current))
+                current = codec.resolve_metadata(current)
+            elif isinstance(codec, ArrayBytesCodec):
+                if self.array_bytes is not None:
+                    raise ValueError("codecs: more than one array→bytes codec")
+                self.array_bytes = (codec, current)
+            elif isinstance(codec, BytesBytesCodec):
+                if self.array_bytes is None:
+                    raise ValueError("codecs: a bytes→bytes codec precedes the array→bytes codec")
+                self.bytes_bytes.append((codec, current))
+            else:
+                raise ValueError(f"codecs: {codec!r} is not a zarr codec")
+        if self.array_bytes is None:
+            raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
+        self._encoders = [
+            None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
+        ]
+
+    @property
+    def codecs(self) -> tuple[Any, ...]:
+        return (*[c for c, _ in self.array_array], self.array_bytes[0], *[c for c, _ in self.bytes_bytes])
+
+    def with_decision(self, decision: Any) -> ChunkEncoder:
+        """A copy whose ``conditional`` codecs decide with ``decision`` (see ``zopt.decisions``)."""
+        out = ChunkEncoder.__new__(ChunkEncoder)
+        out.__dict__.update(self.__dict__)
+        out.bytes_bytes = [
+            (c.with_decision(decision) if isinstance(c, ConditionalCodec) else c, s)
+            for c, s in self.bytes_bytes
+        ]
+        return out
+
+    def max_encoded_size(self) -> int:
+        """Upper bound (bytes) of one encoded chunk; ValueError naming a codec without one."""
+        codec, s = self.array_bytes
+        n = int(codec.compute_encoded_size(_raw_nbytes(s), s))
+        for codec, s in self.bytes_bytes:
+            n = _bytes_bound(codec, n, s)
+        return n
+
+    def _to_bytes(self, chunk: np.ndarray) -> np.ndarray:
+        proto = self.spec.prototype
+        value: Any = proto.nd_buffer.from_ndarray_like(chunk)
+        for codec, s in self.array_array:
+            value = _run_sync(codec, "_encode_sync", "_encode_single", value, s)
+        codec, s = self.array_bytes
+        out = _run_sync(codec, "_encode_sync", "_encode_single", value, s)
+        return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
+
+    def encode(
+        self,
+        chunk: np.ndarray,
+        chunk_index: tuple[int, ...] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> EncodedChunk:
+        """Encode one chunk (numpy array of the spec's shape and dtype).
+
+        chunk_index : grid coordinates handed to ``conditional`` decisions.
+        limit : maximum encoded size in bytes (a fixed slot). When the decided masks would
+            exceed it, the chunk is re-encoded with every ``conditional`` mask 0; if that still
+            exceeds ``limit`` (a codec's bound is wrong), ValueError.
+        """
+        raw = self._to_bytes(chunk)
+        data, masks = self._bytes_bytes(raw, chunk_index, force_zero=False)
+        if limit is not None and data.size > limit:
+            if masks:
+                data, masks = self._bytes_bytes(raw, chunk_index, force_zero=True)
+            if data.size > limit:
+                raise ValueError(
+                    f"chunk {chunk_index}: encoded to {data.size} bytes, more than its slot of {limit}"
+                )
+        return EncodedChunk(data, masks)
+
+    def _bytes_bytes(
+        self, data: np.ndarray, chunk_index: tuple[int, ...] | None, force_zero: bool
+    ) -> tuple[np.ndarray, tuple[int, ...]]:
+        masks = []
+        for (codec, s), enc in zip(self.bytes_bytes, self._encoders, strict=True):
+            if enc is not None:
+                data = enc(data)
+                continue
+            mask, payload = (0, data) if force_zero else codec.encode_bytes(data, s, chunk_index)
+            out = np.empty(codec.header_nbytes + payload.size, dtype=np.uint8)
+            out[: codec.header_nbytes] = np.frombuffer(format_header(mask, codec.header_bits), np.uint8)
+            out[codec.header_nbytes :] = payload
+            data = out
+            masks.append(mask)
+        return data, tuple(masks)
+
+
+def _raw_nbytes(spec: ArraySpec) -> int:
+    from zopt.dtypes.ml import MLDType
+
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    if isinstance(spec.dtype, MLDType):
+        return n * spec.dtype.item_size
+    return n * spec.dtype.to_native_dtype().itemsize
+
+
+def _run_sync(codec: Any, sync_name: str, async_name: str, value: Any, spec: ArraySpec) -> Any:
+    fn = getattr(codec, sync_name, None)
+    if fn is not None:
+        return fn(value, spec)
+    return asyncio.run(getattr(codec, async_name)(value, spec))
+
+
+def max_encoded_size(codecs: Sequence[Any], spec: ArraySpec) -> int:
+    """Upper bound (bytes) of one chunk of ``spec`` encoded with ``codecs``.
+
+    Raises ValueError naming the first codec without a known bound (see module docstring).
+    """
+    return ChunkEncoder(codecs, spec).max_encoded_size()
+

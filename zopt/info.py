@@ -1,0 +1,204 @@
+"""``zopt info``: what a local Zarr v3 store's arrays look like on disk.
+
+Per array: shard layout (``fixed-slot``, ``compact``, ``mixed``, ``unsharded``; see
+``zopt.shards``), slot size, how full the slots of the stored inner chunks are, the histogram
+of ``conditional`` masks read from the stored chunk headers, and stored against logical bytes
+(apparent file sizes and allocated disk blocks, which differ for sparse fixed-slot shards).
+Leftover temporary shard files of an interrupted write (``*.zopt-*``) are counted.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from zopt.codecs.chain import ChunkEncoder, chunk_spec
+from zopt.codecs.conditional import ConditionalCodec, parse_header
+from zopt.codecs.sync import sync_decoder
+from zopt.shards import (
+    EMPTY,
+    TMP_MARK,
+    ShardLayout,
+    allocated_bytes,
+    classify,
+    layout_of,
+    read_index,
+)
+
+__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "store_info"]
+
+
+@dataclass
+class ArrayInfo:
+    """On-disk summary of one array. Sizes in bytes.
+
+    layout : ``fixed-slot``, ``compact``, ``mixed`` (shards of both kinds), ``other`` (chunks
+        neither packed nor at slot offsets), ``empty`` or ``unsharded``.
+    slot_size : fixed-slot size (None when the inner chain has no bound or unsharded).
+    slot_fill : stored chunk bytes / (stored chunks in fixed-slot shards × slot_size), or None.
+    masks : ``conditional`` mask → number of stored (inner) chunks.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str
+    shard_files: int
+    chunks_total: int
+    chunks_stored: int
+    logical_bytes: int
+    apparent_bytes: int
+    allocated_bytes: int
+    slot_size: int | None = None
+    slot_fill: float | None = None
+    layouts: collections.Counter = field(default_factory=collections.Counter)
+    masks: collections.Counter = field(default_factory=collections.Counter)
+    temp_files: int = 0
+
+
+def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
+    """The Zarr arrays of a local store (the store itself if it is an array), by path.
+
+    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
+    """
+    node = zarr.open(os.fspath(store), mode="r")
+    if isinstance(node, zarr.Array):
+        found = {"": node}
+    else:
+        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
+    if names:
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
+        return [found[n] for n in names]
+    return [found[k] for k in sorted(found)]
+
+
+def chunk_files(store: str | os.PathLike, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], Path]]:
+    """``(coords, path)`` of every stored chunk (shard) file of ``array`` in a local store."""
+    meta = array.metadata
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, meta.chunk_grid.chunk_shape, strict=True))
+    root = Path(os.fspath(store)) / array.path
+    for coords in np.ndindex(*grid):
+        path = root / meta.encode_chunk_key(coords)
+        if path.is_file():
+            yield coords, path
+
+
+def _temp_files(store: str | os.PathLike, array: zarr.Array) -> int:
+    root = Path(os.fspath(store)) / array.path
+    return sum(1 for p in root.rglob(f"*{TMP_MARK}*") if p.is_file())
+
+
+class _MaskReader:
+    """Reads the ``conditional`` mask of a stored chunk: decodes the bytes→bytes codecs after
+    the conditional codec (e.g. crc32c), then parses its header."""
+
+    def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
+        enc = ChunkEncoder(codecs, spec)
+        self.codec: ConditionalCodec | None = None
+        self.after: list = []
+        for codec, s in enc.bytes_bytes:
+            if self.codec is not None:
+                self.after.append(sync_decoder(codec, s))
+            elif isinstance(codec, ConditionalCodec):
+                self.codec = codec
+
+    def mask(self, data: bytes) -> int:
+        assert self.codec is not None
+        raw = np.frombuffer(data, dtype=np.uint8)
+        for dec in reversed(self.after):
+            raw = dec(raw)
+        return parse_header(raw[: self.codec.header_nbytes], self.codec.header_bits, len(self.codec.codecs))
+
+
+def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayout, info: ArrayInfo) -> None:
+    reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
+    try:
+        info.slot_size = layout.slot_size
+    except ValueError:
+        info.slot_size = None
+    slot_used = slot_chunks = 0
+    for _, path in chunk_files(store, array):
+        key = os.path.relpath(path, store)
+        info.shard_files += 1
+        size = os.path.getsize(path)
+        info.apparent_bytes += size
+        info.allocated_bytes += allocated_bytes(path)
+        table = read_index(path, layout, key)
+        kind = classify(table, layout, size)
+        info.layouts[kind] += 1
+        used = np.flatnonzero(table[:, 0] != EMPTY)
+        info.chunks_stored += int(used.size)
+        if kind == "fixed-slot":
+            slot_used += int(table[used, 1].sum())
+            slot_chunks += int(used.size)
+        if reader.codec is not None and used.size:
+            with open(path, "rb") as f:
+                blob = f.read()
+            for i in used:
+                start, n = int(table[i, 0]), int(table[i, 1])
+                info.masks[reader.mask(blob[start : start + n])] += 1
+    if slot_chunks and info.slot_size:
+        info.slot_fill = slot_used / (slot_chunks * info.slot_size)
+    kinds = {k for k in info.layouts if k != "empty"}
+    info.layout = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "empty")
+
+
+def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None) -> list[ArrayInfo]:
+    """``ArrayInfo`` for each array of a local Zarr v3 store (or the named ``arrays``).
+
+    Raises ShardIndexError naming a shard whose index is corrupt or does not match its file.
+    """
+    out = []
+    for array in arrays_in(store, arrays):
+        meta = array.metadata
+        itemsize = array.dtype.itemsize
+        info = ArrayInfo(
+            name=array.path or "/",
+            shape=tuple(array.shape),
+            dtype=str(meta.data_type.to_json(3) if hasattr(meta, "data_type") else array.dtype),
+            layout="unsharded",
+            shard_files=0,
+            chunks_total=math.prod(math.ceil(s / c) for s, c in zip(array.shape, _inner_shape(array), strict=True)),
+            chunks_stored=0,
+            logical_bytes=int(math.prod(array.shape) * itemsize),
+            apparent_bytes=0,
+            allocated_bytes=0,
+            temp_files=_temp_files(store, array),
+        )
+        layout = layout_of(array)
+        if layout is not None:
+            _info_sharded(store, array, layout, info)
+        else:
+            _info_unsharded(store, array, info)
+        out.append(info)
+    return out
+
+
+def _inner_shape(array: zarr.Array) -> tuple[int, ...]:
+    layout = layout_of(array)
+    return layout.inner_shape if layout is not None else tuple(array.metadata.chunk_grid.chunk_shape)
+
+
+def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo) -> None:
+    meta = array.metadata
+    codecs = getattr(meta, "codecs", None)
+    reader = None
+    if codecs is not None:
+        reader = _MaskReader(codecs, chunk_spec(meta.chunk_grid.chunk_shape, meta.data_type, meta.fill_value))
+    for _, path in chunk_files(store, array):
+        info.shard_files += 1
+        info.chunks_stored += 1
+        info.apparent_bytes += os.path.getsize(path)
+        info.allocated_bytes += allocated_bytes(path)
+        if reader is not None and reader.codec is not None:
+            info.masks[reader.mask(path.read_bytes())] += 1
