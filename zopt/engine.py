@@ -565,7 +565,7 @@ def recompress(
     shutil.rmtree(partial, ignore_errors=True)
     try:
         template, layouts = _template(ds, names, chunk_arg, shard_arg)
-        template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False, encoding=_encodings(names, split, layouts))
+        template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False, encoding=_encodings(ds, names, split, layouts))
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -646,11 +646,14 @@ def _template(ds: xr.Dataset, names: list[str], chunks, shards):
     return out, layouts
 
 
-def _encodings(names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
         e = {"chunks": inner, **split}
+        fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
+        if fill is not None and "_FillValue" not in ds[name].attrs:
+            e["fill_value"] = fill
         if shard is not None:
             e["shards"] = shard
         enc[name] = e

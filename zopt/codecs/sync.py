@@ -28,8 +28,19 @@ def _as_u8(out: Any) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8) if isinstance(out, bytes | bytearray | memoryview) else np.asarray(out).view(np.uint8).ravel()
 
 
-@functools.lru_cache(maxsize=256)
 def _numcodec(codec: Any) -> Any | None:
+    try:
+        return _numcodec_cached(codec)
+    except TypeError:  # unhashable codec objects (zarr's numcodecs.* wrappers hold a dict)
+        return _numcodec_uncached(codec)
+
+
+@functools.lru_cache(maxsize=256)
+def _numcodec_cached(codec: Any) -> Any | None:
+    return _numcodec_uncached(codec)
+
+
+def _numcodec_uncached(codec: Any) -> Any | None:
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
     from zopt.codecs.shuffle import ShuffleCodec

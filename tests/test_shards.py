@@ -1,0 +1,329 @@
+"""Shard layouts: slot arithmetic, index bytes, fixed-slot writes by concurrent processes,
+crash safety, compaction, ``zopt info``/``compact`` and interop reads (zarrs, tensorstore)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from zarr.codecs import BytesCodec, Crc32cCodec
+
+from zopt.cli import main
+from zopt.codecs.conditional import ConditionalCodec
+from zopt.compact import compact
+from zopt.engine import recompress
+from zopt.info import store_info
+from zopt.shards import (
+    EMPTY,
+    ShardIndexError,
+    ShardLayout,
+    classify,
+    finalize_slots,
+    layout_of,
+    read_index,
+    tmp_path,
+    write_slots,
+)
+
+
+def _field(shape=(300, 260), seed=0) -> np.ndarray:
+    """Smooth field with a noise block and a zero band: chunks that want different masks."""
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0, 30, shape[0])[:, None]
+    x = np.linspace(0, 20, shape[1])[None]
+    a = np.round(np.sin(y) * np.cos(x) * 10, 2).astype("f4")
+    a[:50, :70] = rng.standard_normal((50, 70))
+    a[200:, :] = 0
+    return a
+
+
+@pytest.fixture
+def source(tmp_path) -> tuple[Path, np.ndarray]:
+    a = _field()
+    g = zarr.open_group(tmp_path / "src.zarr", mode="w")
+    g.create_array("v", shape=a.shape, chunks=(100, 100), dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
+    return tmp_path / "src.zarr", a
+
+
+def _layout(index_location="end", cps=(2, 3), inner=(4, 5), codecs=None) -> ShardLayout:
+    from zarr.core.dtype import Float32
+
+    return ShardLayout(
+        shard_shape=tuple(c * i for c, i in zip(cps, inner, strict=True)),
+        inner_shape=inner,
+        index_location=index_location,
+        index_codecs=(BytesCodec(), Crc32cCodec()),
+        inner_codecs=codecs or (BytesCodec(), ConditionalCodec(codecs=[{"name": "zstd", "configuration": {"level": 1}}])),
+        dtype=Float32(),
+        fill_value=0.0,
+    )
+
+
+def _shard_files(store: Path) -> list[Path]:
+    return sorted(f for f in (store / "v" / "c").rglob("*") if f.is_file())
+
+
+def _chunk_bytes(path: Path, layout: ShardLayout) -> dict[int, bytes]:
+    table = read_index(path, layout)
+    blob = path.read_bytes()
+    return {int(i): blob[int(table[i, 0]) : int(table[i, 0] + table[i, 1])] for i in np.flatnonzero(table[:, 0] != EMPTY)}
+
+
+# -- slot arithmetic and index bytes -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_slot_arithmetic_and_index_bytes(tmp_path, where):
+    layout = _layout(where)
+    assert layout.n_inner == 6
+    assert layout.index_nbytes == 6 * 16 + 4  # uint64 pairs + crc32c
+    assert layout.slot_size == 4 * 5 * 4 + 1  # raw float32 chunk + 1-byte conditional header
+    base = 100 if where == "start" else 0
+    assert [layout.slot_offset(i) for i in range(3)] == [base, base + 81, base + 162]
+
+    chunks = {1: np.arange(30, dtype=np.uint8), 4: np.arange(81, dtype=np.uint8)}
+    tmp = tmp_path / "s.tmp"
+    written = write_slots(tmp, layout, chunks.items())
+    assert written == [(1, 30), (4, 81)]
+    final = tmp_path / "s"
+    size = finalize_slots(tmp, final, layout, written)
+    assert not tmp.exists() and final.exists()
+    blob = final.read_bytes()
+    assert size == len(blob) == 6 * 81 + 100
+    pairs = [(EMPTY, EMPTY)] * 6
+    pairs[1] = (base + 81, 30)
+    pairs[4] = (base + 4 * 81, 81)
+    raw = b"".join(struct.pack("<QQ", int(o), int(n)) for o, n in pairs)
+    index = raw + struct.pack("<I", google_crc32c.value(raw))
+    assert (blob[:100] if where == "start" else blob[-100:]) == index
+    for i, data in chunks.items():
+        assert blob[base + i * 81 : base + i * 81 + data.size] == data.tobytes()
+    assert classify(read_index(final, layout), layout, size) == "fixed-slot"
+
+
+def test_chain_without_a_bound_is_refused_naming_the_codec(source, tmp_path):
+    src, _ = source
+    chain = json.dumps([{"name": "bytes"}, {"name": "numcodecs.bz2", "configuration": {"level": 1}}])
+    with pytest.raises(ValueError, match="numcodecs.bz2"):
+        recompress(src, tmp_path / "d.zarr", codecs=chain, chunks=(32, 32), shards=(96, 128), layout="fixed-slot")
+    assert not (tmp_path / "d.zarr").exists()
+
+
+def test_unknown_layout_is_a_value_error(source, tmp_path):
+    with pytest.raises(ValueError, match="layout: 'sparse' is not one of"):
+        recompress(source[0], tmp_path / "d.zarr", layout="sparse")
+
+
+# -- the engine ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["fixed-slot", "compact"])
+def test_recompress_layouts_round_trip_with_slot_offsets(source, tmp_path, layout):
+    src, a = source
+    dst = tmp_path / "d.zarr"
+    report = recompress(src, dst, chunks=(32, 32), shards=(96, 128), layout=layout, slot_parts=3)
+    arr = zarr.open_array(dst, path="v")
+    np.testing.assert_array_equal(arr[:], a)
+    rep = report.arrays[0]
+    assert rep.layout == layout
+    lay = layout_of(arr)
+    kinds = set()
+    for f in _shard_files(dst):
+        table = read_index(f, lay)
+        kinds.add(classify(table, lay, f.stat().st_size))
+        used = np.flatnonzero(table[:, 0] != EMPTY)
+        if layout == "fixed-slot":
+            assert np.all(table[used, 0] == used * lay.slot_size)
+    assert kinds == {layout}
+    # chunks equal to the fill value (the zero band) are not stored, as zarr does
+    assert rep.chunks_written == 63 < rep.chunks == 90
+    assert not list(dst.rglob("*.zopt-*"))
+    infos = store_info(dst)
+    assert infos[0].masks == rep.masks and infos[0].layout == layout
+    assert sum(rep.masks.values()) == rep.chunks_written
+
+
+def test_a_decision_never_overflows_its_slot(tmp_path):
+    noise = np.random.default_rng(1).integers(0, 2**32, (64, 64), dtype=np.uint32).view("f4")
+    g = zarr.open_group(tmp_path / "src.zarr", mode="w")
+    g.create_array("v", shape=noise.shape, chunks=(64, 64), dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = noise
+    dst = tmp_path / "d.zarr"
+    report = recompress(tmp_path / "src.zarr", dst, chunks=(16, 16), shards=(64, 64), decision="always", layout="fixed-slot")
+    # zstd makes random bytes larger, so "always" would overflow: stored with mask 0 instead
+    assert set(report.arrays[0].masks) == {0}
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:].view("u4"), noise.view("u4"))
+    compact_report = recompress(tmp_path / "src.zarr", tmp_path / "c.zarr", chunks=(16, 16), shards=(64, 64), decision="always")
+    assert set(compact_report.arrays[0].masks) == {3}  # packed: no slot limit, the mask holds
+
+
+def test_worker_processes_write_the_same_shards_concurrently(source, tmp_path):
+    from distributed import Client, LocalCluster, get_task_stream
+
+    src, a = source
+    dst = tmp_path / "d.zarr"
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client, get_task_stream(client) as stream:
+        report = recompress(src, dst, chunks=(32, 32), shards=(96, 256), layout="fixed-slot", slot_parts=3, scheduler=cluster.scheduler_address)
+    by_shard: dict[str, set] = {}
+    for t in stream.data:
+        key = str(t["key"])
+        if key.startswith("zopt-slots-"):
+            by_shard.setdefault(key.rsplit("-", 1)[0], set()).add(t["worker"])
+    assert len(by_shard) == 8  # 4×2 shards, three writer tasks each
+    assert any(len(w) == 2 for w in by_shard.values())  # one shard written by both processes
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)  # 0 chunks lost
+    assert report.arrays[0].chunks_written == 63
+
+
+# -- crash safety --------------------------------------------------------------------------------------
+
+
+def test_a_writer_killed_before_finalize_leaves_the_previous_shard(source, tmp_path):
+    src, a = source
+    dst = tmp_path / "d.zarr"
+    recompress(src, dst, chunks=(32, 32), shards=(96, 128), layout="fixed-slot")
+    shard = dst / "v" / "c" / "0" / "0"
+    before = shard.read_bytes()
+    script = textwrap.dedent(
+        f"""
+        import os, signal, numpy as np, zarr
+        from zopt.shards import layout_of, tmp_path, write_slots
+        lay = layout_of(zarr.open_array({str(dst)!r}, path="v"))
+        enc = lay.inner_encoder()
+        chunk = np.full(lay.inner_shape, 7.0, dtype="f4")
+        tmp = tmp_path({str(shard)!r}, "killed")
+        write_slots(tmp, lay, [(i, enc.encode(chunk).data) for i in range(5)])
+        os.kill(os.getpid(), signal.SIGKILL)  # dies before finalize
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    assert tmp_path_exists(shard)
+    assert shard.read_bytes() == before
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+    assert store_info(dst)[0].temp_files == 1
+
+
+def tmp_path_exists(shard: Path) -> bool:
+    return tmp_path(shard, "killed").exists()
+
+
+# -- compaction ------------------------------------------------------------------------------------------
+
+
+def _fixed_slot_store(tmp_path: Path, a: np.ndarray, where: str) -> Path:
+    """A fixed-slot store of ``a`` with the shard index at ``where``, written by zopt's tasks."""
+    from zopt.engine import _finalize_shard, _ShardJob, _slot_parts, _write_slot_part
+
+    src = tmp_path / "src.zarr"
+    zarr.open_group(src, mode="w").create_array("v", shape=a.shape, chunks=a.shape, dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
+    dst = tmp_path / "d.zarr"
+    z = zarr.open_group(dst, mode="w").create_array(
+        "v", shape=a.shape, dtype="f4", fill_value=0, chunks=(32, 32),
+        shards={"shape": (96, 128), "index_location": where}, serializer=BytesCodec(),
+        compressors=[ConditionalCodec(codecs=[{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}])],
+    )
+    lay = layout_of(z)
+    job = _ShardJob(str(src), "v", str(dst / "v"), lay, a.shape, "compress_if_smaller", "test")
+    for coords in np.ndindex(4, 3):
+        _finalize_shard(job, coords, *[_write_slot_part(job, coords, p) for p in _slot_parts(lay, 2)])
+    return dst
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_compaction_keeps_every_chunk_bit_for_bit(tmp_path, where):
+    a = _field(seed=2)
+    dst = _fixed_slot_store(tmp_path, a, where)
+    lay = layout_of(zarr.open_array(dst, path="v"))
+    assert lay.index_location == where
+    files = _shard_files(dst)
+    assert {classify(read_index(f, lay), lay, f.stat().st_size) for f in files} == {"fixed-slot"}
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+    chunks_before = {f: _chunk_bytes(f, lay) for f in files}
+    report = compact(dst)
+    entry = report.arrays[0]
+    assert entry.shards == entry.compacted == len(files)
+    assert entry.apparent_after < entry.apparent_before
+    assert entry.apparent_after == sum(f.stat().st_size for f in files)
+    for f in files:
+        assert _chunk_bytes(f, lay) == chunks_before[f]
+        assert classify(read_index(f, lay), lay, f.stat().st_size) == "compact"
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+    again = compact(dst)  # idempotent: nothing left to compact
+    assert again.arrays[0].compacted == 0
+
+
+def test_cli_info_and_compact(source, tmp_path):
+    src, a = source
+    dst = tmp_path / "d.zarr"
+    runner = CliRunner()
+    res = runner.invoke(main, ["recompress", str(src), str(dst), "--chunks", "y=32,x=32", "--shards", "y=96,x=128",
+                               "--layout", "fixed-slot", "--slot-parts", "2", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["info", str(dst)])
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.output.splitlines() if " v " in line)
+    assert "fixed-slot" in row and "63/90" in row and "4.0 KiB" in row
+    res = runner.invoke(main, ["compact", str(dst), "v", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "compact" in res.output
+    res = runner.invoke(main, ["info", str(dst)])
+    row = next(line for line in res.output.splitlines() if " v " in line)
+    assert "fixed-slot" not in row and "compact" in row
+    res = runner.invoke(main, ["info", str(dst), "nope"])
+    assert res.exit_code != 0 and "nope" in res.output
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+
+
+def test_a_shard_whose_index_does_not_match_its_file_is_named(source, tmp_path):
+    src, _ = source
+    dst = tmp_path / "d.zarr"
+    recompress(src, dst, chunks=(32, 32), shards=(96, 128), layout="fixed-slot")
+    shard = dst / "v" / "c" / "1" / "0"
+    blob = shard.read_bytes()
+    lay = layout_of(zarr.open_array(dst, path="v"))
+    # drop the last slot but keep the index: entries now point past the chunk data
+    shard.write_bytes(blob[: len(blob) - lay.index_nbytes - lay.slot_size] + blob[-lay.index_nbytes :])
+    with pytest.raises(ShardIndexError, match=r"shard 'v/c/1/0'.*outside"):
+        store_info(dst)
+    with pytest.raises(ShardIndexError, match=r"v/c/1/0"):
+        compact(dst)
+    shard.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))  # a flipped checksum bit
+    with pytest.raises(ShardIndexError, match=r"shard 'v/c/1/0'.*index does not decode"):
+        store_info(dst)
+
+
+# -- interop -----------------------------------------------------------------------------------------------
+
+INTEROP_CHAINS = {
+    "zstd+crc32c": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 3}}, {"name": "crc32c"}],
+    "blosc": [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}],
+}
+
+
+@pytest.mark.parametrize("chain", sorted(INTEROP_CHAINS))
+@pytest.mark.parametrize("layout", ["fixed-slot", "compact"])
+def test_zarrs_and_tensorstore_read_both_layouts(source, tmp_path, chain, layout):
+    zarrs = pytest.importorskip("zarrs")
+    ts = pytest.importorskip("tensorstore")
+    src, a = source
+    dst = tmp_path / "d.zarr"
+    recompress(src, dst, chunks=(32, 32), shards=(96, 128), layout=layout, codecs=json.dumps(INTEROP_CHAINS[chain]))
+    lay = layout_of(zarr.open_array(dst, path="v"))
+    kinds = {classify(read_index(f, lay), lay, f.stat().st_size) for f in _shard_files(dst)}
+    assert kinds == {layout}
+    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+        assert zarrs is not None
+        np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(dst / "v")}}).result()
+    np.testing.assert_array_equal(t.read().result(), a)
