@@ -278,3 +278,17 @@ def test_entry_points_are_registered():
     assert {"conditional", "optional", "shuffle", "bytes"} <= codecs
     dtypes = {e.name for e in entry_points(group="zarr.data_type") if e.value.startswith("zopt")}
     assert {"int4", "bfloat16", "float8_e4m3", "float4_e2m1fn"} <= dtypes
+
+
+@given(data=st.binary(max_size=4096), element_size=st.integers(1, 16))
+@settings(max_examples=200, deadline=None)
+def test_shuffle_matches_numcodecs_and_keeps_trailing_bytes(data, element_size):
+    codec = ShuffleCodec(element_size=element_size)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    out = codec.encode_bytes(raw)
+    whole = raw.size // element_size * element_size
+    if whole:
+        reference = numcodecs.Shuffle(element_size).encode(raw[:whole].tobytes())
+        assert out[:whole].tobytes() == bytes(reference)
+    assert out[whole:].tobytes() == raw[whole:].tobytes()  # a partial element stays in place
+    assert codec.decode_bytes(out).tobytes() == data

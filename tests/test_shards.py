@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from zarr.codecs import BytesCodec, Crc32cCodec
+from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 
 from zopt.cli import main
 from zopt.codecs.conditional import ConditionalCodec
@@ -327,3 +327,22 @@ def test_zarrs_and_tensorstore_read_both_layouts(source, tmp_path, chain, layout
         np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
     t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(dst / "v")}}).result()
     np.testing.assert_array_equal(t.read().result(), a)
+
+
+def test_inner_chunk_bytes_equal_zarr_pythons_for_a_core_chain(source, tmp_path):
+    """Same chain, same data: zopt's shard files hold the very inner-chunk bytes zarr-python
+    writes (only their order in the file differs: C order vs zarr's Morton order)."""
+    src, a = source
+    chain = INTEROP_CHAINS["zstd+crc32c"]
+    recompress(src, tmp_path / "zopt.zarr", chunks=(32, 32), shards=(96, 128), codecs=json.dumps(chain))
+    ref = zarr.create_array(
+        tmp_path / "zarr.zarr", shape=a.shape, dtype="f4", fill_value=0, chunks=(32, 32), shards=(96, 128),
+        serializer=BytesCodec(), compressors=[ZstdCodec(level=3), Crc32cCodec()],
+    )
+    ref[:] = a
+    lay = layout_of(ref)
+    ours = {f.relative_to(tmp_path / "zopt.zarr" / "v"): f for f in _shard_files(tmp_path / "zopt.zarr")}
+    theirs = {f.relative_to(tmp_path / "zarr.zarr"): f for f in sorted((tmp_path / "zarr.zarr" / "c").rglob("*")) if f.is_file()}
+    assert ours.keys() == theirs.keys()
+    for rel in ours:
+        assert _chunk_bytes(ours[rel], lay) == _chunk_bytes(theirs[rel], lay)

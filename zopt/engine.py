@@ -10,11 +10,13 @@ How the work is split:
   CF attributes (``_FillValue``, ``scale_factor``, ``units`` …) travel as they are; xarray writes
   the destination's metadata (attributes, dimension names, coordinates, fill values), exactly
   as ``Dataset.to_zarr`` would, so ``xarray.open_zarr(dst)`` equals ``xarray.open_dataset(src)``.
-- Every variable of one dimension or more is written by Dask tasks, one per output shard (per
-  chunk when unsharded). Each task opens the source lazily and reads only its shard's region,
-  opens the destination array, attaches the decision to its ``conditional`` codecs (decisions
-  are runtime objects and do not survive pickling of sharded arrays), and writes the region
-  through zarr, so the result is an ordinary Zarr v3 store.
+- Every variable of one dimension or more is written by Dask tasks that each read only their
+  region of the source. A sharded target gets one task per shard that encodes the shard's inner
+  chunks with ``zopt.codecs.chain.ChunkEncoder`` and writes the shard file packed
+  (``layout="compact"``), or several slot-writer tasks per shard plus a finalize task
+  (``layout="fixed-slot"``, see ``zopt.shards``). Decisions are attached on the worker
+  (they are runtime objects and are not pickled with codecs). An unsharded target gets one
+  task per chunk writing through zarr.
 - The store is written under ``<dst>.zopt-partial`` and renamed to ``dst`` when every task has
   finished; a failed run removes the partial store, and an interrupted one leaves only that
   clearly named directory. The source is only read.
@@ -106,12 +108,14 @@ class ArrayReport:
 
 @dataclass
 class RecompressReport:
-    """Per-array reports plus wall time (seconds) and the destination path."""
+    """Per-array reports, the destination path, wall time of the whole run and of the Dask graph
+    alone (``graph_seconds``: reading, encoding and writing, without metadata and setup)."""
 
     dst: str
     arrays: list[ArrayReport]
     seconds: float
     source_bytes: int | None = None
+    graph_seconds: float = 0.0
 
     @property
     def logical_bytes(self) -> int:
@@ -606,7 +610,9 @@ def recompress(
                     ]
                     task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
+        t_graph = time.perf_counter()
         results = _compute([t for _, t in tasks], scheduler, progress)
+        graph_seconds = time.perf_counter() - t_graph
         for (name, _), (masks, n) in zip(tasks, results, strict=True):
             reports[name].masks.update(masks)
             reports[name].chunks_written += n
@@ -624,7 +630,9 @@ def recompress(
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
-    return RecompressReport(dst=dst, arrays=list(reports.values()), seconds=elapsed, source_bytes=_source_nbytes(src))
+    return RecompressReport(
+        dst=dst, arrays=list(reports.values()), seconds=elapsed, source_bytes=_source_nbytes(src), graph_seconds=graph_seconds
+    )
 
 
 def _template(ds: xr.Dataset, names: list[str], chunks, shards):

@@ -46,7 +46,7 @@ def _numcodec_uncached(codec: Any) -> Any | None:
     from zopt.codecs.shuffle import ShuffleCodec
 
     if isinstance(codec, ShuffleCodec):
-        return codec._codec()
+        return _ShuffleAdapter(codec)
     if isinstance(codec, ZstdCodec):
         return numcodecs.Zstd(level=codec.level, checksum=codec.checksum)
     if isinstance(codec, GzipCodec):
@@ -57,6 +57,19 @@ def _numcodec_uncached(codec: Any) -> Any | None:
     if inner is not None and hasattr(inner, "encode") and hasattr(inner, "decode"):
         return inner
     return None
+
+
+class _ShuffleAdapter:
+    """numcodecs-style ``encode``/``decode`` for zopt's numpy shuffle."""
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+
+    def encode(self, data: np.ndarray) -> np.ndarray:
+        return self.codec.encode_bytes(data)
+
+    def decode(self, data: np.ndarray) -> np.ndarray:
+        return self.codec.decode_bytes(data)
 
 
 def _via_sync_method(method: str, codec: Any, spec: Any) -> Transform:
