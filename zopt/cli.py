@@ -115,8 +115,10 @@ def main() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 @click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
 @click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
+@click.option("--plan", "plan", type=click.Path(exists=True, file_okay=False), default=None, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial encoding.")
+@click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, no_progress) -> None:
+def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST."""
     from zopt.engine import recompress as run
 
@@ -125,6 +127,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
+            plan=plan, max_memory=max_memory,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -176,6 +179,162 @@ def compact(store, arrays, scheduler, no_progress) -> None:
         table.add_row(a.name, str(a.shards), str(a.compacted), _human(a.apparent_before), _human(a.apparent_after),
                       _human(a.allocated_before), _human(a.allocated_after))
     console.print(table)
+
+
+@main.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("arrays", nargs=-1)
+@click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
+@click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
+@click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
+@click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
+@click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample.")
+@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def analyze(store, arrays, output, codecs, chunks, sample, full, scheduler, no_progress) -> None:
+    """Measure every chunk of STORE's arrays: entropy, zeros, runs, NaNs, trial encodings."""
+    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress)
+    if output:
+        from zopt.analysis import save_analysis
+
+        save_analysis(analyses, output)
+    console.print(_analysis_table(analyses, store))
+
+
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress):
+    from zopt.analysis import analyze as run
+    from zopt.engine import parse_shape, shape_for
+    from zopt.info import arrays_in
+
+    try:
+        spec = parse_shape(chunks, "chunks")
+        out = {}
+        for a in arrays_in(store, arrays or None):
+            if a.ndim == 0:
+                continue
+            dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
+            shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
+            out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
+                           progress=None if no_progress else _RichProgress))
+        return out
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _analysis_table(analyses, store) -> Table:
+    import collections
+
+    import numpy as np
+
+    from zopt.plan import policy_masks
+
+    table = Table(title=f"zopt analyze {store}")
+    for col in ("array", "chunk grid", "chunks", "fill", "early out", "entropy", "zeros", "NaN", "best masks", "est. ratio", "seconds"):
+        table.add_column(col, justify="left" if col in ("array", "chunk grid", "best masks") else "right")
+    for name, ds in analyses.items():
+        masks, _ = policy_masks(ds, "smallest")
+        stored = ~ds["is_fill"].values
+        sizes = np.take_along_axis(np.nan_to_num(ds["encoded_bytes"].values, nan=0), masks[..., None].astype(np.int64), -1)[..., 0]
+        raw = ds["raw_bytes"].values
+        hist = collections.Counter(int(m) for m in masks[stored].ravel())
+        table.add_row(
+            name, "×".join(str(ds.sizes[d]) for d in ds["raw_bytes"].dims), str(int(raw.size)), str(int((~stored).sum())),
+            str(int(ds["early_out"].values.sum())), f"{float(ds['entropy'].values[stored].mean()) if stored.any() else 0:.2f}",
+            f"{float(ds['zero_fraction'].values.mean()):.1%}", f"{float(ds['nan_fraction'].values.mean()):.1%}",
+            _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
+        )
+    table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
+    return table
+
+
+class _PlanGroup(click.Group):
+    """``zopt plan STORE …`` makes a plan; ``zopt plan show PLAN`` shows one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group(cls=_PlanGroup)
+def plan() -> None:
+    """Make a plan (zopt plan STORE --policy P -o PLAN) or show one (zopt plan show PLAN)."""
+
+
+@plan.command("create")
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("arrays", nargs=-1)
+@click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
+@click.option("--policy", default="compress_if_smaller", show_default=True, help="compress_if_smaller, min_gain, smallest or fastest_within.")
+@click.option("--param", "params", multiple=True, help="Policy parameter NAME=VALUE, e.g. gain=0.125 or within=0.05.")
+@click.option("--analysis", "analysis_path", type=click.Path(exists=True, file_okay=False), default=None, help="Use a saved analysis instead of analysing now.")
+@click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
+@click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
+@click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
+@click.option("--full", is_flag=True, help="Trial-encode whole chunks.")
+@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, scheduler, no_progress) -> None:
+    """Analyse STORE (or load --analysis) and save a per-chunk mask plan."""
+    from zopt.plan import make_plan
+
+    kwargs = {}
+    for p in params:
+        if "=" not in p:
+            raise click.ClickException(f"--param: {p!r} is not NAME=VALUE")
+        k, v = p.split("=", 1)
+        try:
+            kwargs[k] = float(v)
+        except ValueError as exc:
+            raise click.ClickException(f"--param {k}: {v!r} is not a number") from exc
+    if analysis_path:
+        from zopt.analysis import load_analysis
+
+        analyses = load_analysis(analysis_path)
+        if arrays:
+            analyses = {k: v for k, v in analyses.items() if k in arrays}
+    else:
+        analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress)
+    try:
+        made = make_plan(analyses, policy, **kwargs)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    made.save(output)
+    console.print(_plan_table(made, output))
+
+
+def _plan_table(p, path) -> Table:
+    import collections
+
+    table = Table(title=f"plan {path}: policy {p.policy} {p.params or ''}, zopt {p.zopt_version}, {p.created}")
+    for col in ("array", "chunk grid", "chunk shape", "codecs", "masks", "est. ratio", "fingerprint"):
+        table.add_column(col, justify="right" if col == "est. ratio" else "left")
+    for name, ap in p.arrays.items():
+        hist = collections.Counter(int(m) for m in ap.masks.ravel())
+        est = ap.stats.get("raw_bytes", 0) / max(ap.stats.get("estimated_bytes", 0), 1)
+        table.add_row(name, "×".join(map(str, ap.masks.shape)), "×".join(map(str, ap.chunk_shape)),
+                      ", ".join(c["name"] for c in ap.codecs), _mask_text(hist), f"{est:.2f}", ap.fingerprint[:16])
+    table.caption = "masks: bitmask (bit 0 = first wrapped codec) : chunks"
+    return table
+
+
+@plan.command("show")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw the masks over the chunk grid into this PNG.")
+def plan_show(path, png) -> None:
+    """Summarise a saved plan; --png draws its masks over the chunk grid."""
+    from zopt.plan import Plan
+
+    try:
+        p = Plan.load(path)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(_plan_table(p, path))
+    if png:
+        from zopt.plot import plot_plan
+
+        plot_plan(p, png)
+        console.print(f"wrote {png}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,6 +43,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt.analysis import chunk_digest
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.shards import (
@@ -100,6 +101,7 @@ class ArrayReport:
     seconds: float = 0.0
     layout: str = "compact"  # compact, fixed-slot or unsharded
     allocated_after: int = 0  # bytes on disk (less than stored_after for sparse slot files)
+    projected_task_bytes: int = 0  # projected peak memory of one task (see projected_task_bytes)
 
     @property
     def ratio(self) -> float:
@@ -375,11 +377,15 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None
 ) -> tuple[collections.Counter, int]:
-    """Dask task (unsharded targets): write one chunk-aligned region through zarr."""
+    """Dask task (unsharded targets): write one chunk region through zarr."""
     data = open_source(src)[name].variable[region].values
     array = zarr.open_array(dst, path=name, mode="r+")
+    if plan is not None:  # one chunk per task here: check its content against the plan
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        plan.check_chunk(index, chunk_digest(data))
+        decision = plan
     conditional = conditional_codecs_in(array.metadata.codecs)
     recorder = None
     if conditional:
@@ -404,6 +410,7 @@ class _ShardJob:
     shape: tuple[int, ...]
     decision: Any
     job: str  # identifies this run's temporary shard files
+    plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, "c", *map(str, shard_coords))
@@ -420,7 +427,7 @@ class _ShardJob:
             region[axis] = slice(lo, hi)
         origin = [r.start for r in region]
         data = open_source(self.src)[self.name].variable[tuple(region)].values
-        encoder = layout.inner_encoder().with_decision(self.decision)
+        encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
         native = encoder.spec.dtype.to_native_dtype()
         data = np.asarray(data).astype(native, copy=False)
         fill = np.asarray(layout.fill_value, dtype=native)
@@ -430,10 +437,82 @@ class _ShardJob:
             if r.start < region[axis].start or r.start >= region[axis].stop:
                 continue
             local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
+            if self.plan is not None:
+                self.plan.check_chunk(index, chunk_digest(local))
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
             yield i, encoder.encode(chunk, index, limit=slot)
+
+
+def _parse_bytes(value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(value) if isinstance(value, str) else int(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"max_memory: {value!r} is not a size such as 2GiB or 500MB") from exc
+    if n <= 0:
+        raise ValueError(f"max_memory: {value!r} must be positive")
+    return n
+
+
+def projected_task_bytes(array: zarr.Array, shard_layout: ShardLayout | None, layout: str, slot_parts: int | None) -> int:
+    """Projected peak memory (bytes) of one write task of ``array``, computed before running.
+
+    Like cubed's ``projected_mem``: decoded input region + compressed input (bounded by the
+    decoded size) + encoded output (the slot bound of every inner chunk the task holds; twice
+    for a packed shard, which is joined into one buffer) + per-chunk buffers (padded chunk, its
+    bytes and two trial encodings: 4 inner chunks).
+    """
+    itemsize = array.dtype.itemsize
+    if shard_layout is None:
+        chunk = math.prod(array.chunks) * itemsize
+        return 2 * chunk + chunk + 4 * chunk
+    inner = math.prod(shard_layout.inner_shape) * itemsize
+    try:
+        slot = shard_layout.slot_size
+    except ValueError:
+        slot = 2 * inner  # compressors without a known bound: assume they at most double
+    if layout == "fixed-slot":
+        parts = _slot_parts(shard_layout, slot_parts)
+        rows = max(b - a for a, b in parts)
+        n_rows = shard_layout.chunks_per_shard[_split_axis(shard_layout)]
+        n_chunks = math.ceil(shard_layout.n_inner * rows / n_rows)
+        region = n_chunks * inner
+        return 2 * region + n_chunks * slot + 4 * inner
+    region = shard_layout.n_inner * inner
+    return 2 * region + 2 * shard_layout.n_inner * slot + 4 * inner
+
+
+def _memory_message(name: str, needed: int, limit: int) -> str:
+    from dask.utils import format_bytes
+
+    return (
+        f"max_memory: a write task of array {name!r} needs ~{format_bytes(needed)} (projected: input region "
+        f"twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
+        "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
+    )
+
+
+def _plan_for(plan: Any, name: str, array: zarr.Array, inner: tuple[int, ...]) -> Any:
+    """The plan of array ``name``, checked against the destination array (PlanMismatchError)."""
+    from zopt.plan import PlanMismatchError
+
+    if name not in plan.arrays:
+        raise PlanMismatchError(
+            f"plan: no masks for array {name!r} (the plan covers {sorted(plan.arrays)}); "
+            "plan every rewritten array or restrict the rewrite with --variable"
+        )
+    ap = plan.arrays[name]
+    found = conditional_codecs_in(array.metadata.codecs)
+    if not found:
+        raise PlanMismatchError(f"plan: the target chain of {name!r} has no conditional codec to apply masks to")
+    ap.check(tuple(array.shape), inner, [c.to_dict() for c in found[0].codecs], found[0].header_bits, str(array.dtype))
+    ap.validate()
+    return ap
 
 
 def _split_axis(layout: ShardLayout) -> int:
@@ -512,6 +591,8 @@ def recompress(
     progress: Callable[[Any], Any] | None = None,
     layout: str = "compact",
     slot_parts: int | None = None,
+    plan: Any = None,
+    max_memory: int | str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -538,6 +619,12 @@ def recompress(
         ``zopt.shards``). Unsharded arrays ignore it.
     slot_parts : tasks per shard in the fixed-slot layout (default: ~``SLOT_TASK_BYTES`` of
         raw data each, at least 2).
+    plan : a ``zopt.plan.Plan`` (or a path to one) deciding the masks instead of ``decision``:
+        no trial encoding at write time. Checked before anything is written against each
+        rewritten array (grid, codec list, header_bits, shape, dtype), and chunk by chunk
+        against the content it was made for while writing (the partial store is then removed).
+    max_memory : refuse the job (ValueError, before anything is written) when a task's projected
+        peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -555,6 +642,11 @@ def recompress(
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
+    if isinstance(plan, str | os.PathLike):
+        from zopt.plan import Plan
+
+        plan = Plan.load(plan)
+    limit = _parse_bytes(max_memory)
     chunk_arg = parse_shape(chunks, "chunks")
     shard_arg = parse_shape(shards, "shards")
 
@@ -575,7 +667,7 @@ def recompress(
         for name in names:
             var = ds[name]
             inner, shard = layouts[name]
-            reports[name] = ArrayReport(
+            rep = reports[name] = ArrayReport(
                 name=name,
                 shape=tuple(var.shape),
                 dtype=str(var.dtype),
@@ -585,16 +677,21 @@ def recompress(
                 stored_before=_stored_bytes_of(src, name),
                 layout=layout if shard else "unsharded",
             )
-            shard_layout = layout_of(zarr.open_array(partial, path=name, mode="r")) if shard else None
+            dst_array = zarr.open_array(partial, path=name, mode="r")
+            shard_layout = layout_of(dst_array) if shard else None
+            array_plan = _plan_for(plan, name, dst_array, inner) if plan is not None else None
+            rep.projected_task_bytes = projected_task_bytes(dst_array, shard_layout, layout, slot_parts)
+            if limit is not None and rep.projected_task_bytes > limit:
+                raise ValueError(_memory_message(name, rep.projected_task_bytes, limit))
             if shard_layout is None:
                 for region in _regions(tuple(var.shape), inner):
                     key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
-                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, dask_key_name=key)))
+                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, array_plan, dask_key_name=key)))
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             job = dask.delayed(
-                _ShardJob(src, name, os.path.join(partial, name), shard_layout, tuple(var.shape), decision, job_id),
+                _ShardJob(src, name, os.path.join(partial, name), shard_layout, tuple(var.shape), decision, job_id, array_plan),
                 traverse=False, name=f"zopt-job-{name}-{job_id}",
             )
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
