@@ -10,7 +10,7 @@ to choose that chunk's mask (``zopt.plan``):
   runs) and of NaNs;
 - for every candidate mask of the wrapped codec list, the encoded size (bytes, as an estimate
   for the whole chunk) and the encode and decode times (seconds, likewise), by trial encoding
-  a sample of the chunk (default: 8 evenly spaced windows totalling 1/16, as the
+  a sample of the chunk (default: 2 evenly spaced windows totalling 1/16, as the
   ``compress_if_smaller`` heuristic samples) or the whole chunk (``sample=None``).
 
 Entropy is only an early-out: a chunk whose sampled entropy exceeds ``early_out_entropy``
@@ -40,7 +40,7 @@ import zarr
 from zopt.codecs.chain import chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
 from zopt.codecs.sync import sync_decoder, sync_encoder
-from zopt.decisions import _sample
+from zopt.decisions import SAMPLE_WINDOWS, _sample
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -72,11 +72,32 @@ def byte_entropy(data: np.ndarray) -> float:
     return float(-(p * np.log2(p)).sum()) + 0.0  # no -0.0 for constant data
 
 
+def _entropy_of_counts(counts: np.ndarray) -> np.ndarray:
+    """Entropy in bits of each row of a (..., 256) histogram (0 for empty rows)."""
+    n = counts.sum(axis=-1, keepdims=True)
+    p = counts / np.maximum(n, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log2(p), 0.0)
+    return -terms.sum(axis=-1) + 0.0
+
+
+def entropies(data: np.ndarray, itemsize: int) -> tuple[float, np.ndarray]:
+    """Byte entropy overall and of each byte plane (bits/byte), from one histogram.
+
+    data: bytes (any shape, viewed as uint8); a trailing partial element counts overall only.
+    Returns ``(overall, planes)`` with ``planes`` of shape (itemsize,), float32.
+    """
+    u8 = np.ascontiguousarray(data).view(np.uint8).ravel()
+    whole = u8.size // itemsize * itemsize
+    plane = np.tile(np.arange(itemsize, dtype=np.int64) * 256, whole // itemsize)
+    counts = np.bincount(plane + u8[:whole], minlength=256 * itemsize).reshape(itemsize, 256)
+    total = counts.sum(axis=0) + np.bincount(u8[whole:], minlength=256)
+    return float(_entropy_of_counts(total)), _entropy_of_counts(counts).astype(np.float32)
+
+
 def plane_entropy(data: np.ndarray, itemsize: int) -> np.ndarray:
     """Entropy (bits/byte) of each byte plane: byte ``b`` of every element; shape (itemsize,)."""
-    u8 = np.ascontiguousarray(data).view(np.uint8).ravel()
-    u8 = u8[: u8.size // itemsize * itemsize].reshape(-1, itemsize)
-    return np.array([byte_entropy(np.ascontiguousarray(u8[:, b])) for b in range(itemsize)], dtype=np.float32)
+    return entropies(data, itemsize)[1]
 
 
 def chunk_digest(values: np.ndarray) -> int:
@@ -169,7 +190,7 @@ def candidate_codecs(array: zarr.Array, codecs: Sequence[dict[str, Any]] | None)
 
 def _analyze_region(
     store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
-    sample: float | None, early_out: float,
+    sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS,
 ) -> list[tuple]:
     """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk."""
     from zarr.registry import _resolve_codec
@@ -197,10 +218,9 @@ def _analyze_region(
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
         digest = chunk_digest(valid)
         empty = is_fill(chunk, fill)
-        part = raw if sample is None or raw.size <= 64 * 1024 else _sample(raw, max(1, round(1 / sample)))
+        part = raw if sample is None or raw.size <= 64 * 1024 else _sample(raw, max(1, round(1 / sample)), windows)
         values = part[: part.size // itemsize * itemsize].view(native)
-        entropy = byte_entropy(part)
-        planes = plane_entropy(part, itemsize)
+        entropy, planes = entropies(part, itemsize)
         zero, runs, nan = _value_stats(values)
         scale = raw.size / max(part.size, 1)
         if empty or entropy > early_out:
@@ -243,6 +263,7 @@ def analyze_array(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     task_bytes: int = TASK_BYTES,
+    windows: int = SAMPLE_WINDOWS,
 ) -> xr.Dataset:
     """Analyse every chunk of array ``name`` of a Zarr store (see module docstring).
 
@@ -250,6 +271,7 @@ def analyze_array(
         ``conditional`` codec's, else ``DEFAULT_CANDIDATES``.
     chunks : chunk shape of the analysed grid; default the grid the conditional codec sees.
     sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for the whole chunk.
+    windows : number of evenly spaced windows the sample is made of.
     Returns an ``xarray.Dataset`` (dims ``chunk_<dim>…``, ``mask``, ``byte``) whose variables are
     ``raw_bytes``, ``is_fill``, ``digest`` (crc32c of the chunk's values), ``entropy``,
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
@@ -276,7 +298,7 @@ def analyze_array(
     codecs_json = json.dumps(wrapped)
     tasks = [
         dask.delayed(_analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy,
+            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
@@ -339,4 +361,33 @@ def load_analysis(path: str | os.PathLike) -> dict[str, xr.Dataset]:
         node = root[key]
         if isinstance(node, zarr.Group) and "array" in node.attrs:
             out[str(node.attrs["array"])] = xr.open_zarr(os.fspath(path), group=key, consolidated=False).load()
+    return out
+
+
+def entropy_estimate(ds: xr.Dataset) -> xr.Dataset:
+    """The analysis with ``encoded_bytes`` replaced by an entropy-only estimate (no trials).
+
+    For a wrapped list of byte shuffles and compressors: a mask without a compressor stores the
+    raw size; with one, ``raw * H / 8`` where ``H`` is the order-0 entropy of the bytes, or the
+    mean byte-plane entropy when a shuffle precedes the compressor. A baseline for
+    ``benchmarks/plan_quality.py``; raises ValueError for other codec lists.
+    """
+    codecs = json.loads(ds.attrs["codecs"])
+    names = [c["name"] for c in codecs]
+    if any(n not in ("shuffle", "zstd", "gzip", "blosc") for n in names):
+        raise ValueError(f"codecs: the entropy estimate knows shuffle and compressors only, got {names}")
+    raw = ds["raw_bytes"].values.astype(np.float64)
+    h = ds["entropy"].values.astype(np.float64)
+    hp = ds["plane_entropy"].values.astype(np.float64).mean(axis=-1)
+    sizes = np.empty(ds["encoded_bytes"].shape, dtype=np.float64)
+    for m in range(sizes.shape[-1]):
+        applied = [n for i, n in enumerate(names) if m >> i & 1]
+        if not any(n != "shuffle" for n in applied):
+            sizes[..., m] = raw
+            continue
+        first = next(i for i, n in enumerate(applied) if n != "shuffle")
+        sizes[..., m] = raw * (hp if "shuffle" in applied[:first] else h) / 8
+    out = ds.copy()
+    out["encoded_bytes"] = (ds["encoded_bytes"].dims, sizes)
+    out["early_out"] = (ds["early_out"].dims, np.zeros(ds["early_out"].shape, bool))
     return out

@@ -59,6 +59,10 @@ TrialRunner = Callable[[int, np.ndarray], np.ndarray]
 
 #: chunks larger than this (bytes) judge filters on a sample (see ``CompressIfSmaller``)
 SAMPLE_ABOVE = 64 * 1024
+#: windows a sample is made of: few long windows keep the long-range matches a compressor
+#: finds in the whole chunk (``benchmarks/plan_quality.py``: 2 windows of 1/32 each pick the
+#: oracle's mask more often than 8 of 1/128)
+SAMPLE_WINDOWS = 2
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ class CompressIfSmaller(Decision):
 
     A length-changing codec is judged on the full chunk, so a chunk is never stored larger than
     with its codec skipped. A length-preserving filter is judged by trial-encoding the rest of the
-    chain on a sample — 8 evenly spaced windows totalling 1/16 of the chunk — with and without
+    chain on a sample — 2 evenly spaced windows totalling 1/16 of the chunk — with and without
     it, for chunks over ``SAMPLE_ABOVE`` bytes (full trials below): one full encode of the
     chosen branch plus two sample trials, instead of two full trials.
     """
@@ -177,7 +181,7 @@ class CompressIfSmaller(Decision):
         return best(0, data)
 
 
-def _sample(data: np.ndarray, fraction: int, windows: int = 8) -> np.ndarray:
+def _sample(data: np.ndarray, fraction: int, windows: int = SAMPLE_WINDOWS) -> np.ndarray:
     """``windows`` evenly spaced slices totalling ~1/fraction of ``data``, 64-byte aligned."""
     width = max(64, (data.size // (fraction * windows)) // 64 * 64)
     starts = np.linspace(0, max(0, data.size - width), windows).astype(np.int64) // 64 * 64
