@@ -33,6 +33,7 @@ from zopt import ChunkDecodeError
 from zopt.codecs.packbits import PackBitsCodec, component_layout
 from zopt.codecs.reshape import ReshapeCodec, resolve_shape
 from zopt.dtypes import ml
+from zopt.dtypes.complex import COMPLEX_DTYPES, pack_complex
 
 REAL_TYPES = {
     "bool": Bool(), "int2": ml.Int2(), "uint2": ml.UInt2(), "int4": ml.Int4(), "uint4": ml.UInt4(),
@@ -43,6 +44,16 @@ REAL_TYPES = {
     "float8_e4m3b11fnuz": ml.Float8E4M3B11FNUZ(), "float8_e4m3fnuz": ml.Float8E4M3FNUZ(),
     "float8_e5m2": ml.Float8E5M2(), "float8_e5m2fnuz": ml.Float8E5M2FNUZ(), "float8_e8m0fnu": ml.Float8E8M0FNU(),
 }
+
+
+COMPLEX_TYPES = {name: cls() for name, cls in COMPLEX_DTYPES.items()}
+ALL_TYPES = {**REAL_TYPES, **COMPLEX_TYPES}
+
+
+def _u(x: np.ndarray) -> list:
+    """Raw bytes of each element: exact comparison, NaN payloads included."""
+    x = np.asarray(x)
+    return np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.size, x.dtype.itemsize).tolist()
 
 
 def _enc(values, dtype, **config) -> str:
@@ -120,9 +131,10 @@ def _expected_decode(values: np.ndarray, dtype, first: int, last: int) -> np.nda
 def _random_values(rng: np.random.Generator, dtype, n: int) -> np.ndarray:
     native = dtype.to_native_dtype()
     layout = component_layout(dtype)
-    pattern = rng.integers(0, 2**63, n, dtype=np.uint64) & np.uint64((1 << min(layout.bits, 63)) - 1)
+    m = n * layout.components
+    pattern = rng.integers(0, 2**63, m, dtype=np.uint64) & np.uint64((1 << min(layout.bits, 63)) - 1)
     if layout.bits == 64:
-        pattern |= rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63)
+        pattern |= rng.integers(0, 2, m, dtype=np.uint64) << np.uint64(63)
     return layout.from_uint(pattern, (n,)).astype(native, copy=False)
 
 
@@ -136,8 +148,8 @@ def _bit_ranges(draw, n_bits: int) -> tuple[int | None, int | None]:
 
 @st.composite
 def packbits_cases(draw):
-    name = draw(st.sampled_from(sorted(REAL_TYPES)))
-    dtype = REAL_TYPES[name]
+    name = draw(st.sampled_from(sorted(ALL_TYPES)))
+    dtype = ALL_TYPES[name]
     first, last = _bit_ranges(draw, component_layout(dtype).bits)
     padding = draw(st.sampled_from(["none", "first_byte", "last_byte"]))
     n = draw(st.integers(0, 67))
@@ -156,9 +168,8 @@ def test_encode_matches_the_bit_by_bit_reference_and_decodes(case):
     assert data.tobytes() == _reference(values, dtype, f, l_, padding)
     decoded = codec.decode_array(data, dtype, (n,))
     expected = _expected_decode(values, dtype, f, l_)
-    width = values.dtype.itemsize
     assert decoded.dtype == values.dtype
-    assert decoded.view(f"u{width}").tolist() == expected.view(f"u{width}").tolist()
+    assert _u(decoded) == _u(expected)
 
 
 @given(packbits_cases(), st.integers(1, 5), st.integers(1, 4))
@@ -174,8 +185,7 @@ def test_round_trip_through_zarr_on_a_local_store(tmp_path_factory, case, rows, 
     f, l_ = first or 0, component_layout(dtype).bits - 1 if last is None else last
     expected = _expected_decode(values.ravel(), dtype, f, l_).reshape(shape)
     back = zarr.open_array(path)[:]
-    width = values.dtype.itemsize
-    assert back.view(f"u{width}").tolist() == expected.view(f"u{width}").tolist()
+    assert _u(back) == _u(expected)
 
 
 # -- configuration and corrupt chunks ---------------------------------------------------------------------
@@ -223,6 +233,59 @@ def test_bad_chunk_bytes_name_the_chunk(tmp_path, change):
     chunk.write_bytes({"truncate": data[:-1], "extend": data + b"\x00", "padding": b"\x03" + data[1:]}[change])
     with pytest.raises(ChunkDecodeError, match=r"chunk 'c/1'.*packbits: (chunk has|padding byte says)"):
         zarr.open_array(tmp_path / "a.zarr")[:]
+
+
+# -- complex types ---------------------------------------------------------------------------------
+
+
+def test_complex_bfloat16_bytes_real_then_imaginary(tmp_path):
+    values = pack_complex([1.0], [2.0], "complex_bfloat16")
+    for endian, expected in (("little", "80 3f 00 40"), ("big", "3f 80 40 00")):
+        z = zarr.create_array(tmp_path / f"{endian}.zarr", shape=(1,), dtype="complex_bfloat16", compressors=None,
+                              serializer=BytesCodec(endian=endian))
+        z[:] = values
+        assert (tmp_path / f"{endian}.zarr" / "c" / "0").read_bytes().hex(" ") == expected
+        assert _u(zarr.open_array(tmp_path / f"{endian}.zarr")[:]) == _u(values)
+
+
+def test_complex_float4_packbits_packs_real_then_imaginary():
+    values = pack_complex([1.0, 0.5], [2.0, 0.0], "complex_float4_e2m1fn")  # codes 2, 4, 1, 0
+    assert _enc(values, COMPLEX_TYPES["complex_float4_e2m1fn"], padding_encoding="first_byte") == "00 42 01"
+    # first_bit/last_bit apply to each component: bits 1..2 of 2, 4, 1, 0 → 1, 2, 0, 0
+    assert _enc(values, COMPLEX_TYPES["complex_float4_e2m1fn"], first_bit=1, last_bit=2) == "09"
+
+
+@pytest.mark.parametrize(
+    ("name", "fill", "json_fill"),
+    [
+        ("complex_bfloat16", [1.5, "NaN"], [1.5, "NaN"]),
+        ("complex_float8_e5m2", ["Infinity", "-Infinity"], ["Infinity", "-Infinity"]),
+        ("complex_float4_e2m1fn", [-6.0, "0x1"], [-6.0, 0.5]),
+        ("complex_float16", [0.25, -0.0], [0.25, -0.0]),
+        ("complex_float64", [1e300, -2.5], [1e300, -2.5]),
+    ],
+)
+def test_complex_fill_values_in_json(tmp_path, name, fill, json_fill):
+    z = zarr.create_array(tmp_path / "f.zarr", shape=(2,), dtype=name, fill_value=fill)
+    meta = json.loads((tmp_path / "f.zarr" / "zarr.json").read_text())
+    assert meta["data_type"] == name and meta["fill_value"] == json_fill
+    again = zarr.open_array(tmp_path / "f.zarr")
+    assert _u(np.asarray(again.fill_value, dtype=z.dtype)) == _u(np.asarray(z.fill_value, dtype=z.dtype))
+
+
+def test_complex_fill_value_errors(tmp_path):
+    with pytest.raises((TypeError, ValueError), match=r"\[real, imaginary\]|Cannot convert"):
+        zarr.create_array(tmp_path / "a.zarr", shape=(2,), dtype="complex_bfloat16", fill_value="NaN")
+    with pytest.raises(ValueError, match="float4_e2m1fn has no NaN"):
+        zarr.create_array(tmp_path / "b.zarr", shape=(2,), dtype="complex_float4_e2m1fn", fill_value=[0.0, "NaN"])
+
+
+def test_complex_float32_is_byte_identical_to_zarrs_complex64(tmp_path):
+    values = (np.arange(8) + 1j * np.arange(8)[::-1]).astype(np.complex64)
+    for name in ("complex_float32", "complex64"):
+        z = zarr.create_array(tmp_path / f"{name}.zarr", shape=(8,), dtype=name, compressors=None)
+        z[:] = values
+    assert (tmp_path / "complex_float32.zarr/c/0").read_bytes() == (tmp_path / "complex64.zarr/c/0").read_bytes()
 
 
 # -- reshape ------------------------------------------------------------------------------------------
@@ -336,35 +399,40 @@ ZARRS = "zarrs.ZarrsCodecPipeline"
 def test_chunks_are_byte_identical_with_zarrs(tmp_path_factory, hex_fill, case, n_chunks):
     pytest.importorskip("zarrs")
     name, dtype, first, last, padding, n, seed = case
-    # skipped, a zarrs deviation (interop.md): whole-byte types at full width get no padding byte
-    assume(not _zarrs_drops_padding_byte(dtype, first, last, padding))
     n = max(n, 1)
     values = _random_values(np.random.default_rng(seed), dtype, n * n_chunks)
     serializer = PackBitsCodec(padding_encoding=padding, first_bit=first, last_bit=last)
     base = tmp_path_factory.mktemp("x")
     _write(base / "zopt.zarr", ZOPT, values, dtype, (n,), serializer)
     _write(base / "zarrs.zarr", ZARRS, values, dtype, (n,), serializer)
-    fill = component_layout(dtype).to_uint(np.zeros(1, values.dtype))[0]
-    compared = 0
+    fill = component_layout(dtype).to_uint(np.zeros(1, values.dtype))
+    compared = deviated = 0
     for i in range(n_chunks):
         ours, theirs = base / "zopt.zarr" / "c" / str(i), base / "zarrs.zarr" / "c" / str(i)
         if ours.exists() and theirs.exists():
-            assert ours.read_bytes() == theirs.read_bytes()
+            a, b = ours.read_bytes(), theirs.read_bytes()
+            if _zarrs_drops_padding_byte(dtype, first, last, padding) and len(b) == len(a) - 1:
+                b = (b"\x00" + b) if padding == "first_byte" else (b + b"\x00")  # the deviation, exactly
+                deviated += 1
+            assert a == b
             compared += 1
         else:  # zarrs skips chunks equal to the fill value even with write_empty_chunks
-            assert (component_layout(dtype).to_uint(values[i * n : (i + 1) * n]) == fill).all()
+            assert (component_layout(dtype).to_uint(values[i * n : (i + 1) * n]).reshape(-1, fill.size) == fill).all()
     assume(compared)
+    if deviated:
+        return  # the chunks differ by that byte, so neither reads the other's (interop.md)
     # each reads the other's whole chunks; zarrs' partial-chunk reads are not used (see interop.md)
-    width = values.dtype.itemsize
     layout = component_layout(dtype)
     f, l_ = first or 0, layout.bits - 1 if last is None else last
-    expected = _expected_decode(values, dtype, f, l_).view(f"u{width}").tolist()
-    assert _read(base / "zarrs.zarr", ZOPT).view(f"u{width}").tolist() == expected
+    expected = _u(_expected_decode(values, dtype, f, l_))
+    assert _u(_read(base / "zarrs.zarr", ZOPT)) == expected
     if not (layout.signed and l_ < layout.bits - 1):  # zarrs sign-extends to 8 bits only: see below
-        assert _read(base / "zopt.zarr", ZARRS).view(f"u{width}").tolist() == expected
+        assert _u(_read(base / "zopt.zarr", ZARRS)) == expected
 
 
 def _zarrs_drops_padding_byte(dtype, first, last, padding) -> bool:
+    """zarrs writes no padding byte for some full-width whole-byte types (float16, int32,
+    complex_float32 …, not bfloat16): a recorded deviation, accepted only in this exact form."""
     bits = component_layout(dtype).bits
     full = (first or 0) == 0 and last in (None, bits - 1)
     return padding != "none" and full and bits % 8 == 0

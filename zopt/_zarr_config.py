@@ -43,7 +43,8 @@ def install() -> dict[str, str]:
 def _register_data_types() -> None:
     from zarr.core.dtype import data_type_registry
 
+    from zopt.dtypes.complex import COMPLEX_DTYPES
     from zopt.dtypes.ml import ML_DTYPES
 
-    for name, cls in ML_DTYPES.items():
+    for name, cls in {**ML_DTYPES, **COMPLEX_DTYPES}.items():
         data_type_registry.register(name, cls)

@@ -10,19 +10,22 @@ types read and write exactly as before. For the ml_dtypes types (``zopt.dtypes``
 - on read the bits above the type's width are ignored (``0x08`` and ``0xF8`` both read as
   int4 -8; float4 ``0x11`` reads as 0.5): they are masked before the bytes are viewed,
   because ml_dtypes' float4/float6 do not ignore them;
-- bfloat16 takes 2 bytes in the configured ``endian`` (1.0 little-endian is ``80 3f``).
+- bfloat16 takes 2 bytes in the configured ``endian`` (1.0 little-endian is ``80 3f``);
+- the ``complex_*`` types (``zopt.dtypes.complex``) store the real then the imaginary component
+  of each element, each as its component type is stored.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
 from zarr.codecs.bytes import Endian
 
+from zopt.dtypes.complex import MLComplex
 from zopt.dtypes.ml import MLDType
 
 if TYPE_CHECKING:
@@ -68,12 +71,39 @@ def decode_ml_bytes(
     return dtype.from_bits(units).reshape(shape)
 
 
+def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Endian | None) -> np.ndarray:
+    """Bytes of a ``complex_*`` array: real then imaginary component of each element, each as
+    its component type is stored, in ``endian``. Returns 1-D uint8."""
+    comp = dtype.component
+    units = np.ascontiguousarray(comp.to_stored_bytes(dtype.components(values))).ravel()
+    if _swap(endian, comp.item_size):
+        units = units.byteswap()
+    return units.view(np.uint8)
+
+
+def decode_complex_bytes(dtype: Any, raw: np.ndarray, shape: tuple[int, ...], endian: Endian | None) -> np.ndarray:
+    """Inverse of ``encode_complex_bytes``; ValueError when the length does not match."""
+    comp = dtype.component
+    expected = int(np.prod(shape, dtype=np.int64)) * 2 * comp.item_size
+    if raw.size != expected:
+        raise ValueError(f"bytes codec: chunk has {raw.size} bytes, expected {expected} for shape {shape} "
+                         f"of {dtype.to_json(3)}")
+    units = raw.view(comp._uint)
+    if _swap(endian, comp.item_size):
+        units = units.byteswap()
+    return dtype.from_components(comp.from_bits(units).reshape(*shape, 2))
+
+
 @dataclass(frozen=True, init=False)
 class BytesCodec(_ZarrBytesCodec):
     """``bytes`` codec that also handles zopt's ml_dtypes data types (see module docstring)."""
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         dtype = chunk_spec.dtype
+        if isinstance(dtype, MLComplex):
+            raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+            out = decode_complex_bytes(dtype, raw, tuple(chunk_spec.shape), self.endian)
+            return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
         if not isinstance(dtype, MLDType):
             return super()._decode_sync(chunk_bytes, chunk_spec)
         raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
@@ -82,6 +112,9 @@ class BytesCodec(_ZarrBytesCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         dtype = chunk_spec.dtype
+        if isinstance(dtype, MLComplex):
+            raw = encode_complex_bytes(dtype, chunk_array.as_numpy_array(), self.endian)
+            return chunk_spec.prototype.buffer.from_array_like(raw)
         if not isinstance(dtype, MLDType):
             return super()._encode_sync(chunk_array, chunk_spec)
         raw = encode_ml_bytes(dtype, chunk_array.as_numpy_array(), self.endian)
