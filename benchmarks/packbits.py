@@ -27,6 +27,7 @@ CASES = [
     ("int4", "int4", {}),
     ("int16, bits 2..13 (12 bits)", "int16", {"first_bit": 2, "last_bit": 13}),
     ("float32, full width", "float32", {}),
+    ("complex_float4_e2m1fn", "complex_float4_e2m1fn", {}),
 ]
 
 
@@ -38,6 +39,11 @@ def make(dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
     if dtype in ("uint4", "int4"):
         lo, hi = (0, 16) if dtype == "uint4" else (-8, 8)
         return rng.integers(lo, hi, n, dtype=np.int8).astype(getattr(ml_dtypes, dtype))
+    if dtype == "complex_float4_e2m1fn":
+        from zopt.dtypes.complex import pack_complex
+
+        codes = rng.integers(0, 16, (2, n), dtype=np.uint8)
+        return pack_complex(codes[0].view(ml_dtypes.float4_e2m1fn), codes[1].view(ml_dtypes.float4_e2m1fn), dtype)
     if dtype == "int16":
         return (rng.integers(-2048, 2048, n, dtype=np.int16) << 2).astype(np.int16)
     return rng.standard_normal(n, dtype=np.float32)
@@ -81,7 +87,7 @@ def main() -> None:
     print(f"\npackbits through zarr: {args.mib} MiB logical per case, {args.chunk_mib} MiB chunks, best of {args.repeat}\n")
     print(f"{'case':<30} {'zopt write':>11} {'zopt read':>10} {'zarrs write':>12} {'zarrs read':>11} {'× write':>8} {'× read':>7}")
     for label, dtype, config in CASES:
-        itemsize = 4 if dtype == "float32" else 2 if dtype == "int16" else 1
+        itemsize = {"float32": 4, "int16": 2, "complex_float4_e2m1fn": 2}.get(dtype, 1)
         n = args.mib * 2**20 // itemsize
         chunk = int(args.chunk_mib * 2**20) // itemsize
         data = make(dtype, n, rng)
