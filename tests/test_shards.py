@@ -30,9 +30,9 @@ from zopt.shards import (
     finalize_slots,
     layout_of,
     read_index,
-    tmp_path,
     write_slots,
 )
+from zopt.shards import tmp_path as slot_tmp_path  # (pytest's tmp_path fixture has the name)
 
 
 def _field(shape=(300, 260), seed=0) -> np.ndarray:
@@ -207,14 +207,10 @@ def test_a_writer_killed_before_finalize_leaves_the_previous_shard(source, tmp_p
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert proc.returncode == -9
-    assert tmp_path_exists(shard)
+    assert slot_tmp_path(shard, "killed").exists()  # only the temporary file holds the new slots
     assert shard.read_bytes() == before
     np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
     assert store_info(dst)[0].temp_files == 1
-
-
-def tmp_path_exists(shard: Path) -> bool:
-    return tmp_path(shard, "killed").exists()
 
 
 # -- compaction ------------------------------------------------------------------------------------------

@@ -195,6 +195,8 @@ def _analyze_region(
     """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk."""
     from zarr.registry import _resolve_codec
 
+    from zopt.shards import is_fill, padded
+
     array = zarr.open_array(store, path=name, mode="r")
     meta = array.metadata
     dtype = meta.data_type if hasattr(meta, "data_type") else None
@@ -208,8 +210,6 @@ def _analyze_region(
     origin = [r.start for r in region]
     counts = [math.ceil((r.stop - r.start) / c) for r, c in zip(region, chunk_shape, strict=True)]
     out = []
-    from zopt.shards import is_fill, padded
-
     for local in np.ndindex(*counts):
         index = tuple(o // c + i for o, c, i in zip(origin, chunk_shape, local, strict=True))
         sl = tuple(slice(i * c, min((i + 1) * c, d.stop - d.start)) for i, c, d in zip(local, chunk_shape, region, strict=True))

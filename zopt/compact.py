@@ -54,11 +54,12 @@ class CompactReport:
 def _compact_one(path: str, layout: ShardLayout, key: str) -> dict[str, int]:
     """Dask task: compact one shard file unless it is packed already."""
     size = os.path.getsize(path)
-    if classify(read_index(path, layout, key), layout, size) == "compact":
+    table = read_index(path, layout, key)
+    if classify(table, layout, size) == "compact":
         alloc = allocated_bytes(path)
         return {"apparent_before": size, "allocated_before": alloc, "apparent_after": size,
                 "allocated_after": alloc, "compacted": 0}
-    return {**compact_shard(path, layout, key), "compacted": 1}
+    return {**compact_shard(path, layout, key, table), "compacted": 1}
 
 
 def compact(

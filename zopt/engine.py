@@ -172,13 +172,7 @@ def _source_nbytes(src: str) -> int:
 
 def chunk_bytes_stored(store: str, name: str) -> int:
     """Bytes of chunk (or shard) files of array ``name`` in a local store, metadata excluded."""
-    root = Path(store) / name
-    total = 0
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            if f not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
-                total += os.path.getsize(os.path.join(dirpath, f))
-    return total
+    return _stored_sizes(store, name)[0]
 
 
 def _stored_sizes(store: str, name: str) -> tuple[int, int]:

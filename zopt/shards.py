@@ -26,6 +26,7 @@ Only local directory stores are written here (the engine writes other stores thr
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import uuid
@@ -96,7 +97,7 @@ class ShardLayout:
         spec = chunk_spec((*self.chunks_per_shard, 2), UInt64(endianness="little"), 2**64 - 1)
         return ChunkEncoder(self.index_codecs, spec)
 
-    @property
+    @functools.cached_property  # ints only: the layout is pickled to workers, encoders are not
     def index_nbytes(self) -> int:
         """Size in bytes of the encoded index (16 bytes per inner chunk + e.g. 4 for crc32c)."""
         return self._index_encoder().max_encoded_size()
@@ -105,7 +106,7 @@ class ShardLayout:
         """A ``ChunkEncoder`` for the inner chunks (shape ``inner_shape``)."""
         return ChunkEncoder(self.inner_codecs, chunk_spec(self.inner_shape, self.dtype, self.fill_value))
 
-    @property
+    @functools.cached_property
     def slot_size(self) -> int:
         """Fixed-slot size in bytes: the inner chain's bound on one encoded inner chunk.
 
@@ -385,15 +386,19 @@ def allocated_bytes(path: str | os.PathLike) -> int:
     return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size
 
 
-def compact_shard(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> dict[str, int]:
+def compact_shard(
+    path: str | os.PathLike, layout: ShardLayout, key: str | None = None, table: np.ndarray | None = None
+) -> dict[str, int]:
     """Rewrite one shard file packed (chunks in C order), atomically; bytes copied unchanged.
 
+    table : the shard's index if the caller has read it already (``read_index``).
     Returns apparent and allocated sizes before and after (bytes):
     ``{"apparent_before", "allocated_before", "apparent_after", "allocated_after"}``.
     Raises ShardIndexError naming the shard when its index is inconsistent.
     """
     before = (os.path.getsize(path), allocated_bytes(path))
-    table = read_index(path, layout, key)
+    if table is None:
+        table = read_index(path, layout, key)
     used = np.flatnonzero(table[:, 0] != EMPTY)
     with open(path, "rb") as f:
         blob = f.read()

@@ -72,21 +72,14 @@ class _ShuffleAdapter:
         return self.codec.decode_bytes(data)
 
 
-def _via_sync_method(method: str, codec: Any, spec: Any) -> Transform:
-    # zarr's bytes→bytes codecs with a synchronous path (crc32c, gzip, blosc)
-    fn = getattr(codec, method)
+def _via_zarr_method(codec: Any, spec: Any, sync_name: str, async_name: str) -> Transform:
+    # zarr's synchronous method where the codec has one (crc32c, gzip, blosc), else its async
+    # method on a private event loop in the calling thread
+    sync_fn = getattr(codec, sync_name, None)
 
-    def run(data: np.ndarray) -> np.ndarray:
-        out = fn(spec.prototype.buffer.from_array_like(np.ascontiguousarray(data)), spec)
-        return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
-
-    return run
-
-
-def _via_event_loop(method: str, codec: Any, spec: Any) -> Transform:
     def run(data: np.ndarray) -> np.ndarray:
         buf = spec.prototype.buffer.from_array_like(np.ascontiguousarray(data))
-        out = asyncio.run(getattr(codec, method)(buf, spec))
+        out = sync_fn(buf, spec) if sync_fn is not None else asyncio.run(getattr(codec, async_name)(buf, spec))
         return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
 
     return run
@@ -96,9 +89,7 @@ def sync_encoder(codec: Any, spec: Any) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        if hasattr(codec, "_encode_sync"):
-            return _via_sync_method("_encode_sync", codec, spec)
-        return _via_event_loop("_encode_single", codec, spec)
+        return _via_zarr_method(codec, spec, "_encode_sync", "_encode_single")
     return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
 
 
@@ -106,7 +97,5 @@ def sync_decoder(codec: Any, spec: Any) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` decoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        if hasattr(codec, "_decode_sync"):
-            return _via_sync_method("_decode_sync", codec, spec)
-        return _via_event_loop("_decode_single", codec, spec)
+        return _via_zarr_method(codec, spec, "_decode_sync", "_decode_single")
     return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))
