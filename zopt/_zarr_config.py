@@ -35,9 +35,32 @@ def install() -> dict[str, str]:
     for key, value in ZOPT_SETTINGS.items():
         if zarr.config.get(key, None) in (ZARR_DEFAULTS[key], None):
             changed[key] = value
+    changed.update(defer_shared_codec_names())
     if changed:
         zarr.config.set(changed)
     return changed
+
+
+SHARED_CODEC_NAMES = ("cast_value", "scale_offset")
+
+
+def defer_shared_codec_names() -> dict[str, str]:
+    """Settings that keep another implementation (zarr-python >= 3.2's own) of a codec name zopt
+    also registers, where zarr's config names none: zarr would otherwise warn and pick either.
+    zopt's is then chosen with ``zarr.config.set({"codecs.cast_value":
+    "zopt.codecs.cast_value.CastValueCodec"})``."""
+    from zarr import registry
+
+    registries = getattr(registry, "__codec_registries", {})
+    out = {}
+    for name in SHARED_CODEC_NAMES:
+        if zarr.config.get(f"codecs.{name}", None) is not None or name not in registries:
+            continue
+        registries[name].lazy_load()
+        others = [q for q in registries[name] if not q.startswith("zopt.")]
+        if others:
+            out[f"codecs.{name}"] = others[0]
+    return out
 
 
 def _register_data_types() -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from zarr.core.codec_pipeline import BatchedCodecPipeline
@@ -41,6 +41,7 @@ __all__ = [
     "current_chunk",
     "current_chunk_index",
     "chunk_context",
+    "validate_codec_chain",
 ]
 
 
@@ -126,6 +127,34 @@ def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
     return ChunkContext(key, _coords_from_key(key, len(chunk_shape)), chunk_shape)
 
 
+def validate_codec_chain(metadata: Any) -> None:
+    """Resolve the array's chunk spec through its codecs (into shards' inner chains).
+
+    metadata : zarr ``ArrayV3Metadata``. Raises the first codec's ValueError, e.g. a fill value
+    that ``scale_offset`` or ``cast_value`` cannot encode (spec: the fill value is transformed
+    through the codecs and must round-trip).
+    """
+    from zarr.abc.codec import ArrayArrayCodec
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer import default_buffer_prototype
+
+    shape = getattr(metadata.chunk_grid, "chunk_shape", metadata.shape)
+    spec = ArraySpec(shape=tuple(shape), dtype=metadata.data_type, fill_value=metadata.fill_value,
+                     config=ArrayConfig.from_dict({}), prototype=default_buffer_prototype())
+
+    def walk(codecs: Any, spec: ArraySpec) -> None:
+        for codec in codecs:
+            if isinstance(codec, ShardingCodec):
+                walk(codec.codecs, replace(spec, shape=tuple(codec.chunk_shape)))
+                return
+            if not isinstance(codec, ArrayArrayCodec):
+                return
+            spec = codec.resolve_metadata(spec)
+
+    walk(metadata.codecs, spec)
+
+
 def _joined(results: list[Any]) -> Any:
     # zarr >= 3.2 returns per-chunk results from read_batch/write_batch; zarr 3.1 returns None
     if all(r is None for r in results):
@@ -158,6 +187,17 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         return super().from_codecs(
             tuple(_zopt_bytes(c) for c in codecs), batch_size=batch_size
         )
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Any:
+        # zarr builds the pipeline when it creates or opens an array: the place to check
+        # that the fill value passes every array→array codec (scale_offset, cast_value).
+        from zarr.core.metadata.v3 import ArrayV3Metadata
+
+        if not isinstance(array_metadata, ArrayV3Metadata):
+            raise NotImplementedError
+        validate_codec_chain(array_metadata)
+        return cls.from_codecs(array_metadata.codecs)
 
     async def write_batch(
         self, batch_info: Iterable[tuple[Any, ...]], value: Any, drop_axes: tuple[int, ...] = ()

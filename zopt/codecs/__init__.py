@@ -1,10 +1,21 @@
 """Codecs: ``bytes`` for zopt's data types, ``packbits``, ``reshape``, ``conditional`` (alias
-``optional``), ``shuffle``."""
+``optional``), ``shuffle``, ``scale_offset``, ``cast_value``."""
 
 from zopt.codecs.bytes import BytesCodec
+from zopt.codecs.cast_value import CastValueCodec
 from zopt.codecs.conditional import ConditionalCodec, OptionalAliasCodec
 from zopt.codecs.packbits import PackBitsCodec
 from zopt.codecs.reshape import ReshapeCodec
+from zopt.codecs.scale_offset import ScaleOffsetCodec
 from zopt.codecs.shuffle import ShuffleCodec
 
-__all__ = ["BytesCodec", "ConditionalCodec", "OptionalAliasCodec", "PackBitsCodec", "ReshapeCodec", "ShuffleCodec"]
+__all__ = [
+    "BytesCodec",
+    "CastValueCodec",
+    "ConditionalCodec",
+    "OptionalAliasCodec",
+    "PackBitsCodec",
+    "ReshapeCodec",
+    "ScaleOffsetCodec",
+    "ShuffleCodec",
+]

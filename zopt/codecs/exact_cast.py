@@ -1,0 +1,408 @@
+"""Exact value conversion between real data types: the arithmetic of ``cast_value``.
+
+``cast_array(values, target, rounding=, out_of_range=, scalar_map=)`` converts every element to
+``target`` as the ``cast_value`` procedure of ``../shared/specs/scale_offset_cast_value.md``
+prescribes: (1) ``scalar_map``, (2) exact representation, (3) ``rounding`` then
+``out_of_range``, (4) otherwise an error. Any pair of real types works, including ``int2``/
+``uint2``/``int4``/``uint4``, ``float4_e2m1fn``, ``float6_*``, ``float8_*`` and ``bfloat16``.
+Nothing relies on numpy's or ml_dtypes' own casts where they round, saturate or wrap: values are
+compared exactly against the target's representable values.
+
+How each case stays exact (all vectorised):
+
+- Sources of at most 16 bits go through a lookup table of every bit pattern, built once per
+  (source, target, rounding, out_of_range, scalar_map) by the general kernels below.
+- float → float: for targets of at most 16 bits the sorted table of representable values is
+  searched (``np.searchsorted``) and the bracketing pair decides; for ``float32`` numpy's
+  round-to-nearest-even cast gives a candidate whose float32 neighbours are compared in float64
+  (neighbours and midpoints are exact there). Ties use the even bit pattern.
+- int → float64: the residual ``x - float64(x)`` is computed exactly in 64-bit integers
+  (``|residual| ≤ 2^11``) and decides directed rounding and nearest-away ties.
+  int → narrower floats: the integer is first rounded to float64 *to odd*, which preserves the
+  correct rounding to any format of at most 51 significant bits.
+- float → int: round to an integer in float64 (``rint``/``trunc``/``ceil``/``floor``; nearest-away
+  as ``trunc(x) + sign(x)·(|x − trunc(x)| ≥ ½)`` with an exact fraction, not
+  ``floor(|x| + ½)``), then range checks against exact powers of two.
+- ``wrap`` reduces modulo 2^N exactly (``fmod`` by 2^64, then the low N bits).
+
+Out of range means "the value rounded with an unbounded exponent lies outside the target's
+finite range": for a float target the step beyond the largest finite value is one unit in the
+last place of the top binade (float16: 65536; float8_e4m3fn: 480, the pattern its NaN took).
+``clamp`` then gives ±Infinity for targets with infinities and the largest/smallest finite value
+otherwise, as cast-value-rs does. NaN propagates between types with NaN; NaN or ±Infinity into a
+type without them is an error even with ``clamp`` unless ``scalar_map`` maps it. Signed zero is
+kept for targets with −0; ``fnuz`` types and integers give +0.
+
+``scalar_map`` keys match by IEEE equality, except that a NaN key matches every NaN (any sign or
+payload): ``0`` and ``-0.0`` keys both match both zeros. This is cast-value-rs's rule (zarrs
+compares bit patterns); the first matching entry wins and mapped values are not cast again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zopt.dtypes.numeric import NumericInfo, numeric_info
+from zopt.errors import ZoptError
+
+__all__ = ["OUT_OF_RANGE", "ROUNDING", "CastError", "cast_array", "check_cast_options"]
+
+ROUNDING = ("nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away")
+OUT_OF_RANGE = (None, "clamp", "wrap")
+
+_OK, _RANGE, _NAN, _INF = 0, 1, 2, 3
+_TWO63 = float(2**63)
+_TWO64 = float(2**64)
+_F32_VIRTUAL = float(2**128)
+
+
+class CastError(ZoptError, ValueError):
+    """A value that cannot be converted: names the value, the rule that failed and where.
+
+    value : the first offending element (as a Python scalar).  rule : which rule failed.
+    count : how many elements failed.  position : its index in the array.
+    """
+
+    def __init__(self, message: str, *, value: Any = None, rule: str = "", count: int = 1,
+                 position: tuple[int, ...] | None = None) -> None:
+        super().__init__(message)
+        self.value, self.rule, self.count, self.position = value, rule, count, position
+
+
+def check_cast_options(rounding: Any, out_of_range: Any, target: NumericInfo | None = None) -> None:
+    """ValueError naming ``rounding`` or ``out_of_range`` and the allowed values."""
+    if rounding not in ROUNDING:
+        raise ValueError(f"rounding: {rounding!r} is not one of {', '.join(ROUNDING)}")
+    if out_of_range not in OUT_OF_RANGE:
+        raise ValueError(f"out_of_range: {out_of_range!r} is not one of 'clamp', 'wrap' (or absent)")
+    if out_of_range == "wrap" and target is not None and not target.is_int:
+        raise ValueError(f"out_of_range: 'wrap' applies only to integer targets, not {target.name}; "
+                         "use 'clamp' or leave it absent")
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _canonical(values: np.ndarray, info: NumericInfo) -> np.ndarray:
+    """Exact values: float64 for floats, int64 for integers (uint64 for uint64)."""
+    if info.is_int:
+        return values.astype(np.uint64 if info.dtype == np.uint64 else np.int64)
+    with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaN, which widens exactly
+        return values.astype(np.float64)
+
+
+def _f64_to_u64_mod(r: np.ndarray) -> np.ndarray:
+    """Integer-valued finite float64 → uint64 equal to it modulo 2^64 (exact)."""
+    m = np.fmod(r, _TWO64)
+    a = np.abs(m)
+    big = a >= _TWO63
+    u = np.where(big, a - _TWO63, a).astype(np.uint64)
+    with np.errstate(over="ignore"):  # modulo 2^64 on purpose
+        u += np.where(big, np.uint64(1 << 63), np.uint64(0))
+        return np.where(m < 0, ~u + np.uint64(1), u)
+
+
+def _wrap_u64(u: np.ndarray, tgt: NumericInfo) -> np.ndarray:
+    """The low ``tgt.bits`` bits of uint64 ``u`` as ``tgt`` (two's complement for signed)."""
+    n = tgt.bits
+    if n == 64:
+        return u.view(np.int64) if tgt.signed else u
+    low = u & np.uint64((1 << n) - 1)
+    if not tgt.signed:
+        return low.astype(tgt.dtype)
+    s = low.astype(np.int64)
+    s -= np.where(low >= np.uint64(1 << (n - 1)), np.int64(1 << n), np.int64(0))
+    return s.astype(tgt.dtype)
+
+
+def _choose_hi(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_even: np.ndarray, rounding: str) -> np.ndarray:
+    """For lo < v < hi (float64, exact): True where ``rounding`` picks ``hi``."""
+    if rounding == "towards-positive":
+        return np.ones(v.shape, bool)
+    if rounding == "towards-negative":
+        return np.zeros(v.shape, bool)
+    if rounding == "towards-zero":
+        return v < 0
+    mid = (lo + hi) * 0.5
+    tie = v == mid
+    out = v > mid
+    if rounding == "nearest-even":
+        return out | (tie & ~lo_even)
+    return out | (tie & (v > 0))
+
+
+def _round_to_integer(v: np.ndarray, rounding: str) -> np.ndarray:
+    if rounding == "nearest-even":
+        return np.rint(v)
+    if rounding == "towards-zero":
+        return np.trunc(v)
+    if rounding == "towards-positive":
+        return np.ceil(v)
+    if rounding == "towards-negative":
+        return np.floor(v)
+    t = np.trunc(v)
+    return t + np.where(np.abs(v - t) >= 0.5, np.sign(v), 0.0)
+
+
+def _int_residual(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Exact ``x - f`` (int64) for integers ``x`` and f = float64(x) (|x - f| ≤ 2^11)."""
+    u = x.view(np.uint64) if x.dtype == np.int64 else x
+    with np.errstate(over="ignore"):  # modulo 2^64 on purpose
+        return np.asarray(u - _f64_to_u64_mod(f)).view(np.int64)
+
+
+def _int_to_float64_odd(x: np.ndarray) -> np.ndarray:
+    """Integers → float64 rounded to odd (exact below 2^53)."""
+    f = x.astype(np.float64)
+    d = _int_residual(x, f)
+    fix = (d != 0) & ((f.view(np.uint64) & np.uint64(1)) == 0)
+    if fix.any():
+        f = np.where(fix, np.nextafter(f, np.where(d > 0, np.inf, -np.inf)), f)
+    return f
+
+
+# -- kernels: each returns (out of the target dtype, status uint8) --------------------------------
+def _int_to_int(x: np.ndarray, tgt: NumericInfo, out_of_range: str | None) -> tuple[np.ndarray, np.ndarray]:
+    if x.dtype == np.uint64:
+        below = np.zeros(x.shape, bool)
+        above = x > np.uint64(tgt.hi)
+        u = x
+    else:
+        below = x < np.int64(max(tgt.lo, -(2**63)))
+        above = x > np.int64(tgt.hi) if tgt.hi < 2**63 else np.zeros(x.shape, bool)
+        u = x.view(np.uint64)
+    out = _wrap_u64(u, tgt)
+    return _apply_range(out, below, above, tgt, out_of_range)
+
+
+def _apply_range(out: np.ndarray, below: np.ndarray, above: np.ndarray, tgt: NumericInfo,
+                 out_of_range: str | None) -> tuple[np.ndarray, np.ndarray]:
+    status = np.zeros(out.shape, np.uint8)
+    if out_of_range == "wrap":
+        return out, status
+    if out_of_range == "clamp":
+        if tgt.is_int:
+            lo, hi = np.array(tgt.lo).astype(tgt.dtype), np.array(tgt.hi).astype(tgt.dtype)
+        else:
+            hi_v = np.inf if tgt.has_inf else tgt.max
+            lo_v = -hi_v if tgt.signed else float(tgt.values[1])
+            lo, hi = _cast_float_scalar(lo_v, tgt), _cast_float_scalar(hi_v, tgt)
+        out = np.where(below, lo, np.where(above, hi, out)).astype(tgt.dtype)
+        return out, status
+    status[below | above] = _RANGE
+    return out, status
+
+
+def _cast_float_scalar(value: float, tgt: NumericInfo) -> np.ndarray:
+    # only for values known to be representable (max, ±inf, smallest positive)
+    return np.array(value).astype(tgt.dtype)
+
+
+def _float_to_int(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
+    finite = np.isfinite(v)
+    r = _round_to_integer(np.where(finite, v, 0.0), rounding)
+    below = finite & (r < float(tgt.lo))
+    above = finite & (r >= float(tgt.hi + 1))
+    if out_of_range != "wrap":
+        r = np.where(below | above, 0.0, r)
+    out, status = _apply_range(_wrap_u64(_f64_to_u64_mod(r), tgt), below, above, tgt, out_of_range)
+    status[np.isnan(v)] = _NAN
+    status[np.isinf(v)] = _INF
+    return out, status
+
+
+def _float_specials(v: np.ndarray, out: np.ndarray, status: np.ndarray, tgt: NumericInfo) -> np.ndarray:
+    """NaN and ±Infinity elements of ``v`` into ``out``/``status`` (returns ``out``)."""
+    nan = np.isnan(v)
+    inf = np.isinf(v)
+    if nan.any():
+        if tgt.has_nan:
+            with np.errstate(all="ignore"):
+                out = np.where(nan, v.astype(tgt.dtype), out)
+            status[nan] = _OK
+        else:
+            status[nan] = _NAN
+    if inf.any():
+        if tgt.has_inf:
+            with np.errstate(all="ignore"):
+                out = np.where(inf, v.astype(tgt.dtype), out)
+            status[inf] = _OK
+        else:
+            status[inf] = _INF
+    return out
+
+
+def _float_to_table(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
+    table, codes = tgt.values, tgt.codes
+    n = table.size
+    idx = np.searchsorted(table, v, side="left")  # table[idx-1] < v <= table[idx]
+    at = np.minimum(idx, n - 1)
+    exact = table[at] == v
+    hi_i = np.clip(idx, 1, n - 1)
+    lo_i = hi_i - 1
+    pick_hi = _choose_hi(v, table[lo_i], table[hi_i], (codes[lo_i] & 1) == 0, rounding)
+    r = np.where(exact, at, np.where(pick_hi, hi_i, lo_i))
+    special = ~np.isfinite(v)
+    outside = ((idx == 0) | (idx == n) | (r == 0) | (r == n - 1)) & ~special
+    code = codes[r]
+    if tgt.has_neg_zero:
+        code = np.where((code == tgt.zero_code) & np.signbit(v), tgt.neg_zero_code, code)
+    out = tgt.from_codes(np.where(code < 0, 0, code))
+    out, status = _apply_range(out, outside & (v < 0), outside & (v > 0), tgt, out_of_range)
+    return _float_specials(v, out, status, tgt), status
+
+
+def _float_to_float32(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = v.astype(np.float32)
+        c64 = c.astype(np.float64)
+        below = c64 < v
+        lo = np.where(below, c, np.nextafter(c, np.float32(-np.inf)))
+        hi = np.where(below, np.nextafter(c, np.float32(np.inf)), c)
+    lo64 = np.clip(lo.astype(np.float64), -_F32_VIRTUAL, _F32_VIRTUAL)
+    hi64 = np.clip(hi.astype(np.float64), -_F32_VIRTUAL, _F32_VIRTUAL)
+    pick_hi = _choose_hi(v, lo64, hi64, (lo.view(np.uint32) & 1) == 0, rounding)
+    r = np.where(c64 == v, c, np.where(pick_hi, hi, lo))
+    finite = np.isfinite(v)
+    outside = finite & (np.isinf(r) | (np.abs(v) >= _F32_VIRTUAL))
+    r = np.where(r == 0, np.copysign(np.float32(0), v).astype(np.float32), r)
+    out, status = _apply_range(r, outside & (v < 0), outside & (v > 0), tgt, out_of_range)
+    return _float_specials(v, out, status, tgt), status
+
+
+def _int_to_float64(x: np.ndarray, rounding: str) -> tuple[np.ndarray, np.ndarray]:
+    f = x.astype(np.float64)
+    d = _int_residual(x, f)
+    status = np.zeros(x.shape, np.uint8)
+    if rounding == "nearest-even" or not d.any():
+        return f, status
+    lo = np.where(d > 0, f, np.nextafter(f, -np.inf))
+    hi = np.where(d > 0, np.nextafter(f, np.inf), f)
+    neg = (x < 0) if x.dtype == np.int64 else np.zeros(x.shape, bool)
+    if rounding == "towards-positive":
+        pick_hi = np.ones(x.shape, bool)
+    elif rounding == "towards-negative":
+        pick_hi = np.zeros(x.shape, bool)
+    elif rounding == "towards-zero":
+        pick_hi = neg
+    else:  # nearest-away: f is the nearest; on a tie take the larger magnitude
+        tie = 2.0 * np.abs(d).astype(np.float64) == (hi - lo)
+        pick_hi = np.where(tie, ~neg, f == hi)
+    return np.where(d == 0, f, np.where(pick_hi, hi, lo)), status
+
+
+def _convert(x: np.ndarray, src: NumericInfo, tgt: NumericInfo, rounding: str, out_of_range: str | None):
+    """Canonical source values ``x`` → (target array, status)."""
+    if tgt.is_int:
+        if src.is_int:
+            return _int_to_int(x, tgt, out_of_range)
+        return _float_to_int(x, tgt, rounding, out_of_range)
+    if tgt.dtype == np.float64:
+        if src.is_int:
+            return _int_to_float64(x, rounding)
+        return x.copy(), np.zeros(x.shape, np.uint8)
+    v = _int_to_float64_odd(x) if src.is_int else x
+    if tgt.dtype == np.float32:
+        return _float_to_float32(v, tgt, rounding, out_of_range)
+    return _float_to_table(v, tgt, rounding, out_of_range)
+
+
+def _map_mask(x: np.ndarray, key: Any, src: NumericInfo) -> np.ndarray:
+    if src.is_int:
+        return x == _canonical(np.array(key), src)
+    k = float(np.array(key).astype(np.float64))
+    return np.isnan(x) if np.isnan(k) else x == k
+
+
+def _apply_scalar_map(x: np.ndarray, out: np.ndarray, status: np.ndarray, src: NumericInfo,
+                      tgt: NumericInfo, scalar_map: Sequence[tuple[Any, Any]]) -> np.ndarray:
+    mapped = np.zeros(x.shape, bool)
+    for key, value in scalar_map:
+        m = _map_mask(x, key, src) & ~mapped
+        if m.any():
+            out = np.where(m, np.array(value).astype(tgt.dtype), out)
+            mapped |= m
+    status[mapped] = _OK
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _lookup_table(src: NumericInfo, tgt: NumericInfo, rounding: str, out_of_range: str | None,
+                  scalar_map: tuple[tuple[bytes, bytes], ...]) -> tuple[np.ndarray, np.ndarray]:
+    codes = np.arange(1 << src.bits, dtype=np.int64)
+    x = _canonical(src.from_codes(codes), src)
+    out, status = _convert(x, src, tgt, rounding, out_of_range)
+    pairs = [(np.frombuffer(k, src.dtype)[0], np.frombuffer(v, tgt.dtype)[0]) for k, v in scalar_map]
+    out = _apply_scalar_map(x, out, status, src, tgt, pairs)
+    return np.ascontiguousarray(out), status
+
+
+def _raise_first(values: np.ndarray, status: np.ndarray, src: NumericInfo, tgt: NumericInfo,
+                 rounding: str, where: str | None) -> None:
+    bad = np.flatnonzero(status)
+    i = int(bad[0])
+    kind = int(status.flat[i])
+    element = np.asarray(values.flat[i])
+    value = int(element.astype(np.int64)) if src.is_int and src.dtype != np.uint64 else element.item()
+    if not src.is_int and values.dtype.kind != "f":
+        value = float(element.astype(np.float64))
+    pos = tuple(int(p) for p in np.unravel_index(i, values.shape)) if values.ndim else ()
+    if kind == _RANGE:
+        rule = "out_of_range"
+        why = (f"is out of range for {tgt.name} {tgt.describe_range()} after {rounding} rounding, "
+               "and out_of_range is not set (use 'clamp' or 'wrap', or a scalar_map entry)")
+    elif kind == _NAN:
+        rule = "special values"
+        why = f"(NaN) has no {tgt.name} representation and scalar_map does not map it"
+    else:
+        rule = "special values"
+        why = f"(±Infinity) has no {tgt.name} representation and scalar_map does not map it (clamp does not apply)"
+    at = f" in {where}" if where else ""
+    more = f" ({bad.size} elements fail)" if bad.size > 1 else ""
+    raise CastError(f"cast_value {src.name} → {tgt.name}{at}: value {value!r} at index {pos} {why}{more}",
+                    value=value, rule=rule, count=int(bad.size), position=pos)
+
+
+def cast_array(
+    values: np.ndarray,
+    target: Any,
+    *,
+    rounding: str = "nearest-even",
+    out_of_range: str | None = None,
+    scalar_map: Sequence[tuple[Any, Any]] = (),
+    where: str | None = None,
+) -> np.ndarray:
+    """Convert ``values`` (any shape, a real dtype) to ``target`` by the cast_value rules.
+
+    target : numpy dtype (or name) of a real type.
+    rounding : one of ``ROUNDING``.  out_of_range : None (error), ``"clamp"`` or ``"wrap"``
+        (integer targets only).
+    scalar_map : ``(source scalar, target scalar)`` pairs, first match wins (see module docstring).
+    where : a description of the chunk for error messages.
+    Returns a new array of ``target`` dtype and the same shape.
+    Raises ValueError for a bad option; ``CastError`` (a ValueError) naming the first value
+    that cannot be converted, its index, the rule that failed, and ``where``.
+    """
+    values = np.asarray(values)
+    src, tgt = numeric_info(values.dtype), numeric_info(target)
+    check_cast_options(rounding, out_of_range, tgt)
+    if src.bits <= 16:
+        key = tuple((np.array(k).astype(src.dtype).tobytes(), np.array(v).astype(tgt.dtype).tobytes())
+                    for k, v in scalar_map)
+        lut, lut_status = _lookup_table(src, tgt, rounding, out_of_range, key)
+        idx = (values if values.flags.c_contiguous else values.copy()).view(src.code_dtype)
+        if src.bits < 8 * src.dtype.itemsize:
+            idx = idx & src.code_dtype.type((1 << src.bits) - 1)
+        status = lut_status[idx]
+        if status.any():
+            _raise_first(values, status, src, tgt, rounding, where)
+        return lut[idx].reshape(values.shape)
+    x = _canonical(values, src)
+    out, status = _convert(x, src, tgt, rounding, out_of_range)
+    if scalar_map:
+        out = _apply_scalar_map(x, out, status, src, tgt, scalar_map)
+    if status.any():
+        _raise_first(values, status, src, tgt, rounding, where)
+    return out.astype(tgt.dtype, copy=False).reshape(values.shape)
