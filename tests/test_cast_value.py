@@ -357,3 +357,28 @@ def test_agrees_with_cast_value_rs(case):
     assert (mine is None) == (theirs is None), (values, mine, theirs)
     if mine is not None:
         assert _same(mine, theirs), (values, mine, theirs)
+
+
+@pytest.mark.parametrize("dtype", ML_FLOATS, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("rounding", ROUNDING)
+def test_float32_table_path_equals_the_float64_path(dtype, rounding):
+    """float32 sources use a (top bits, sticky bit) table; float64 sources the exact kernel."""
+    rng = np.random.default_rng(7)
+    pats = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)
+    pats[:2000] &= np.uint32(0x807FFFFF)  # exponent 0: subnormals
+    pats[2000:8000] = (pats[2000:8000] & np.uint32(0x83FFFFFF)) | np.uint32(0x3C000000)  # near 1
+    x = pats.view(np.float32)
+    x = x[np.isfinite(x)]
+    wide = cast_array(x.astype(np.float64), dtype, rounding=rounding, out_of_range="clamp")
+    narrow = cast_array(x, dtype, rounding=rounding, out_of_range="clamp")
+    assert bits(narrow) == bits(wide)
+    for big in (np.finfo(np.float32).max, np.float32(1e30), np.float32(-500.0)):
+        one = np.array([1.0, big], np.float32)
+        try:
+            expected = bits(cast_array(one.astype(np.float64), dtype, rounding=rounding))
+        except CastError as exc:
+            with pytest.raises(CastError) as err:
+                cast_array(one, dtype, rounding=rounding)
+            assert err.value.position == exc.position == (1,)
+        else:
+            assert bits(cast_array(one, dtype, rounding=rounding)) == expected

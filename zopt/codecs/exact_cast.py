@@ -12,8 +12,13 @@ How each case stays exact (all vectorised):
 
 - Sources of at most 16 bits go through a lookup table of every bit pattern, built once per
   (source, target, rounding, out_of_range, scalar_map) by the general kernels below.
-- float → float: for targets of at most 16 bits the sorted table of representable values is
-  searched (``np.searchsorted``) and the bracketing pair decides; for ``float32`` numpy's
+- float32 → types with at most 7 mantissa bits (``float8_*``, ``float6_*``, ``float4_e2m1fn``,
+  ``bfloat16``) go through a table over (top 17 bits, sticky bit) of the float32 pattern, which
+  determines the rounded result in every mode (``_float32_table``).
+- float → float: for targets of at most 16 bits the library's own cast gives a candidate whose
+  neighbour in the sorted table of representable values completes the bracketing pair (binary
+  search where the candidate is not adjacent: saturated, NaN on overflow, double rounded), and
+  the pair decides; for ``float32`` numpy's
   round-to-nearest-even cast gives a candidate whose float32 neighbours are compared in float64
   (neighbours and midpoints are exact there). Ties use the even bit pattern.
 - int → float64: the residual ``x - float64(x)`` is computed exactly in 64-bit integers
@@ -58,6 +63,7 @@ _OK, _RANGE, _NAN, _INF = 0, 1, 2, 3
 _TWO63 = float(2**63)
 _TWO64 = float(2**64)
 _F32_VIRTUAL = float(2**128)
+_BLOCK = 1 << 16
 
 
 class CastError(ZoptError, ValueError):
@@ -202,14 +208,22 @@ def _cast_float_scalar(value: float, tgt: NumericInfo) -> np.ndarray:
 
 def _float_to_int(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
     finite = np.isfinite(v)
-    r = _round_to_integer(np.where(finite, v, 0.0), rounding)
-    below = finite & (r < float(tgt.lo))
-    above = finite & (r >= float(tgt.hi + 1))
-    if out_of_range != "wrap":
-        r = np.where(below | above, 0.0, r)
-    out, status = _apply_range(_wrap_u64(_f64_to_u64_mod(r), tgt), below, above, tgt, out_of_range)
-    status[np.isnan(v)] = _NAN
-    status[np.isinf(v)] = _INF
+    all_finite = bool(finite.all())
+    r = _round_to_integer(v if all_finite else np.where(finite, v, 0.0), rounding)
+    below = r < float(tgt.lo)
+    above = r >= float(tgt.hi + 1)
+    if out_of_range == "wrap":
+        u = _f64_to_u64_mod(r) if (np.abs(r) >= _TWO63).any() else r.astype(np.int64).view(np.uint64)
+        out = _wrap_u64(u, tgt)
+    else:
+        if below.any() or above.any():
+            r = np.where(below | above, 0.0, r)
+        # in range: int64 holds every target but uint64, whose top half needs the modular path
+        out = _wrap_u64(_f64_to_u64_mod(r), tgt) if tgt.dtype == np.uint64 else r.astype(np.int64).astype(tgt.dtype)
+    out, status = _apply_range(out, below, above, tgt, out_of_range)
+    if not all_finite:
+        status[np.isnan(v)] = _NAN
+        status[np.isinf(v)] = _INF
     return out, status
 
 
@@ -235,23 +249,48 @@ def _float_specials(v: np.ndarray, out: np.ndarray, status: np.ndarray, tgt: Num
 
 
 def _float_to_table(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
-    table, codes = tgt.values, tgt.codes
+    table = tgt.values
     n = table.size
-    idx = np.searchsorted(table, v, side="left")  # table[idx-1] < v <= table[idx]
-    at = np.minimum(idx, n - 1)
-    exact = table[at] == v
-    hi_i = np.clip(idx, 1, n - 1)
-    lo_i = hi_i - 1
-    pick_hi = _choose_hi(v, table[lo_i], table[hi_i], (codes[lo_i] & 1) == 0, rounding)
-    r = np.where(exact, at, np.where(pick_hi, hi_i, lo_i))
-    special = ~np.isfinite(v)
-    outside = ((idx == 0) | (idx == n) | (r == 0) | (r == n - 1)) & ~special
-    code = codes[r]
+    # A candidate from the library's own cast, then its neighbour in the sorted table: a
+    # bracket table[lo] <= v <= table[hi] found with two lookups. Where the candidate is not
+    # adjacent (saturated, NaN for overflow, double rounding), binary search instead.
+    with np.errstate(all="ignore"):
+        cand = v.astype(tgt.dtype).view(tgt.code_dtype)
+    if tgt.bits < 8 * tgt.dtype.itemsize:
+        cand = cand & tgt.code_dtype.type((1 << tgt.bits) - 1)
+    pos = tgt.positions[cand]
+    lo_i = pos - (table[pos] >= v)
+    np.clip(lo_i, 0, n - 2, out=lo_i)
+    lo_v, hi_v = table[lo_i], table[lo_i + 1]
+    valid = (pos >= 0) & (lo_v <= v) & (v <= hi_v)
+    if not valid.all():
+        bad = ~valid
+        lo_i[bad] = np.clip(np.searchsorted(table, v[bad], side="left"), 1, n - 1) - 1
+        lo_v, hi_v = table[lo_i], table[lo_i + 1]
+    if rounding.startswith("nearest"):
+        mid = tgt.midpoints[lo_i]
+        pick_hi = v > mid
+        tie = v == mid
+        pick_hi |= tie & (tgt.odd_codes[lo_i] if rounding == "nearest-even" else v > 0)
+    else:
+        pick_hi = _choose_hi(v, lo_v, hi_v, None, rounding)
+    pick_hi = (pick_hi & (v != lo_v)) | (v == hi_v)  # exact values stay
+    r = lo_i + pick_hi
+    finite = np.isfinite(v)
+    outside = (r == 0) | (r == n - 1) | (v < table[0]) | (v > table[-1])
+    all_finite = bool(finite.all())
+    if not all_finite:
+        outside &= finite
+    code = tgt.out_codes[r]
     if tgt.has_neg_zero:
-        code = np.where((code == tgt.zero_code) & np.signbit(v), tgt.neg_zero_code, code)
-    out = tgt.from_codes(np.where(code < 0, 0, code))
+        negzero = (r == tgt.positions[tgt.zero_code]) & np.signbit(v)
+        if negzero.any():
+            code[negzero] = tgt.neg_zero_code
+    out = code.view(tgt.dtype)
     out, status = _apply_range(out, outside & (v < 0), outside & (v > 0), tgt, out_of_range)
-    return _float_specials(v, out, status, tgt), status
+    if not all_finite:
+        out = _float_specials(v, out, status, tgt)
+    return out, status
 
 
 def _float_to_float32(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
@@ -339,11 +378,39 @@ def _lookup_table(src: NumericInfo, tgt: NumericInfo, rounding: str, out_of_rang
     return np.ascontiguousarray(out), status
 
 
+_F32_KEY_SHIFT = 15  # float32 bits below sign, exponent and 8 mantissa bits: only "any set" matters
+
+
+@functools.lru_cache(maxsize=64)
+def _float32_table(tgt: NumericInfo, rounding: str, out_of_range: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """float32 → a float type with at most 7 mantissa bits, as a table over 2^18 keys.
+
+    The result of rounding a float32 to such a type depends only on its sign, exponent and top 8
+    mantissa bits (the last one is the rounding bit) and on whether any lower bit is set (the
+    sticky bit): key = top 17 bits, then the sticky bit. Each key's result is computed once by
+    the exact kernel from a representative float32 with that key.
+    """
+    keys = np.arange(1 << 18, dtype=np.uint32)
+    reps = ((keys >> np.uint32(1)) << np.uint32(_F32_KEY_SHIFT)) | (keys & np.uint32(1))
+    src = numeric_info(np.float32)
+    out, status = _convert(_canonical(reps.view(np.float32), src), src, tgt, rounding, out_of_range)
+    return np.ascontiguousarray(out), status
+
+
+def _float32_keys(values: np.ndarray) -> np.ndarray:
+    u = values.view(np.uint32)
+    key = (u >> np.uint32(_F32_KEY_SHIFT)) << np.uint32(1)
+    key |= (u & np.uint32((1 << _F32_KEY_SHIFT) - 1)) != 0
+    return key
+
+
 def _raise_first(values: np.ndarray, status: np.ndarray, src: NumericInfo, tgt: NumericInfo,
-                 rounding: str, where: str | None) -> None:
+                 rounding: str, where: str | None, offset: int = 0, count: int | None = None) -> None:
+    """status: of ``values.flat[offset:]``; count: failures in all of ``values``."""
     bad = np.flatnonzero(status)
-    i = int(bad[0])
-    kind = int(status.flat[i])
+    kind = int(status.flat[int(bad[0])])
+    i = offset + int(bad[0])
+    count = int(bad.size) if count is None else count
     element = np.asarray(values.flat[i])
     value = int(element.astype(np.int64)) if src.is_int and src.dtype != np.uint64 else element.item()
     if not src.is_int and values.dtype.kind != "f":
@@ -360,9 +427,9 @@ def _raise_first(values: np.ndarray, status: np.ndarray, src: NumericInfo, tgt: 
         rule = "special values"
         why = f"(±Infinity) has no {tgt.name} representation and scalar_map does not map it (clamp does not apply)"
     at = f" in {where}" if where else ""
-    more = f" ({bad.size} elements fail)" if bad.size > 1 else ""
+    more = f" ({count} elements fail)" if count > 1 else ""
     raise CastError(f"cast_value {src.name} → {tgt.name}{at}: value {value!r} at index {pos} {why}{more}",
-                    value=value, rule=rule, count=int(bad.size), position=pos)
+                    value=value, rule=rule, count=count, position=pos)
 
 
 def cast_array(
@@ -399,10 +466,34 @@ def cast_array(
         if status.any():
             _raise_first(values, status, src, tgt, rounding, where)
         return lut[idx].reshape(values.shape)
-    x = _canonical(values, src)
-    out, status = _convert(x, src, tgt, rounding, out_of_range)
-    if scalar_map:
-        out = _apply_scalar_map(x, out, status, src, tgt, scalar_map)
-    if status.any():
-        _raise_first(values, status, src, tgt, rounding, where)
-    return out.astype(tgt.dtype, copy=False).reshape(values.shape)
+    flat = values.reshape(-1)
+    if src.dtype == np.float32 and not tgt.is_int and tgt.bits <= 16 and tgt.nmant <= 7:
+        table, table_status = _float32_table(tgt, rounding, out_of_range)
+        out = np.empty(flat.size, tgt.dtype)
+        status = np.empty(flat.size, np.uint8)
+        for start in range(0, flat.size, _BLOCK):
+            key = _float32_keys(flat[start : start + _BLOCK])
+            out[start : start + key.size] = table[key]
+            status[start : start + key.size] = table_status[key]
+        if scalar_map:
+            out = _apply_scalar_map(_canonical(flat, src), out, status, src, tgt, scalar_map)
+        if status.any():
+            _raise_first(values, status, src, tgt, rounding, where)
+        return out.reshape(values.shape)
+    out = np.empty(flat.size, tgt.dtype)
+    first: tuple[np.ndarray, np.ndarray, int] | None = None
+    failed = 0
+    for start in range(0, flat.size, _BLOCK):  # blocks keep temporaries in cache
+        block = flat[start : start + _BLOCK]
+        x = _canonical(block, src)
+        o, status = _convert(x, src, tgt, rounding, out_of_range)
+        if scalar_map:
+            o = _apply_scalar_map(x, o, status, src, tgt, scalar_map)
+        if status.any():
+            failed += int(np.count_nonzero(status))
+            first = first or (block, status, start)
+        out[start : start + block.size] = o
+    if first is not None:
+        block, status, start = first
+        _raise_first(values, status, src, tgt, rounding, where, offset=start, count=failed)
+    return out.reshape(values.shape)

@@ -38,7 +38,8 @@ class NumericInfo:
     Floats: ``nmant`` stored mantissa bits; ``max`` largest finite value; ``has_nan``,
     ``has_inf``, ``has_neg_zero``; for types of at most 16 bits ``values`` (float64, sorted,
     finite, one zero) with their bit patterns ``codes`` — extended at both ends by the virtual
-    neighbours, whose code is ``-1``.
+    neighbours, whose code is ``-1`` — and ``positions``, the index in ``values`` of every bit
+    pattern (−0 → the zero; NaN and ±Infinity → −1).
     """
 
     dtype: np.dtype
@@ -58,6 +59,22 @@ class NumericInfo:
     nan_code: int = -1
     zero_code: int = 0
     neg_zero_code: int = -1
+    positions: np.ndarray | None = None
+
+    @functools.cached_property
+    def midpoints(self) -> np.ndarray:
+        """``(values[i] + values[i+1]) / 2`` (exact in float64)."""
+        return (self.values[:-1] + self.values[1:]) * 0.5
+
+    @functools.cached_property
+    def odd_codes(self) -> np.ndarray:
+        """True where ``codes`` is odd (ties to even pick the other neighbour)."""
+        return (self.codes & 1) == 1
+
+    @functools.cached_property
+    def out_codes(self) -> np.ndarray:
+        """``codes`` in the type's unsigned integer width (virtual neighbours → 0)."""
+        return np.where(self.codes < 0, 0, self.codes).astype(self.code_dtype)
 
     @property
     def code_dtype(self) -> np.dtype:
@@ -106,6 +123,9 @@ def numeric_info(dtype: Any) -> NumericInfo:
         v, c = vals[keep][order], codes[keep][order]
         top_ulp = math.ldexp(1.0, math.floor(math.log2(v[-1])) - kw["nmant"])
         signed = bool(v[0] < 0)
+        positions = np.full(codes.size, -1, np.int32)
+        positions[c] = np.arange(1, c.size + 1)
+        positions[neg_zero] = positions[c[v == 0][0]] if (v == 0).any() else -1
         low_virtual = -(v[-1] + top_ulp) if signed else v[0] / 2
         kw.update(
             values=np.concatenate([[low_virtual], v, [v[-1] + top_ulp]]),
@@ -116,6 +136,7 @@ def numeric_info(dtype: Any) -> NumericInfo:
             nan_code=int(codes[np.isnan(vals)][0]) if np.isnan(vals).any() else -1,
             zero_code=int(c[v == 0][0]) if (v == 0).any() else -1,
             neg_zero_code=int(codes[neg_zero][0]) if neg_zero.any() else -1,
+            positions=positions,
         )
         return NumericInfo(dtype, name, bits, False, signed, **kw)
     return NumericInfo(dtype, name, bits, False, True, has_nan=True, has_inf=True, has_neg_zero=True, **kw)
