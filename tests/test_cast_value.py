@@ -359,7 +359,7 @@ def test_agrees_with_cast_value_rs(case):
         assert _same(mine, theirs), (values, mine, theirs)
 
 
-@pytest.mark.parametrize("dtype", ML_FLOATS, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("dtype", [*ML_FLOATS, np.float16], ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("rounding", ROUNDING)
 def test_float32_table_path_equals_the_float64_path(dtype, rounding):
     """float32 sources use a (top bits, sticky bit) table; float64 sources the exact kernel."""

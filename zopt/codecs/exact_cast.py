@@ -12,9 +12,8 @@ How each case stays exact (all vectorised):
 
 - Sources of at most 16 bits go through a lookup table of every bit pattern, built once per
   (source, target, rounding, out_of_range, scalar_map) by the general kernels below.
-- float32 → types with at most 7 mantissa bits (``float8_*``, ``float6_*``, ``float4_e2m1fn``,
-  ``bfloat16``) go through a table over (top 17 bits, sticky bit) of the float32 pattern, which
-  determines the rounded result in every mode (``_float32_table``).
+- float32 → float types of at most 16 bits go through a table over (top bits, sticky bit) of the
+  float32 pattern, which determines the rounded result in every mode (``_float32_table``).
 - float → float: for targets of at most 16 bits the library's own cast gives a candidate whose
   neighbour in the sorted table of representable values completes the bracketing pair (binary
   search where the candidate is not adjacent: saturated, NaN on overflow, double rounded), and
@@ -378,29 +377,37 @@ def _lookup_table(src: NumericInfo, tgt: NumericInfo, rounding: str, out_of_rang
     return np.ascontiguousarray(out), status
 
 
-_F32_KEY_SHIFT = 15  # float32 bits below sign, exponent and 8 mantissa bits: only "any set" matters
+def _float32_key_shift(tgt: NumericInfo) -> int:
+    """float32 bits below sign, exponent, the target's mantissa bits and one rounding bit.
+
+    At most 15, i.e. at least 8 mantissa bits kept: float8_e8m0fnu reaches 2^-127, a float32
+    subnormal whose leading bit is the top mantissa bit, and needs the bits after it.
+    """
+    return min(22 - tgt.nmant, 15)
 
 
 @functools.lru_cache(maxsize=64)
 def _float32_table(tgt: NumericInfo, rounding: str, out_of_range: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """float32 → a float type with at most 7 mantissa bits, as a table over 2^18 keys.
+    """float32 → a float type of at most 16 bits, as a table over (top bits, sticky bit).
 
-    The result of rounding a float32 to such a type depends only on its sign, exponent and top 8
-    mantissa bits (the last one is the rounding bit) and on whether any lower bit is set (the
-    sticky bit): key = top 17 bits, then the sticky bit. Each key's result is computed once by
-    the exact kernel from a representative float32 with that key.
+    Rounding a float32 to a type with ``m`` mantissa bits depends only on its sign, exponent,
+    top ``m + 1`` mantissa bits (the last one is the rounding bit) and on whether any lower bit
+    is set (the sticky bit). Key = those top bits, then the sticky bit: 2^18 keys for the
+    float8/float6/float4 types and bfloat16, 2^21 for float16. Each key's result is computed once by the exact kernel from a
+    representative float32 with that key.
     """
-    keys = np.arange(1 << 18, dtype=np.uint32)
-    reps = ((keys >> np.uint32(1)) << np.uint32(_F32_KEY_SHIFT)) | (keys & np.uint32(1))
+    shift = _float32_key_shift(tgt)
+    keys = np.arange(1 << (33 - shift), dtype=np.uint32)
+    reps = ((keys >> np.uint32(1)) << np.uint32(shift)) | (keys & np.uint32(1))
     src = numeric_info(np.float32)
     out, status = _convert(_canonical(reps.view(np.float32), src), src, tgt, rounding, out_of_range)
     return np.ascontiguousarray(out), status
 
 
-def _float32_keys(values: np.ndarray) -> np.ndarray:
+def _float32_keys(values: np.ndarray, shift: int) -> np.ndarray:
     u = values.view(np.uint32)
-    key = (u >> np.uint32(_F32_KEY_SHIFT)) << np.uint32(1)
-    key |= (u & np.uint32((1 << _F32_KEY_SHIFT) - 1)) != 0
+    key = (u >> np.uint32(shift)) << np.uint32(1)
+    key |= (u & np.uint32((1 << shift) - 1)) != 0
     return key
 
 
@@ -467,12 +474,13 @@ def cast_array(
             _raise_first(values, status, src, tgt, rounding, where)
         return lut[idx].reshape(values.shape)
     flat = values.reshape(-1)
-    if src.dtype == np.float32 and not tgt.is_int and tgt.bits <= 16 and tgt.nmant <= 7:
+    if src.dtype == np.float32 and not tgt.is_int and tgt.bits <= 16:
         table, table_status = _float32_table(tgt, rounding, out_of_range)
+        shift = _float32_key_shift(tgt)
         out = np.empty(flat.size, tgt.dtype)
         status = np.empty(flat.size, np.uint8)
         for start in range(0, flat.size, _BLOCK):
-            key = _float32_keys(flat[start : start + _BLOCK])
+            key = _float32_keys(flat[start : start + _BLOCK], shift)
             out[start : start + key.size] = table[key]
             status[start : start + key.size] = table_status[key]
         if scalar_map:
