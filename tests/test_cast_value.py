@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import warnings
 from fractions import Fraction
 
@@ -339,7 +340,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return np.array_equal(a, b)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=int(os.environ.get("ZOPT_HYPOTHESIS_EXAMPLES", 400)), deadline=None)
 @given(_case())
 def test_agrees_with_cast_value_rs(case):
     """Every disagreement would be listed in docs/interop.md; today there are none."""

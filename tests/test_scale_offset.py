@@ -3,6 +3,8 @@ parsing, against Python integers and against numpy/ml_dtypes arithmetic."""
 
 from __future__ import annotations
 
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -39,6 +41,16 @@ def test_integer_intermediate_overflow_is_an_error():
     assert scale_offset_encode(np.array([63, -64], np.int8), off, s).tolist() == [126, -128]
 
 
+def test_int64_scale_of_minus_two_pow_63():
+    off, s = ScaleOffsetCodec(offset=0, scale=-(2**63)).parameters(Int64())
+    assert scale_offset_encode(np.array([0, 1], np.int64), off, s).tolist() == [0, -(2**63)]
+    with pytest.raises(CastError):
+        scale_offset_encode(np.array([-1], np.int64), off, s)  # 2^63 overflows
+    assert scale_offset_decode(np.array([0, -(2**63)], np.int64), off, s).tolist() == [0, 1]
+    with pytest.raises(CastError, match="not a multiple"):
+        scale_offset_decode(np.array([5], np.int64), off, s)
+
+
 def test_integer_decode_needs_an_exact_division():
     off, s = ScaleOffsetCodec(offset=3, scale=4).parameters(Int64())
     assert scale_offset_decode(np.array([8, -4], np.int64), off, s).tolist() == [5, 2]
@@ -61,7 +73,7 @@ def test_int64_and_uint64_extremes():
         scale_offset_encode(np.array([4], np.uint64), off, s)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=int(os.environ.get("ZOPT_HYPOTHESIS_EXAMPLES", 300)), deadline=None)
 @given(st.sampled_from(["int8", "uint8", "int16", "int32", "int64", "uint64"]), st.data())
 def test_integer_encode_decode_match_python_integers(name, data):
     dtype = np.dtype(name)

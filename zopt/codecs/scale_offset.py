@@ -148,7 +148,8 @@ def scale_offset_decode(y: np.ndarray, offset: np.generic, scale: np.generic, wh
     if info.is_int:
         off, s = int(offset), int(scale)
         c = _canonical_int(y, info)
-        rem = (c % c.dtype.type(abs(s))) != 0
+        with np.errstate(over="ignore", divide="ignore"):
+            rem = (c % c.dtype.type(s)) != 0  # s may be -2^63: no abs()
         if rem.any():
             _fail("decode", info, y, rem, f"is not a multiple of scale {s} (integer decode must be exact)", where)
         qlo, qhi = info.lo - off, info.hi - off
@@ -156,10 +157,8 @@ def scale_offset_decode(y: np.ndarray, offset: np.generic, scale: np.generic, wh
         bad = _outside(c, info, ylo, yhi)
         if bad.any():
             _fail("decode", info, y, bad, f"overflows {info.name} {info.describe_range()} in y / {s} + {off}", where)
-        with np.errstate(over="ignore"):  # wrapping arithmetic is exact once the range is checked
-            q = c // c.dtype.type(abs(s))
-            if s < 0:
-                q = -q
+        with np.errstate(over="ignore", divide="ignore"):  # wrapping is exact once the range is checked
+            q = c // c.dtype.type(s)  # exact: no remainder
             return (q + c.dtype.type(off)).astype(info.dtype)
     if info.dtype in _NATIVE_FLOATS:
         with np.errstate(over="ignore", invalid="ignore"):
