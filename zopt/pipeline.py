@@ -40,6 +40,7 @@ __all__ = [
     "ChunkIndexCodecPipeline",
     "current_chunk",
     "current_chunk_index",
+    "describe_current_chunk",
     "chunk_context",
     "validate_codec_chain",
 ]
@@ -76,6 +77,12 @@ _SPLIT = re.compile(r"[/.]")
 def current_chunk() -> ChunkContext | None:
     """The ``ChunkContext`` of the chunk being encoded/decoded in this task, if known."""
     return _CURRENT.get()
+
+
+def describe_current_chunk() -> str | None:
+    """``ChunkContext.describe()`` of the current chunk (for error messages), or None."""
+    ctx = _CURRENT.get()
+    return None if ctx is None else ctx.describe()
 
 
 def current_chunk_index() -> tuple[int, ...] | None:

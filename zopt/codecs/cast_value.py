@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
-from zarr.core.common import parse_named_configuration
 
+from zopt.codecs.config import codec_configuration
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
 from zopt.dtypes.numeric import numeric_info, parse_json_scalar, zarr_dtype
+from zopt.pipeline import describe_current_chunk
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -45,13 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["CastValueCodec"]
 
 _KEYS = {"data_type", "rounding", "out_of_range", "scalar_map"}
-
-
-def _where() -> str | None:
-    from zopt.pipeline import current_chunk
-
-    ctx = current_chunk()
-    return None if ctx is None else ctx.describe()
 
 
 def _check_scalar_map(scalar_map: Any) -> dict[str, list[list[Any]]] | None:
@@ -92,6 +86,7 @@ class CastValueCodec(ArrayArrayCodec):
                  scalar_map: Any = None) -> None:
         target = zarr_dtype(data_type)
         info = numeric_info(target.to_native_dtype())
+        object.__setattr__(self, "_target", target)
         check_cast_options(rounding, out_of_range, info)
         object.__setattr__(self, "data_type", data_type)
         object.__setattr__(self, "rounding", rounding)
@@ -106,11 +101,7 @@ class CastValueCodec(ArrayArrayCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, "cast_value", require_configuration=True)
-        config = config or {}
-        unknown = set(config) - _KEYS
-        if unknown:
-            raise ValueError(f"cast_value: unknown configuration keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
+        config = codec_configuration(data, "cast_value", _KEYS, required=True)
         if "data_type" not in config:
             raise ValueError("cast_value data_type: required (the target Zarr v3 data type)")
         return cls(**config)
@@ -126,7 +117,7 @@ class CastValueCodec(ArrayArrayCodec):
     @property
     def target(self) -> Any:
         """The target data type as a zarr ``ZDType``."""
-        return _target(json.dumps(self.data_type))
+        return self._target
 
     def _map(self, direction: str, source: Any) -> tuple[tuple[np.generic, np.generic], ...]:
         """scalar_map entries of ``direction`` as (input, output) scalars; ``source`` is the array's
@@ -173,14 +164,14 @@ class CastValueCodec(ArrayArrayCodec):
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         n = int(np.prod(chunk_spec.shape, dtype=np.int64))
-        return n * _item_size(self.target)
+        return n * self.target.item_size
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
-        out = self.encode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, _where())
+        out = self.encode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
         return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
-        out = self.decode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, _where())
+        out = self.decode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
         return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
@@ -190,22 +181,12 @@ class CastValueCodec(ArrayArrayCodec):
         return self._decode_sync(chunk_array, chunk_spec)
 
 
-def _item_size(zdtype: Any) -> int:
-    size = getattr(zdtype, "item_size", None)
-    return int(size) if size is not None else zdtype.to_native_dtype().itemsize
-
-
-@functools.lru_cache(maxsize=64)
-def _target(data_type_json: str) -> Any:
-    return zarr_dtype(json.loads(data_type_json))
-
-
 @functools.lru_cache(maxsize=256)
 def _parsed_map(data_type_json: str, scalar_map_json: str, direction: str, source: Any) -> tuple:
     scalar_map = json.loads(scalar_map_json)
     if not scalar_map or direction not in scalar_map:
         return ()
-    target = _target(data_type_json)
+    target = zarr_dtype(json.loads(data_type_json))
     key_type, value_type = (source, target) if direction == "encode" else (target, source)
     out = []
     for i, (k, v) in enumerate(scalar_map[direction]):

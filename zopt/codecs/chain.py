@@ -215,12 +215,9 @@ class ChunkEncoder:
 
 
 def _raw_nbytes(spec: ArraySpec) -> int:
-    from zopt.dtypes.ml import MLDType
-
     n = int(np.prod(spec.shape, dtype=np.int64))
-    if isinstance(spec.dtype, MLDType):
-        return n * spec.dtype.item_size
-    return n * spec.dtype.to_native_dtype().itemsize
+    size = getattr(spec.dtype, "item_size", None)  # zarr's fixed-size types and zopt's have it
+    return n * (size if size is not None else spec.dtype.to_native_dtype().itemsize)
 
 
 def _run_sync(codec: Any, sync_name: str, async_name: str, value: Any, spec: ArraySpec) -> Any:

@@ -53,7 +53,7 @@ import numpy as np
 from zopt.dtypes.numeric import NumericInfo, numeric_info
 from zopt.errors import ZoptError
 
-__all__ = ["OUT_OF_RANGE", "ROUNDING", "CastError", "cast_array", "check_cast_options"]
+__all__ = ["OUT_OF_RANGE", "ROUNDING", "CastError", "cast_array", "cast_error", "check_cast_options"]
 
 ROUNDING = ("nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away")
 OUT_OF_RANGE = (None, "clamp", "wrap")
@@ -193,16 +193,12 @@ def _apply_range(out: np.ndarray, below: np.ndarray, above: np.ndarray, tgt: Num
         else:
             hi_v = np.inf if tgt.has_inf else tgt.max
             lo_v = -hi_v if tgt.signed else float(tgt.values[1])
-            lo, hi = _cast_float_scalar(lo_v, tgt), _cast_float_scalar(hi_v, tgt)
+            # max, ±inf and the smallest positive value are representable: astype is exact
+            lo, hi = np.array(lo_v).astype(tgt.dtype), np.array(hi_v).astype(tgt.dtype)
         out = np.where(below, lo, np.where(above, hi, out)).astype(tgt.dtype)
         return out, status
     status[below | above] = _RANGE
     return out, status
-
-
-def _cast_float_scalar(value: float, tgt: NumericInfo) -> np.ndarray:
-    # only for values known to be representable (max, ±inf, smallest positive)
-    return np.array(value).astype(tgt.dtype)
 
 
 def _float_to_int(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
@@ -228,22 +224,13 @@ def _float_to_int(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: 
 
 def _float_specials(v: np.ndarray, out: np.ndarray, status: np.ndarray, tgt: NumericInfo) -> np.ndarray:
     """NaN and ±Infinity elements of ``v`` into ``out``/``status`` (returns ``out``)."""
-    nan = np.isnan(v)
-    inf = np.isinf(v)
-    if nan.any():
-        if tgt.has_nan:
+    for mask, representable, failure in ((np.isnan(v), tgt.has_nan, _NAN), (np.isinf(v), tgt.has_inf, _INF)):
+        if not mask.any():
+            continue
+        if representable:
             with np.errstate(all="ignore"):
-                out = np.where(nan, v.astype(tgt.dtype), out)
-            status[nan] = _OK
-        else:
-            status[nan] = _NAN
-    if inf.any():
-        if tgt.has_inf:
-            with np.errstate(all="ignore"):
-                out = np.where(inf, v.astype(tgt.dtype), out)
-            status[inf] = _OK
-        else:
-            status[inf] = _INF
+                out = np.where(mask, v.astype(tgt.dtype), out)
+        status[mask] = _OK if representable else failure
     return out
 
 
@@ -378,12 +365,15 @@ def _lookup_table(src: NumericInfo, tgt: NumericInfo, rounding: str, out_of_rang
 
 
 def _float32_key_shift(tgt: NumericInfo) -> int:
-    """float32 bits below sign, exponent, the target's mantissa bits and one rounding bit.
+    """How many low float32 bits only matter as "any set" when rounding to ``tgt``.
 
-    At most 15, i.e. at least 8 mantissa bits kept: float8_e8m0fnu reaches 2^-127, a float32
-    subnormal whose leading bit is the top mantissa bit, and needs the bits after it.
+    Kept: sign, exponent, the target's mantissa bits and a rounding bit (``22 - nmant`` below
+    them) — and, where the target reaches into float32's subnormals (bfloat16, float8_e8m0fnu),
+    every bit down to half the target's smallest spacing, whose position there is absolute
+    (bit ``k`` is ``2^(k - 149)``).
     """
-    return min(22 - tgt.nmant, 15)
+    smallest_step = float(np.diff(tgt.values).min())
+    return min(22 - tgt.nmant, 148 + int(np.floor(np.log2(smallest_step))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -392,8 +382,8 @@ def _float32_table(tgt: NumericInfo, rounding: str, out_of_range: str | None) ->
 
     Rounding a float32 to a type with ``m`` mantissa bits depends only on its sign, exponent,
     top ``m + 1`` mantissa bits (the last one is the rounding bit) and on whether any lower bit
-    is set (the sticky bit). Key = those top bits, then the sticky bit: 2^18 keys for the
-    float8/float6/float4 types and bfloat16, 2^21 for float16. Each key's result is computed once by the exact kernel from a
+    is set (the sticky bit). Key = those top bits, then the sticky bit: 2^14 keys for
+    float8_e4m3, 2^18 for bfloat16, 2^21 for float16 (see ``_float32_key_shift``). Each key's result is computed once by the exact kernel from a
     representative float32 with that key.
     """
     shift = _float32_key_shift(tgt)
@@ -418,11 +408,6 @@ def _raise_first(values: np.ndarray, status: np.ndarray, src: NumericInfo, tgt: 
     kind = int(status.flat[int(bad[0])])
     i = offset + int(bad[0])
     count = int(bad.size) if count is None else count
-    element = np.asarray(values.flat[i])
-    value = int(element.astype(np.int64)) if src.is_int and src.dtype != np.uint64 else element.item()
-    if not src.is_int and values.dtype.kind != "f":
-        value = float(element.astype(np.float64))
-    pos = tuple(int(p) for p in np.unravel_index(i, values.shape)) if values.ndim else ()
     if kind == _RANGE:
         rule = "out_of_range"
         why = (f"is out of range for {tgt.name} {tgt.describe_range()} after {rounding} rounding, "
@@ -433,10 +418,24 @@ def _raise_first(values: np.ndarray, status: np.ndarray, src: NumericInfo, tgt: 
     else:
         rule = "special values"
         why = f"(±Infinity) has no {tgt.name} representation and scalar_map does not map it (clamp does not apply)"
+    raise cast_error(f"cast_value {src.name} → {tgt.name}", values, i, why, rule=rule, count=count, where=where)
+
+
+def cast_error(what: str, values: np.ndarray, index: int, why: str, *, rule: str, count: int,
+               where: str | None) -> CastError:
+    """A ``CastError`` for element ``index`` (flat) of ``values``: ``"{what} in {where}: value …
+    at index (…) {why}"``, the value as a Python int or float."""
+    element = np.asarray(values.flat[index])
+    info = numeric_info(values.dtype)
+    if info.is_int:
+        value = int(element.astype(np.uint64 if info.dtype == np.uint64 else np.int64))
+    else:
+        value = float(element.astype(np.float64))
+    pos = tuple(int(p) for p in np.unravel_index(index, values.shape)) if values.ndim else ()
     at = f" in {where}" if where else ""
     more = f" ({count} elements fail)" if count > 1 else ""
-    raise CastError(f"cast_value {src.name} → {tgt.name}{at}: value {value!r} at index {pos} {why}{more}",
-                    value=value, rule=rule, count=count, position=pos)
+    return CastError(f"{what}{at}: value {value!r} at index {pos} {why}{more}",
+                     value=value, rule=rule, count=count, position=pos)
 
 
 def cast_array(

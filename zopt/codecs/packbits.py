@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
-from zarr.core.common import parse_named_configuration
+
+from zopt.codecs.config import codec_configuration
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -242,13 +243,7 @@ class PackBitsCodec(ArrayBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, "packbits", require_configuration=False)
-        config = config or {}
-        unknown = set(config) - {"padding_encoding", "first_bit", "last_bit"}
-        if unknown:
-            raise ValueError(f"packbits: unknown configuration keys {sorted(unknown)}; allowed: "
-                             "['first_bit', 'last_bit', 'padding_encoding']")
-        return cls(**config)
+        return cls(**codec_configuration(data, "packbits", {"padding_encoding", "first_bit", "last_bit"}))
 
     def to_dict(self) -> dict[str, Any]:
         config: dict[str, Any] = {}

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
-from zarr.core.common import parse_named_configuration
 
-from zopt.codecs.exact_cast import CastError, cast_array
+from zopt.codecs.config import codec_configuration
+from zopt.codecs.exact_cast import CastError, cast_array, cast_error
 from zopt.dtypes.numeric import NumericInfo, numeric_info, parse_json_scalar
+from zopt.pipeline import describe_current_chunk
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -46,30 +47,12 @@ __all__ = ["ScaleOffsetCodec", "scale_offset_decode", "scale_offset_encode"]
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _where() -> str | None:
-    from zopt.pipeline import current_chunk
-
-    ctx = current_chunk()
-    return None if ctx is None else ctx.describe()
-
-
 def _fail(direction: str, info: NumericInfo, values: np.ndarray, bad: np.ndarray, why: str,
           where: str | None, count: int | None = None) -> None:
     flat = np.flatnonzero(bad)
     count = int(flat.size) if count is None else count
-    i = int(flat[0])
-    pos = tuple(int(p) for p in np.unravel_index(i, values.shape)) if values.ndim else ()
-    value = values.flat[i]
-    value = int(np.asarray(value).astype(np.int64)) if info.is_int and info.dtype != np.uint64 else (
-        value.item() if info.dtype.kind in "iuf" else float(np.asarray(value).astype(np.float64)))
-    at = f" in {where}" if where else ""
-    more = f" ({count} elements fail)" if count > 1 else ""
-    raise CastError(f"scale_offset {direction} {info.name}{at}: value {value!r} at index {pos} {why}{more}",
-                    value=value, rule=why, count=count, position=pos)
-
-
-def _int_bounds(info: NumericInfo, lo: int, hi: int) -> tuple[int, int]:
-    return max(lo, info.lo), min(hi, info.hi)
+    raise cast_error(f"scale_offset {direction} {info.name}", values, int(flat[0]), why, rule=why, count=count,
+                     where=where)
 
 
 def _mul_range(lo: int, hi: int, s: int) -> tuple[int, int]:
@@ -81,7 +64,7 @@ def _mul_range(lo: int, hi: int, s: int) -> tuple[int, int]:
 
 def _outside(c: np.ndarray, info: NumericInfo, lo: int, hi: int) -> np.ndarray:
     """c (canonical int64/uint64) < lo or > hi, with the bounds clipped to the type."""
-    lo, hi = _int_bounds(info, lo, hi)
+    lo, hi = max(lo, info.lo), min(hi, info.hi)
     if lo > hi:
         return np.ones(c.shape, bool)
     return (c < c.dtype.type(lo)) | (c > c.dtype.type(hi))
@@ -215,12 +198,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, "scale_offset", require_configuration=False)
-        config = config or {}
-        unknown = set(config) - {"offset", "scale"}
-        if unknown:
-            raise ValueError(f"scale_offset: unknown configuration keys {sorted(unknown)}; allowed: offset, scale")
-        return cls(**config)
+        return cls(**codec_configuration(data, "scale_offset", {"offset", "scale"}))
 
     def to_dict(self) -> dict[str, Any]:
         config = {k: v for k, v in (("offset", self.offset), ("scale", self.scale)) if v is not None}
@@ -249,12 +227,12 @@ class ScaleOffsetCodec(ArrayArrayCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
-        out = scale_offset_encode(np.asarray(chunk_array.as_ndarray_like()), off, s, _where())
+        out = scale_offset_encode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
         return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
-        out = scale_offset_decode(np.asarray(chunk_array.as_ndarray_like()), off, s, _where())
+        out = scale_offset_decode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
         return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
