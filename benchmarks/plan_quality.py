@@ -14,8 +14,9 @@ For each array, with the wrapped codecs ``[shuffle, zstd(3)]``:
 
 1. a full analysis (``sample=None``) measures every mask of every chunk exactly: the **oracle**
    stores each chunk with its smallest mask;
-2. estimators: the sampled analysis (default: 2 windows totalling 1/16 of each chunk), the same
-   with 8 windows and with 1/64, and an entropy-only estimate (no trial encodings,
+2. estimators: the sampled analysis (default: 2 windows totalling 1/16 of each chunk; on this
+   raw-stored source it reads only those windows, ``read="auto"``), the same with 8 windows, with
+   1/64, and reading whole chunks (``read="full"``: same sizes, other time), and an entropy-only estimate (no trial encodings,
    ``zopt.analysis.entropy_estimate``; its time is that of the sampled analysis it reuses);
 3. each policy's masks from each estimator are scored with the oracle's exact sizes: stored
    bytes (+1 header byte per chunk) and the excess over the oracle;
@@ -113,6 +114,9 @@ def evaluate(store: Path, name: str, chunks, shards, work: Path) -> list[str]:
         t = time.perf_counter()
         ds = analyze_array(store, name, chunks=chunks, sample=frac, windows=windows)
         estimators[label] = (ds, time.perf_counter() - t)
+    t = time.perf_counter()
+    ds = analyze_array(store, name, chunks=chunks, sample=1 / 16, read="full")
+    estimators["sampled 1/16 (2 windows), whole chunks read"] = (ds, time.perf_counter() - t)
     estimators["entropy only"] = (entropy_estimate(estimators["sampled 1/16 (2 windows)"][0]), estimators["sampled 1/16 (2 windows)"][1])
 
     dst = work / f"{name}-rewrite.zarr"

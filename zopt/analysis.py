@@ -40,7 +40,7 @@ import zarr
 from zopt.codecs.chain import chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
 from zopt.codecs.sync import sync_decoder, sync_encoder
-from zopt.decisions import SAMPLE_WINDOWS, _sample
+from zopt.decisions import SAMPLE_WINDOWS
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -60,6 +60,7 @@ DEFAULT_CANDIDATES: list[dict[str, Any]] = [
 DEFAULT_SAMPLE = 1 / 16
 EARLY_OUT_ENTROPY = 7.9
 TASK_BYTES = 64 * 1024 * 1024
+READ_MODES = ("auto", "windows", "full")
 
 
 def byte_entropy(data: np.ndarray) -> float:
@@ -81,25 +82,6 @@ def _entropy_of_counts(counts: np.ndarray) -> np.ndarray:
     return -terms.sum(axis=-1) + 0.0
 
 
-def entropies(data: np.ndarray, itemsize: int) -> tuple[float, np.ndarray]:
-    """Byte entropy overall and of each byte plane (bits/byte), from one histogram.
-
-    data: bytes (any shape, viewed as uint8); a trailing partial element counts overall only.
-    Returns ``(overall, planes)`` with ``planes`` of shape (itemsize,), float32.
-    """
-    u8 = np.ascontiguousarray(data).view(np.uint8).ravel()
-    whole = u8.size // itemsize * itemsize
-    plane = np.tile(np.arange(itemsize, dtype=np.int64) * 256, whole // itemsize)
-    counts = np.bincount(plane + u8[:whole], minlength=256 * itemsize).reshape(itemsize, 256)
-    total = counts.sum(axis=0) + np.bincount(u8[whole:], minlength=256)
-    return float(_entropy_of_counts(total)), _entropy_of_counts(counts).astype(np.float32)
-
-
-def plane_entropy(data: np.ndarray, itemsize: int) -> np.ndarray:
-    """Entropy (bits/byte) of each byte plane: byte ``b`` of every element; shape (itemsize,)."""
-    return entropies(data, itemsize)[1]
-
-
 def chunk_digest(values: np.ndarray) -> int:
     """crc32c (uint32) of the bytes of ``values`` in C order: the content fingerprint of a chunk."""
     import google_crc32c
@@ -107,26 +89,68 @@ def chunk_digest(values: np.ndarray) -> int:
     return int(google_crc32c.value(np.ascontiguousarray(values).view(np.uint8).tobytes()))
 
 
-def _value_stats(values: np.ndarray) -> tuple[float, float, float]:
-    """(zero, constant-run, NaN) fractions of the elements of ``values``."""
-    flat = values.ravel()
-    if flat.size == 0:
-        return 0.0, 0.0, 0.0
-    kind = flat.dtype.kind
-    if kind in "biufc":
-        zero = float(np.count_nonzero(flat == 0)) / flat.size
-        nan = float(np.count_nonzero(np.isnan(flat))) / flat.size if kind in "fc" else 0.0
-    else:  # ml_dtypes and other types: compare bit patterns
-        bits = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else flat.view(np.uint8)
-        zero = float(np.count_nonzero(bits == 0)) / flat.size
-        nan = float(np.count_nonzero(np.isnan(flat.astype(np.float32)))) / flat.size
-    u = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else flat.view(np.uint8)
-    runs = float(np.count_nonzero(u[1:] == u[:-1])) / flat.size if flat.size > 1 else 0.0
-    return zero, runs, nan
+def _nan_mask(values: np.ndarray) -> np.ndarray:
+    """NaN flags of ``values`` (any shape); complex types count an element with a NaN part."""
+    if values.dtype.names:  # zopt's structured complex_* types: a NaN in either component
+        return _nan_mask(values[values.dtype.names[0]]) | _nan_mask(values[values.dtype.names[1]])
+    if values.dtype.kind in "fc":
+        return np.isnan(values)
+    if values.dtype.kind in "biu":
+        return np.zeros(values.shape, dtype=bool)
+    return np.isnan(values.astype(np.float32))  # ml_dtypes floats
+
+
+def batch_value_stats(samples: np.ndarray, native: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(zero, constant-run, NaN) fractions of each row of ``samples``, float64 each, shape (n,).
+
+    samples : uint8 ``(n, nbytes)``, ``nbytes`` a multiple of ``native.itemsize``; row ``k`` is
+    the bytes of chunk ``k`` (or of its sample). Zeros compare values for numpy numbers (−0.0
+    is zero) and bit patterns otherwise; a run element equals its predecessor bit for bit.
+    """
+    n = samples.shape[0]
+    item = native.itemsize
+    count = samples.shape[1] // item
+    if n == 0 or count == 0:
+        return np.zeros(n), np.zeros(n), np.zeros(n)
+    values = np.ascontiguousarray(samples).view(native).reshape(n, count)
+    bits = values.view(f"u{item}") if item in (1, 2, 4, 8) else samples.reshape(n, count, item)
+    if native.kind in "biufc" and not native.names:
+        zero = np.count_nonzero(values == 0, axis=1)
+    else:
+        zero = np.count_nonzero((bits == 0).reshape(n, count, -1).all(axis=2), axis=1)
+    nan = np.count_nonzero(_nan_mask(values), axis=1)
+    same = (bits[:, 1:] == bits[:, :-1]).reshape(n, count - 1, -1).all(axis=2)
+    runs = np.count_nonzero(same, axis=1)
+    return zero / count, runs / count, nan / count
+
+
+def batch_entropies(samples: np.ndarray, itemsize: int) -> tuple[np.ndarray, np.ndarray]:
+    """Byte entropy (bits/byte) of each row of ``samples`` overall and per byte plane.
+
+    samples : uint8 ``(n, nbytes)``; a trailing partial element of a row counts overall only.
+    Returns ``(overall (n,), planes (n, itemsize))``, float64 and float32.
+    """
+    n, width = samples.shape
+    whole = width // itemsize * itemsize
+    counts = np.zeros((n, itemsize, 256), dtype=np.int64)
+    total = np.zeros((n, 256), dtype=np.int64)
+    for k in range(n):  # one histogram per byte plane: bincount of a strided uint8 view is fastest
+        planes = samples[k, :whole].reshape(-1, itemsize)
+        for b in range(itemsize):
+            counts[k, b] = np.bincount(planes[:, b], minlength=256)
+        if whole < width:
+            total[k] = np.bincount(samples[k, whole:], minlength=256)
+    total += counts.sum(axis=1)
+    return _entropy_of_counts(total), _entropy_of_counts(counts).astype(np.float32)
 
 
 class _Trials:
-    """Encoded size and encode/decode time of every mask of a wrapped codec list."""
+    """Encoded size and encode/decode time of every mask of a wrapped codec list.
+
+    Mask ``m`` applies the codecs of its set bits in list order, so its output is the output of
+    ``m`` without its highest bit ``h`` passed through codec ``h``: each mask costs one encode
+    and one decode step, and its times are those of the smaller mask plus that step.
+    """
 
     def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
         self.n = len(codecs)
@@ -138,19 +162,21 @@ class _Trials:
         size = np.empty(masks, dtype=np.float64)
         enc_s = np.zeros(masks, dtype=np.float64)
         dec_s = np.zeros(masks, dtype=np.float64)
-        for m in range(masks):
-            out = data
-            t = time.perf_counter()
-            for i in range(self.n):
-                if m >> i & 1:
-                    out = self.encoders[i](out)
-            enc_s[m] = time.perf_counter() - t
+        outputs = [data]
+        size[0] = data.size
+        clock = time.perf_counter
+        for m in range(1, masks):
+            h = m.bit_length() - 1
+            prev = m & ~(1 << h)
+            t0 = clock()
+            out = self.encoders[h](outputs[prev])
+            t1 = clock()
+            self.decoders[h](out)
+            t2 = clock()
+            outputs.append(out)
             size[m] = out.size
-            t = time.perf_counter()
-            for i in reversed(range(self.n)):
-                if m >> i & 1:
-                    out = self.decoders[i](out)
-            dec_s[m] = time.perf_counter() - t
+            enc_s[m] = enc_s[prev] + (t1 - t0)
+            dec_s[m] = dec_s[prev] + (t2 - t1)
         return size, enc_s, dec_s
 
 
@@ -190,11 +216,17 @@ def candidate_codecs(array: zarr.Array, codecs: Sequence[dict[str, Any]] | None)
 
 def _analyze_region(
     store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
-    sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS,
+    sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS, read: str = "full",
 ) -> list[tuple]:
-    """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk."""
+    """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk.
+
+    read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample
+    windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
+    the windows, see ``analyze_array``).
+    """
     from zarr.registry import _resolve_codec
 
+    from zopt.raw_read import RawChunkReader, sampled_bytes
     from zopt.shards import is_fill, padded
 
     array = zarr.open_array(store, path=name, mode="r")
@@ -205,37 +237,62 @@ def _analyze_region(
     spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
     codecs = [_resolve_codec(c).evolve_from_array_spec(spec) if spec is not None else _resolve_codec(c) for c in json.loads(codecs_json)]
     trials = _Trials(codecs, spec)
-    data = array[region]
     fill = np.asarray(array.fill_value, dtype=native)
+    fraction = None if sample is None else max(1, round(1 / sample))
     origin = [r.start for r in region]
     counts = [math.ceil((r.stop - r.start) / c) for r, c in zip(region, chunk_shape, strict=True)]
-    out = []
+    raw_nbytes = math.prod(chunk_shape) * itemsize
+    indices, local_regions = [], []
     for local in np.ndindex(*counts):
-        index = tuple(o // c + i for o, c, i in zip(origin, chunk_shape, local, strict=True))
-        sl = tuple(slice(i * c, min((i + 1) * c, d.stop - d.start)) for i, c, d in zip(local, chunk_shape, region, strict=True))
-        valid = data[sl]
+        indices.append(tuple(o // c + i for o, c, i in zip(origin, chunk_shape, local, strict=True)))
+        local_regions.append(tuple(slice(i * c, min((i + 1) * c, d.stop - d.start)) for i, c, d in zip(local, chunk_shape, region, strict=True)))
+    n = len(indices)
+    width = raw_nbytes if fraction is None else sampled_bytes(np.zeros(raw_nbytes, np.uint8), fraction, windows).size
+    samples = np.empty((n, width), dtype=np.uint8)
+    empty = np.zeros(n, dtype=bool)
+    digests = np.zeros(n, dtype=np.uint32)
+    whole = [k for k, sl in enumerate(local_regions) if all(r.stop - r.start == c for r, c in zip(sl, chunk_shape, strict=True))]
+    reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
+    if reader is not None and whole:
+        samples[whole], empty[whole] = reader.read_windows(chunk_shape, [indices[k] for k in whole], fraction, windows, fill)
+        for k in whole:
+            digests[k] = chunk_digest(samples[k])
+        rest = sorted(set(range(n)) - set(whole))
+        data = None
+    else:
+        rest = list(range(n))
+        data = array[region]
+    for k in rest:
+        sl = local_regions[k]
+        if data is not None:
+            valid = data[sl]
+        else:  # an edge chunk next to window reads: read it alone
+            valid = array[tuple(slice(o + r.start, o + r.stop) for o, r in zip(origin, sl, strict=True))]
         chunk = padded(valid, chunk_shape, fill)
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
-        digest = chunk_digest(valid)
-        empty = is_fill(chunk, fill)
-        part = raw if sample is None or raw.size <= 64 * 1024 else _sample(raw, max(1, round(1 / sample)), windows)
-        values = part[: part.size // itemsize * itemsize].view(native)
-        entropy, planes = entropies(part, itemsize)
-        zero, runs, nan = _value_stats(values)
-        scale = raw.size / max(part.size, 1)
-        if empty or entropy > early_out:
-            size = np.full(1 << trials.n, np.nan)
-            size[0] = raw.size
-            enc_s = np.full(1 << trials.n, np.nan)
-            dec_s = np.full(1 << trials.n, np.nan)
-            enc_s[0] = dec_s[0] = 0.0
-            early = not empty
+        part = raw if fraction is None else sampled_bytes(raw, fraction, windows)
+        samples[k] = part
+        empty[k] = is_fill(chunk, fill)
+        digests[k] = chunk_digest(part if read == "windows" else valid)
+    entropy, planes = batch_entropies(samples, itemsize)
+    zero, runs, nan = batch_value_stats(samples[:, : width // itemsize * itemsize], native)
+    scale = raw_nbytes / max(width, 1)
+    masks = 1 << trials.n
+    out = []
+    for k in range(n):
+        if empty[k] or entropy[k] > early_out:
+            size = np.full(masks, np.nan)
+            enc_s = np.full(masks, np.nan)
+            dec_s = np.full(masks, np.nan)
+            size[0], enc_s[0], dec_s[0] = raw_nbytes, 0.0, 0.0
+            early = not empty[k]
         else:
-            size, enc_s, dec_s = trials.run(part)
-            size = np.where(np.arange(size.size) == 0, raw.size, np.round(size * scale))
+            size, enc_s, dec_s = trials.run(samples[k])
+            size = np.where(np.arange(masks) == 0, raw_nbytes, np.round(size * scale))
             enc_s, dec_s = enc_s * scale, dec_s * scale
             early = False
-        out.append((index, raw.size, empty, digest, entropy, planes, zero, runs, nan, size, enc_s, dec_s, early))
+        out.append((indices[k], raw_nbytes, bool(empty[k]), int(digests[k]), float(entropy[k]), planes[k],
+                    float(zero[k]), float(runs[k]), float(nan[k]), size, enc_s, dec_s, early))
     return out
 
 
@@ -252,6 +309,26 @@ def _task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize
     return _regions(shape, step)
 
 
+def _read_mode(read: str, sample: float | None, store: str, array: zarr.Array, chunk_shape: tuple[int, ...]) -> str:
+    """``"windows"`` or ``"full"``: how the tasks read chunks (see ``analyze_array``)."""
+    from zopt.raw_read import RawChunkReader
+
+    if read == "full" or (read == "auto" and sample is None):
+        return "full"
+    if sample is None:
+        raise ValueError("read: 'windows' needs a sample fraction (sample=None analyses whole chunks)")
+    reader = RawChunkReader.open(store, array)
+    if reader is not None and reader.fits_windows(chunk_shape):
+        return "windows"
+    if read == "windows":
+        raise ValueError(
+            "read: 'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
+            "sharding_indexed with inner codecs [bytes]) whose stored chunks are multiples of the analysed "
+            f"chunk shape {chunk_shape}; use read='full' or 'auto'"
+        )
+    return "full"
+
+
 def analyze_array(
     store: str | os.PathLike,
     name: str,
@@ -264,6 +341,7 @@ def analyze_array(
     progress: Callable[[int], Any] | None = None,
     task_bytes: int = TASK_BYTES,
     windows: int = SAMPLE_WINDOWS,
+    read: str = "auto",
 ) -> xr.Dataset:
     """Analyse every chunk of array ``name`` of a Zarr store (see module docstring).
 
@@ -272,13 +350,20 @@ def analyze_array(
     chunks : chunk shape of the analysed grid; default the grid the conditional codec sees.
     sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for the whole chunk.
     windows : number of evenly spaced windows the sample is made of.
+    read : ``"full"`` reads every chunk whole; ``"windows"`` reads only the sample windows
+        (``zopt.raw_read``: raw-stored sources in a local directory store; 1/16 of the
+        bytes by default); ``"auto"`` (default) reads windows when the source allows it and
+        ``sample`` is set. With window reads, ``digest`` is the crc32c of the sample windows
+        of the fill-padded chunk (``digest_scope`` attribute ``"windows"``), so a plan checks
+        those bytes at write time; with full reads it is the crc32c of the whole chunk's
+        values (``"chunk"``).
     Returns an ``xarray.Dataset`` (dims ``chunk_<dim>…``, ``mask``, ``byte``) whose variables are
     ``raw_bytes``, ``is_fill``, ``digest`` (crc32c of the chunk's values), ``entropy``,
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
     ``encode_seconds``, ``decode_seconds`` and ``early_out``; attributes name the array, its
     shape, the chunk shape, the codec list and ``header_bits``.
-    Raises ValueError for a bad ``sample`` or ``chunks``, KeyError-like zarr errors for a
-    missing array.
+    Raises ValueError for a bad ``sample``, ``chunks`` or ``read`` (or ``read="windows"`` on a
+    source that is not raw-stored locally), KeyError-like zarr errors for a missing array.
     """
     import dask
 
@@ -288,9 +373,12 @@ def analyze_array(
 
     if sample is not None and not 0 < sample <= 1:
         raise ValueError(f"sample: {sample!r} must be a fraction in (0, 1], or None for whole chunks")
+    if read not in READ_MODES:
+        raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
     store = os.fspath(store)
     array = zarr.open_array(store, path=name, mode="r")
     chunk_shape = _analysis_chunk_shape(array, chunks)
+    mode = _read_mode(read, sample, store, array, chunk_shape)
     wrapped, header_bits = candidate_codecs(array, codecs)
     layout = layout_of(array)
     regions = _task_regions(tuple(array.shape), chunk_shape, array.dtype.itemsize, task_bytes,
@@ -298,7 +386,7 @@ def analyze_array(
     codecs_json = json.dumps(wrapped)
     tasks = [
         dask.delayed(_analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows,
+            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows, mode,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
@@ -331,7 +419,8 @@ def analyze_array(
     ds.attrs.update(
         array=name, store=store, shape=list(array.shape), chunk_shape=list(chunk_shape), dtype=str(array.dtype),
         codecs=json.dumps(wrapped), header_bits=header_bits,
-        sample=-1.0 if sample is None else float(sample), early_out_entropy=float(early_out_entropy),
+        sample=-1.0 if sample is None else float(sample), windows=int(windows), early_out_entropy=float(early_out_entropy),
+        read=mode, digest_scope="windows" if mode == "windows" else "chunk",
         seconds=seconds, zopt_version=__version__,
     )
     return ds

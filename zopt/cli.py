@@ -189,11 +189,13 @@ def compact(store, arrays, scheduler, no_progress) -> None:
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
 @click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample.")
+@click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
+              help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; full: whole chunks; auto: windows where possible.")
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def analyze(store, arrays, output, codecs, chunks, sample, full, scheduler, no_progress) -> None:
+def analyze(store, arrays, output, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
     """Measure every chunk of STORE's arrays: entropy, zeros, runs, NaNs, trial encodings."""
-    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress)
+    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read)
     if output:
         from zopt.analysis import save_analysis
 
@@ -201,7 +203,7 @@ def analyze(store, arrays, output, codecs, chunks, sample, full, scheduler, no_p
     console.print(_analysis_table(analyses, store))
 
 
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress):
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto"):
     from zopt.analysis import analyze as run
     from zopt.engine import parse_shape, shape_for
     from zopt.info import arrays_in
@@ -214,7 +216,7 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress)
                 continue
             dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
             shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
-            out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
+            out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
                            progress=None if no_progress else _RichProgress))
         return out
     except ValueError as exc:
@@ -272,9 +274,11 @@ def plan() -> None:
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
 @click.option("--full", is_flag=True, help="Trial-encode whole chunks.")
+@click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
+              help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; full: whole chunks; auto: windows where possible.")
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, scheduler, no_progress) -> None:
+def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
     """Analyse STORE (or load --analysis) and save a per-chunk mask plan."""
     from zopt.plan import make_plan
 
@@ -294,7 +298,7 @@ def plan_create(store, arrays, output, policy, params, analysis_path, codecs, ch
         if arrays:
             analyses = {k: v for k, v in analyses.items() if k in arrays}
     else:
-        analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress)
+        analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read)
     try:
         made = make_plan(analyses, policy, **kwargs)
     except ValueError as exc:

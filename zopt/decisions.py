@@ -183,11 +183,18 @@ class CompressIfSmaller(Decision):
         return best(0, data)
 
 
+def sample_windows(nbytes: int, fraction: int, windows: int = SAMPLE_WINDOWS) -> list[tuple[int, int]]:
+    """``(start, length)`` in bytes of ``windows`` evenly spaced windows of a chunk of ``nbytes``
+    bytes, totalling about ``nbytes / fraction``; starts and length are multiples of 64 bytes, so
+    the windows hold whole elements of every item size that divides 64."""
+    width = max(64, (nbytes // (fraction * windows)) // 64 * 64)
+    starts = np.linspace(0, max(0, nbytes - width), windows).astype(np.int64) // 64 * 64
+    return [(int(s), width) for s in starts]
+
+
 def _sample(data: np.ndarray, fraction: int, windows: int = SAMPLE_WINDOWS) -> np.ndarray:
-    """``windows`` evenly spaced slices totalling ~1/fraction of ``data``, 64-byte aligned."""
-    width = max(64, (data.size // (fraction * windows)) // 64 * 64)
-    starts = np.linspace(0, max(0, data.size - width), windows).astype(np.int64) // 64 * 64
-    return np.concatenate([data[s : s + width] for s in starts])
+    """The ``sample_windows`` of ``data`` (1-D uint8) concatenated."""
+    return np.concatenate([data[s : s + n] for s, n in sample_windows(data.size, fraction, windows)])
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from zopt.analysis import chunk_digest
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.shards import (
@@ -161,6 +160,25 @@ def open_source(src: str) -> xr.Dataset:
             warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
             return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
     return xr.open_dataset(src, **kwargs)
+
+
+def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
+    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
+
+    A raw-stored array of a local Zarr v3 store is read with positional reads of just the
+    covered rows of each stored chunk (``zopt.raw_read``); anything else through xarray and zarr.
+    """
+    from zopt.raw_read import RawChunkReader
+
+    if _is_zarr(src):
+        try:
+            array = zarr.open_array(src, path=name, mode="r")
+        except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
+            array = None
+        reader = RawChunkReader.open(src, array) if array is not None else None
+        if reader is not None:
+            return reader.read_region(region, array.fill_value)
+    return open_source(src)[name].variable[region].values
 
 
 def _source_nbytes(src: str) -> int:
@@ -374,11 +392,11 @@ def _write_region(
     src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr."""
-    data = open_source(src)[name].variable[region].values
+    data = read_source(src, name, region)
     array = zarr.open_array(dst, path=name, mode="r+")
     if plan is not None:  # one chunk per task here: check its content against the plan
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
-        plan.check_chunk(index, chunk_digest(data))
+        plan.check_chunk(index, data, array.fill_value)
         decision = plan
     conditional = conditional_codecs_in(array.metadata.codecs)
     recorder = None
@@ -420,7 +438,7 @@ class _ShardJob:
             hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
             region[axis] = slice(lo, hi)
         origin = [r.start for r in region]
-        data = open_source(self.src)[self.name].variable[tuple(region)].values
+        data = read_source(self.src, self.name, tuple(region))
         encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
         native = encoder.spec.dtype.to_native_dtype()
         data = np.asarray(data).astype(native, copy=False)
@@ -432,7 +450,7 @@ class _ShardJob:
                 continue
             local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
-                self.plan.check_chunk(index, chunk_digest(local))
+                self.plan.check_chunk(index, local, fill)
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue

@@ -3,7 +3,8 @@
 A ``Plan`` holds one ``ArrayPlan`` per array: the mask grid (uint8/16/32/64, wide enough for
 ``header_bits``), the wrapped codec list and ``header_bits`` it refers to, and the identity of
 the source it was made for (array path, shape, chunk shape, dtype and a content fingerprint:
-the crc32c of every chunk's values, combined with BLAKE2b); the plan also records the policy
+the crc32c of every chunk's values — or, when the analysis read only sample windows
+(``zopt.raw_read``), of those windows of every fill-padded chunk — combined with BLAKE2b); the plan also records the policy
 and its parameters, the zopt version and the creation time (UTC, ISO 8601). ``Plan.save``
 writes a small Zarr v3 group (one mask array per source array, metadata in attributes), so a
 plan can be versioned next to the data; ``Plan.load`` reads it back.
@@ -63,11 +64,17 @@ def _mask_dtype(header_bits: int) -> np.dtype:
     raise ValueError(f"header_bits: {header_bits} > 64 is not supported for plans")
 
 
-def fingerprint(digests: np.ndarray) -> str:
-    """Content fingerprint of an array from its per-chunk crc32c grid: BLAKE2b-128 hex."""
+def fingerprint(digests: np.ndarray, digest_windows: tuple[int, int] | None = None) -> str:
+    """Content fingerprint of an array from its per-chunk crc32c grid: BLAKE2b-128 hex.
+
+    digest_windows : ``(fraction, windows)`` when the digests cover sample windows (hashed in,
+    so a windowed fingerprint never equals a whole-chunk one); None for whole chunks.
+    """
     h = hashlib.blake2b(digest_size=16)
     h.update(np.asarray(digests.shape, dtype="<u8").tobytes())
     h.update(np.ascontiguousarray(digests, dtype="<u4").tobytes())
+    if digest_windows is not None:
+        h.update(b"windows" + np.asarray(digest_windows, dtype="<u8").tobytes())
     return h.hexdigest()
 
 
@@ -85,10 +92,27 @@ class ArrayPlan:
     digests: np.ndarray  # crc32c per chunk (uint32), the content the plan was made for
     stats: dict[str, float] = field(default_factory=dict)
     ratios: np.ndarray | None = None  # estimated raw/stored per chunk (float32; NaN: fill chunks)
+    # (fraction, windows) when the digests cover the sample windows of each fill-padded chunk
+    digest_windows: tuple[int, int] | None = None
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.digests)
+        return fingerprint(self.digests, self.digest_windows)
+
+    def content_digest(self, values: np.ndarray, fill: Any) -> int:
+        """The digest this plan keeps for a chunk whose values (its part inside the array,
+        any shape up to ``chunk_shape``) are ``values``; ``fill``: the fill value, for padding."""
+        from zopt.analysis import chunk_digest
+
+        if self.digest_windows is None:
+            return chunk_digest(values)
+        from zopt.raw_read import sampled_bytes
+        from zopt.shards import padded
+
+        values = np.asarray(values)
+        chunk = padded(values, tuple(self.chunk_shape), np.asarray(fill, dtype=values.dtype))
+        raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
+        return chunk_digest(sampled_bytes(raw, *self.digest_windows))
 
     def validate(self) -> None:
         """Raise ValueError when a mask sets bits beyond the codec list (reserved bits)."""
@@ -121,8 +145,14 @@ class ArrayPlan:
         if diffs:
             raise PlanMismatchError(f"plan {self.name!r} does not fit this array: " + "; ".join(diffs))
 
-    def check_chunk(self, index: tuple[int, ...], digest: int) -> None:
-        """Raise PlanMismatchError when a chunk's content differs from the planned content."""
+    def check_chunk(self, index: tuple[int, ...], values: np.ndarray, fill: Any) -> None:
+        """Raise PlanMismatchError when a chunk's content differs from the planned content.
+
+        values : the chunk's values inside the array; fill : the array's fill value. Plans made
+        from window reads compare the sample windows only (a change elsewhere goes unnoticed; the
+        plan then only chooses a less suitable mask, the data written is still exact).
+        """
+        digest = self.content_digest(values, fill)
         if int(self.digests[index]) != int(digest):
             raise PlanMismatchError(
                 f"plan {self.name!r} was made for other data: chunk {index} has crc32c {digest:#010x}, "
@@ -181,6 +211,7 @@ class Plan:
             g = root.create_group(key)
             g.attrs.update({"array": name, "codecs": ap.codecs, "header_bits": ap.header_bits, "shape": list(ap.shape),
                             "chunk_shape": list(ap.chunk_shape), "dtype": ap.dtype, "fingerprint": ap.fingerprint,
+                            "digest_windows": None if ap.digest_windows is None else list(ap.digest_windows),
                             "stats": ap.stats})
             g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or None)
             g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
@@ -204,6 +235,7 @@ class Plan:
                 shape=tuple(a["shape"]), chunk_shape=tuple(a["chunk_shape"]), dtype=a["dtype"],
                 digests=g["digests"][...], stats=dict(a.get("stats", {})),
                 ratios=g["ratios"][...] if "ratios" in g else None,
+                digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
             )
             if ap.fingerprint != a["fingerprint"]:
                 raise ValueError(f"plan: {key!r}: stored fingerprint does not match its digests (corrupt plan)")
@@ -303,6 +335,13 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
     return masks.reshape(grid).astype(_mask_dtype(int(ds.attrs["header_bits"]))), used
 
 
+def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
+    """(fraction, windows) of an analysis whose digests cover sample windows, else None."""
+    if ds.attrs.get("digest_scope", "chunk") != "windows":
+        return None
+    return max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"])
+
+
 def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callable = "compress_if_smaller",
               **params: Any) -> Plan:
     """A ``Plan`` from analyses (``zopt.analysis.analyze``) with ``policy`` (see module docstring)."""
@@ -320,7 +359,7 @@ def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callab
         arrays[name] = ArrayPlan(
             name=name, masks=masks, codecs=json.loads(ds.attrs["codecs"]), header_bits=int(ds.attrs["header_bits"]),
             shape=tuple(ds.attrs["shape"]), chunk_shape=tuple(ds.attrs["chunk_shape"]), dtype=ds.attrs["dtype"],
-            digests=ds["digest"].values.astype(np.uint32),
+            digests=ds["digest"].values.astype(np.uint32), digest_windows=_digest_windows(ds),
             stats={"raw_bytes": float(ds["raw_bytes"].values.reshape(-1)[stored].sum()),
                    "estimated_bytes": float(chosen[stored].sum())},
             ratios=np.where(stored, ds["raw_bytes"].values.reshape(-1) / np.maximum(chosen, 1), np.nan)
