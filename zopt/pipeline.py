@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
@@ -169,6 +171,15 @@ def _joined(results: list[Any]) -> Any:
     return tuple(x for r in results for x in r)
 
 
+@functools.cache
+def _zarr_returns_none() -> bool:
+    """zarr < 3.2 returns None from read_batch/write_batch; later versions return per-chunk
+    results, and there the fast path stays off (zarr's own path runs)."""
+    import inspect
+
+    return inspect.signature(BatchedCodecPipeline.write_batch).return_annotation in (None, "None")
+
+
 def _zopt_bytes(codec: Any) -> Any:
     from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
 
@@ -179,12 +190,27 @@ def _zopt_bytes(codec: Any) -> Any:
     return codec
 
 
+def _fill_array(chunk_spec: Any) -> np.ndarray:
+    from zarr.core.codec_pipeline import fill_value_or_default
+
+    return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
+
+
 class ChunkIndexCodecPipeline(BatchedCodecPipeline):
     """zarr's ``BatchedCodecPipeline`` that publishes each chunk's key and grid coordinates.
 
-    Behaviour is otherwise identical; batches are processed one chunk per asyncio task (zarr's
-    default ``codec_pipeline.batch_size`` is already 1). Decoding failures are re-raised as
+    Batches are processed one chunk per asyncio task (zarr's default
+    ``codec_pipeline.batch_size`` is already 1). Decoding failures are re-raised as
     ``zopt.errors.ChunkDecodeError`` naming the chunk key (and the inner chunk, for shards).
+
+    Fast path: when every codec of the chain has zarr's synchronous ``_encode_sync`` /
+    ``_decode_sync`` (``bytes``, ``packbits``, ``reshape``, ``scale_offset``, ``cast_value``,
+    ``transpose``, ``zstd``, ``gzip``, ``blosc``, ``crc32c``; not ``sharding_indexed``), a
+    chunk is encoded or decoded by one call in a worker thread, the whole chain at once,
+    instead of one event-loop hop per codec. A write of a whole chunk that equals the fill
+    value *bit for bit* is not stored (with ``write_empty_chunks`` false, as zarr does); unlike
+    zarr's value comparison, a chunk of ``-0.0`` under fill value ``0.0`` is kept, so it reads
+    back as written. Partial-chunk writes and other chains take zarr's own path.
     """
 
     @classmethod
@@ -206,6 +232,69 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         validate_codec_chain(array_metadata)
         return cls.from_codecs(array_metadata.codecs)
 
+    @functools.cached_property
+    def _sync_chain(self) -> bool:
+        """True when every codec encodes and decodes synchronously (the fast path applies)."""
+        return all(
+            callable(getattr(c, "_encode_sync", None)) and callable(getattr(c, "_decode_sync", None))
+            for c in (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
+        )
+
+    def _specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
+        aa = []
+        spec = chunk_spec
+        for codec in self.array_array_codecs:
+            aa.append(spec)
+            spec = codec.resolve_metadata(spec)
+        ab = spec
+        spec = self.array_bytes_codec.resolve_metadata(spec)
+        bb = []
+        for codec in self.bytes_bytes_codecs:
+            bb.append(spec)
+            spec = codec.resolve_metadata(spec)
+        return aa, ab, bb
+
+    def _encode_whole_chunk(self, chunk: Any, chunk_spec: Any) -> Any:
+        """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
+        from zopt.shards import is_fill
+
+        if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
+            return None
+        aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
+        for codec, spec in zip(self.array_array_codecs, aa_specs, strict=True):
+            chunk = codec._encode_sync(chunk, spec)
+            if chunk is None:
+                return None
+        data = self.array_bytes_codec._encode_sync(chunk, ab_spec)
+        for codec, spec in zip(self.bytes_bytes_codecs, bb_specs, strict=True):
+            if data is None:
+                return None
+            data = codec._encode_sync(data, spec)
+        return data
+
+    def _decode_chunk(self, data: Any, chunk_spec: Any) -> Any:
+        aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
+        for codec, spec in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), strict=True):
+            data = codec._decode_sync(data, spec)
+        chunk = self.array_bytes_codec._decode_sync(data, ab_spec)
+        for codec, spec in zip(reversed(self.array_array_codecs), reversed(aa_specs), strict=True):
+            chunk = codec._decode_sync(chunk, spec)
+        return chunk
+
+    async def _write_whole_chunk(self, item: tuple[Any, ...], value: Any) -> None:
+        byte_setter, chunk_spec, _, out_selection = item[:4]
+        encoded = await asyncio.to_thread(self._encode_whole_chunk, value[out_selection], chunk_spec)
+        if encoded is None:
+            await byte_setter.delete()
+        else:
+            await byte_setter.set(encoded)
+
+    def _whole_chunk_write(self, item: tuple[Any, ...], value: Any, drop_axes: tuple[int, ...]) -> bool:
+        if not self._sync_chain or not _zarr_returns_none() or drop_axes or len(item) < 5 or not item[4]:
+            return False
+        chunk_spec, out_selection = item[1], item[3]
+        return len(value.shape) == len(chunk_spec.shape) and value[out_selection].shape == tuple(chunk_spec.shape)
+
     async def write_batch(
         self, batch_info: Iterable[tuple[Any, ...]], value: Any, drop_axes: tuple[int, ...] = ()
     ) -> Any:
@@ -216,9 +305,27 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         byte_setter, chunk_spec = items[0][0], items[0][1]
         token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
+            if self._whole_chunk_write(items[0], value, drop_axes):
+                await self._write_whole_chunk(items[0], value)
+                return None
             return await super().write_batch(items, value, drop_axes)
         finally:
             _CURRENT.reset(token)
+
+    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> None:
+        byte_getter, chunk_spec, chunk_selection, out_selection = item[:4]
+        data = await byte_getter.get(prototype=chunk_spec.prototype)
+
+        def place() -> None:
+            if data is None:
+                out[out_selection] = _fill_array(chunk_spec)
+                return
+            chunk = self._decode_chunk(data, chunk_spec)[chunk_selection]
+            if drop_axes:
+                chunk = chunk.squeeze(axis=drop_axes)
+            out[out_selection] = chunk
+
+        await asyncio.to_thread(place)
 
     async def read_batch(
         self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
@@ -230,6 +337,9 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
         token = _CURRENT.set(ctx)
         try:
+            if self._sync_chain and not self.supports_partial_decode and _zarr_returns_none():
+                await self._read_chunk(items[0], out, drop_axes)
+                return None
             return await super().read_batch(items, out, drop_axes)
         except ChunkDecodeError:
             raise

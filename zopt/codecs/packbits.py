@@ -132,6 +132,33 @@ def component_layout(dtype: Any) -> ComponentLayout:
 # -- bit packing ------------------------------------------------------------------------------------
 
 
+def _pack_2_4(values: np.ndarray, b: int, nbytes: int) -> np.ndarray:
+    # uint8 values whose bits above b are 0 (fastest of the variants measured on 1 MiB chunks)
+    per = 8 // b
+    v = np.ascontiguousarray(values)
+    if v.size % per:
+        v = np.concatenate([v, np.zeros(per - v.size % per, np.uint8)])
+    if b == 4:  # a little-endian uint16 holds two values at bits 0 and 8: fold the high one onto bit 4
+        x = v.view("<u2")
+        y = x >> 4
+        y |= x
+        return y.astype(np.uint8)[:nbytes]
+    out = v[0::4] | (v[1::4] << 2)
+    out |= v[2::4] << 4
+    out |= v[3::4] << 6
+    return out[:nbytes]
+
+
+def _unpack_2_4(data: np.ndarray, n: int, b: int) -> np.ndarray:
+    per = 8 // b
+    d = data[: -(-n // per)]
+    out = np.empty(d.size * per, np.uint8)
+    mask = np.uint8((1 << b) - 1)
+    for k in range(per):
+        out[k::per] = (d >> np.uint8(b * k)) & mask
+    return out[:n]
+
+
 def pack_bits(values: np.ndarray, b: int) -> np.ndarray:
     """Pack the low ``b`` bits of each unsigned integer of 1-D ``values`` LSB-first.
 
@@ -144,6 +171,8 @@ def pack_bits(values: np.ndarray, b: int) -> np.ndarray:
         return np.zeros(0, np.uint8)
     if b == 1:
         return np.packbits(values.astype(np.uint8, copy=False), bitorder="little")
+    if b in (2, 4) and values.dtype == np.uint8:
+        return _pack_2_4(values, b, nbytes)
     if b % 8 == 0:
         width = np.dtype(values.dtype).itemsize
         le = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
@@ -179,6 +208,8 @@ def unpack_bits(data: np.ndarray, n: int, b: int) -> np.ndarray:
         return np.zeros(0, ut)
     if b == 1:
         return np.unpackbits(data, count=n, bitorder="little")
+    if b in (2, 4):
+        return _unpack_2_4(data, n, b)
     if b % 8 == 0:
         width = np.dtype(ut).itemsize
         full = np.zeros((n, width), dtype=np.uint8)
