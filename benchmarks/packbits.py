@@ -7,7 +7,8 @@ element) is written (``z[:] = data``) and read (``z[:]``) through zarr-python wi
 ``packbits`` as the serializer, no compressor, chunks of ``--chunk-mib`` MiB, on a LocalStore
 (page cache), once with zopt's codec in zarr-python's pipeline and once with the zarrs Rust
 pipeline (``codec_pipeline.path = zarrs.ZarrsCodecPipeline``), same data, same run. MB/s counts
-logical bytes (10^6); the best of ``--repeat`` runs is shown. zarrs falling back to zarr-python
+logical bytes (10^6); the best of ``--repeat`` runs is shown. The last case stores uint8 with the
+``bytes`` codec: no packing, the cost of zarr-python's (or zarrs's) array path and store alone. zarrs falling back to zarr-python
 (it warns) is reported as "fallback" instead of a number.
 """
 
@@ -28,6 +29,8 @@ CASES = [
     ("int16, bits 2..13 (12 bits)", "int16", {"first_bit": 2, "last_bit": 13}),
     ("float32, full width", "float32", {}),
     ("complex_float4_e2m1fn", "complex_float4_e2m1fn", {}),
+    # reference: no packing at all, what zarr-python's array path and the store cost by themselves
+    ("uint8, bytes codec (reference)", "uint8", {"serializer": "bytes"}),
 ]
 
 
@@ -44,6 +47,8 @@ def make(dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
         codes = rng.integers(0, 16, (2, n), dtype=np.uint8)
         return pack_complex(codes[0].view(ml_dtypes.float4_e2m1fn), codes[1].view(ml_dtypes.float4_e2m1fn), dtype)
+    if dtype == "uint8":
+        return rng.integers(0, 256, n, dtype=np.uint8)
     if dtype == "int16":
         return (rng.integers(-2048, 2048, n, dtype=np.int16) << 2).astype(np.int16)
     return rng.standard_normal(n, dtype=np.float32)
@@ -60,8 +65,9 @@ def run(pipeline: str, path: Path, data: np.ndarray, dtype: str, config: dict, c
         for _ in range(repeat):
             shutil.rmtree(path, ignore_errors=True)
             try:
+                serializer = "auto" if config.get("serializer") == "bytes" else PackBitsCodec(**config)
                 z = zarr.create_array(path, shape=data.shape, chunks=(chunk,), dtype=dtype, compressors=None,
-                                      serializer=PackBitsCodec(**config), fill_value=None)
+                                      serializer=serializer, fill_value=None)
                 t = time.perf_counter()
                 z[:] = data
                 best_w = min(best_w, time.perf_counter() - t)

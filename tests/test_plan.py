@@ -348,3 +348,18 @@ def test_cli_analyze_plan_show_png_and_recompress(store, tmp_path):
     res = runner.invoke(main, ["plan", str(src), "--policy", "best", "-o", str(tmp_path / "p2.zarr"), "--no-progress"])
     assert res.exit_code != 0 and "policy: 'best' is not one of" in res.output
     assert not (tmp_path / "p2.zarr").exists()
+
+
+def test_value_statistics_of_ml_and_complex_types():
+    import ml_dtypes
+
+    from zopt.analysis import batch_value_stats
+    from zopt.dtypes.complex import pack_complex
+
+    x = np.array([0, 0, 1, np.nan, np.nan, -0.0], dtype=ml_dtypes.bfloat16)
+    zero, runs, nan = batch_value_stats(x.view(np.uint8).reshape(1, -1), x.dtype)
+    # bit patterns: -0.0 is not zero here; runs: (0, 0) and (NaN, NaN) with the same bits
+    assert (zero[0], runs[0], nan[0]) == (2 / 6, 2 / 6, 2 / 6)
+    c = pack_complex(np.array([0, 1, np.nan, 1]), np.array([0, np.nan, 0, 0]), "complex_bfloat16")
+    zero, runs, nan = batch_value_stats(np.stack([c.view(np.uint8)] * 2), c.dtype)
+    assert zero.tolist() == [1 / 4] * 2 and nan.tolist() == [2 / 4] * 2 and runs.tolist() == [0.0] * 2
