@@ -16,7 +16,8 @@ to choose that chunk's mask (``zopt.plan``):
 Entropy is only an early-out: a chunk whose sampled entropy exceeds ``early_out_entropy``
 (default 7.9 bits/byte: random or already-compressed bytes) is not trial-encoded, its masks
 other than 0 get ``NaN`` sizes, and every policy stores it raw. The statistics are computed on
-the same sample as the trials (on the whole chunk with ``sample=None``).
+the same sample as the trials (on the whole chunk with ``sample=None``). On a source stored raw
+in a local directory only those windows are read (``read="auto"``, ``zopt.raw_read``).
 
 The graph has one task per group of whole chunks of about ``task_bytes`` (64 MiB; one shard
 when the grid is a sharded array's inner grid), never the whole array in one task unless it is
@@ -226,7 +227,7 @@ def _analyze_region(
     """
     from zarr.registry import _resolve_codec
 
-    from zopt.raw_read import RawChunkReader, sampled_bytes
+    from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
     from zopt.shards import is_fill, padded
 
     array = zarr.open_array(store, path=name, mode="r")
@@ -247,7 +248,7 @@ def _analyze_region(
         indices.append(tuple(o // c + i for o, c, i in zip(origin, chunk_shape, local, strict=True)))
         local_regions.append(tuple(slice(i * c, min((i + 1) * c, d.stop - d.start)) for i, c, d in zip(local, chunk_shape, region, strict=True)))
     n = len(indices)
-    width = raw_nbytes if fraction is None else sampled_bytes(np.zeros(raw_nbytes, np.uint8), fraction, windows).size
+    width = raw_nbytes if fraction is None else sum(n for _, n in analysis_windows(raw_nbytes, fraction, windows))
     samples = np.empty((n, width), dtype=np.uint8)
     empty = np.zeros(n, dtype=bool)
     digests = np.zeros(n, dtype=np.uint32)

@@ -181,18 +181,29 @@ def compact(store, arrays, scheduler, no_progress) -> None:
     console.print(table)
 
 
+def _analysis_options(command):
+    """The options of an analysis run, shared by ``analyze`` and ``plan create``."""
+    options = [
+        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded."),
+        click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample."),
+        click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
+                     help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; "
+                          "full: whole chunks; auto: windows where possible."),
+        click.option("--scheduler", default=None, help="Dask scheduler, as for recompress."),
+        click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
 @click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
-@click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
-@click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample.")
-@click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
-              help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; full: whole chunks; auto: windows where possible.")
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
-@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@_analysis_options
 def analyze(store, arrays, output, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
     """Measure every chunk of STORE's arrays: entropy, zeros, runs, NaNs, trial encodings."""
     analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read)
@@ -272,12 +283,7 @@ def plan() -> None:
 @click.option("--analysis", "analysis_path", type=click.Path(exists=True, file_okay=False), default=None, help="Use a saved analysis instead of analysing now.")
 @click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
-@click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded.")
-@click.option("--full", is_flag=True, help="Trial-encode whole chunks.")
-@click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
-              help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; full: whole chunks; auto: windows where possible.")
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
-@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@_analysis_options
 def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
     """Analyse STORE (or load --analysis) and save a per-chunk mask plan."""
     from zopt.plan import make_plan

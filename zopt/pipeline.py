@@ -241,6 +241,18 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         )
 
     def _specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
+        """The spec each codec sees, resolved once per distinct chunk spec (resolving runs e.g.
+        cast_value's fill-value round trip, too costly for every chunk)."""
+        cache = self.__dict__.setdefault("_spec_cache", {})
+        try:
+            return cache[chunk_spec]
+        except TypeError:  # an unhashable spec: resolve every time
+            return self._resolve_specs(chunk_spec)
+        except KeyError:
+            cache[chunk_spec] = specs = self._resolve_specs(chunk_spec)
+            return specs
+
+    def _resolve_specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
         aa = []
         spec = chunk_spec
         for codec in self.array_array_codecs:
