@@ -1,6 +1,6 @@
 """Benchmark: how good and how cheap are plans? Policies × estimators against the per-chunk oracle.
 
-    python benchmarks/plan_quality.py [--size-gib 1] [--workdir bench-out]
+    python benchmarks/plan_quality.py [--size-gib 1] [--workdir bench-out] [--repeat 3]
 
 Data:
 
@@ -15,13 +15,15 @@ For each array, with the wrapped codecs ``[shuffle, zstd(3)]``:
 1. a full analysis (``sample=None``) measures every mask of every chunk exactly: the **oracle**
    stores each chunk with its smallest mask;
 2. estimators: the sampled analysis (default: 2 windows totalling 1/16 of each chunk; on this
-   raw-stored source it reads only those windows, ``read="auto"``), the same with 8 windows, with
-   1/64, and reading whole chunks (``read="full"``: same sizes, other time), and an entropy-only estimate (no trial encodings,
-   ``zopt.analysis.entropy_estimate``; its time is that of the sampled analysis it reuses);
+   raw-stored source it reads only those windows, ``read="auto"``), the same with 8 windows, 1/32
+   in 1 window, 1/64, and reading whole chunks (``read="full"``: same sizes, other time), and an
+   entropy-only estimate (no trial encodings, ``zopt.analysis.entropy_estimate``; its time is
+   that of the sampled analysis it reuses). Each runs without decode times (the default) and,
+   for the ``fastest_within`` rows, with them (``decode_times=True``);
 3. each policy's masks from each estimator are scored with the oracle's exact sizes: stored
    bytes (+1 header byte per chunk) and the excess over the oracle;
-4. times: each analysis, and the rewrite (``recompress`` with the runtime
-   ``compress_if_smaller`` and with ``--plan`` from the default sampled analysis).
+4. times (median of ``--repeat`` runs): each analysis, and the rewrite (``recompress`` with the
+   runtime ``compress_if_smaller`` and with ``--plan`` from the default sampled analysis).
 """
 
 from __future__ import annotations
@@ -94,40 +96,54 @@ def score(masks: np.ndarray, exact: np.ndarray, stored: np.ndarray) -> float:
     return float((chosen[stored] + 1).sum())
 
 
-def evaluate(store: Path, name: str, chunks, shards, work: Path) -> list[str]:
+def _timed(fn, repeat: int):
+    """(result of the median run, its seconds) over ``repeat`` runs."""
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        runs.append((time.perf_counter() - t, out))
+    runs.sort(key=lambda r: r[0])
+    seconds, out = runs[len(runs) // 2]
+    return out, seconds
+
+
+def evaluate(store: Path, name: str, chunks, shards, work: Path, repeat: int = 3) -> list[str]:
     from zopt.analysis import analyze_array, entropy_estimate
     from zopt.engine import recompress
     from zopt.plan import POLICIES, make_plan, policy_masks
 
     lines = []
     t = time.perf_counter()
-    full = analyze_array(store, name, chunks=chunks, sample=None, early_out_entropy=9.0)  # every mask, every chunk
+    # every mask of every chunk, decode times included
+    full = analyze_array(store, name, chunks=chunks, sample=None, early_out_entropy=9.0, decode_times=True)
     t_full = time.perf_counter() - t
     exact = np.nan_to_num(full["encoded_bytes"].values, nan=np.inf)
     exact[..., 0] = full["raw_bytes"].values
     stored = ~full["is_fill"].values
     oracle = float((exact.min(axis=-1)[stored] + 1).sum())
     raw = float(full["raw_bytes"].values[stored].sum())
-    estimators = {"full trial": (full, t_full)}
-    for label, frac, windows in (("sampled 1/16 (2 windows)", 1 / 16, 2), ("sampled 1/16 (8 windows)", 1 / 16, 8),
-                                 ("sampled 1/64 (2 windows)", 1 / 64, 2)):
-        t = time.perf_counter()
-        ds = analyze_array(store, name, chunks=chunks, sample=frac, windows=windows)
-        estimators[label] = (ds, time.perf_counter() - t)
-    t = time.perf_counter()
-    ds = analyze_array(store, name, chunks=chunks, sample=1 / 16, read="full")
-    estimators["sampled 1/16 (2 windows), whole chunks read"] = (ds, time.perf_counter() - t)
-    estimators["entropy only"] = (entropy_estimate(estimators["sampled 1/16 (2 windows)"][0]), estimators["sampled 1/16 (2 windows)"][1])
+    # per estimator: (analysis, seconds) without decode times, and with them (for fastest_within)
+    estimators = {"full trial": ((full, t_full), (full, t_full))}
+    settings = (("sampled 1/16 (2 windows)", 1 / 16, 2, "auto"), ("sampled 1/16 (8 windows)", 1 / 16, 8, "auto"),
+                ("sampled 1/32 (1 window)", 1 / 32, 1, "auto"), ("sampled 1/64 (2 windows)", 1 / 64, 2, "auto"),
+                ("sampled 1/16 (2 windows), whole chunks read", 1 / 16, 2, "full"))
+    for label, frac, windows, read in settings:
+        estimators[label] = tuple(
+            _timed(lambda d=decode: analyze_array(store, name, chunks=chunks, sample=frac, windows=windows, read=read,
+                                                  decode_times=d), repeat)
+            for decode in (False, True)
+        )
+    default = estimators["sampled 1/16 (2 windows)"]
+    estimators["entropy only"] = tuple((entropy_estimate(ds), secs) for ds, secs in default)
 
     dst = work / f"{name}-rewrite.zarr"
-    t = time.perf_counter()
-    rep = recompress(store, dst, chunks=chunks, shards=shards, variables=[name], overwrite=True)
-    t_rewrite = time.perf_counter() - t
+    rep, t_rewrite = _timed(lambda: recompress(store, dst, chunks=chunks, shards=shards, variables=[name], overwrite=True), repeat)
     runtime_bytes = rep.arrays[0].stored_after
-    plan = make_plan(estimators["sampled 1/16 (2 windows)"][0])
-    t = time.perf_counter()
-    rep_plan = recompress(store, dst, chunks=chunks, shards=shards, variables=[name], overwrite=True, plan=plan)
-    t_plan_rewrite = time.perf_counter() - t
+    plan = make_plan(default[0][0])
+    rep_plan, t_plan_rewrite = _timed(
+        lambda: recompress(store, dst, chunks=chunks, shards=shards, variables=[name], overwrite=True, plan=plan), repeat
+    )
     shutil.rmtree(dst, ignore_errors=True)
 
     chunks_n = int(stored.size)
@@ -135,15 +151,16 @@ def evaluate(store: Path, name: str, chunks, shards, work: Path) -> list[str]:
     lines.append(f"oracle (best mask per chunk by full trial): {oracle / 2**20:.2f} MiB, ratio {raw / oracle:.3f}\n")
     lines.append("| estimator | policy | stored MiB | vs oracle | analysis s | analysis / rewrite |")
     lines.append("| --- | --- | ---: | ---: | ---: | ---: |")
-    for est, (ds, secs) in estimators.items():
+    for est, (plain, timed) in estimators.items():
         for policy in POLICIES:
+            ds, secs = timed if policy == "fastest_within" else plain  # only fastest_within needs decode times
             masks, _ = policy_masks(ds, policy)
             b = score(masks, exact, stored)
             lines.append(f"| {est} | {policy} | {b / 2**20:.2f} | {100 * (b / oracle - 1):+.2f} % | {secs:.2f} | {100 * secs / t_rewrite:.0f} % |")
     lines.append("")
     lines.append(f"rewrite with the runtime `compress_if_smaller`: {t_rewrite:.2f} s, shard files {runtime_bytes / 2**20:.2f} MiB "
                  f"(includes shard indexes); with `--plan` (sampled 1/16, compress_if_smaller): {t_plan_rewrite:.2f} s, "
-                 f"{rep_plan.arrays[0].stored_after / 2**20:.2f} MiB")
+                 f"{rep_plan.arrays[0].stored_after / 2**20:.2f} MiB (times: median of {repeat})")
     return lines
 
 
@@ -151,16 +168,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-gib", type=float, default=1.0)
     ap.add_argument("--workdir", default="bench-out")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timed analysis and rewrite; the median is shown")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(exist_ok=True)
     mixed = work / f"mixed-{args.size_gib:g}.zarr"
     make_mixed(mixed, args.size_gib)
     out = [f"plan quality on {os.cpu_count()} cores, Python {sys.version.split()[0]}"]
-    out += evaluate(mixed, "mixed", CHUNK, SHARD, work)
+    out += evaluate(mixed, "mixed", CHUNK, SHARD, work, args.repeat)
     nemo = work / "nemo.zarr"
     if make_nemo(nemo):
-        out += evaluate(nemo, "tos", (1, 30, 36), (1, 330, 360), work)
+        out += evaluate(nemo, "tos", (1, 30, 36), (1, 330, 360), work, args.repeat)
     print("\n".join(out))
 
 

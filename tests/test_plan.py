@@ -116,6 +116,32 @@ def test_sampled_analysis_estimates_and_nan_fraction(tmp_path):
     assert sampled.attrs["sample"] == 1 / 16 and full.attrs["sample"] == -1.0
 
 
+def test_decode_times_only_when_asked_and_fastest_within_needs_them(store, tmp_path):
+    src, _ = store
+    plain = analyze_array(src, "v", chunks=CHUNK, sample=None)
+    timed = analyze_array(src, "v", chunks=CHUNK, sample=None, decode_times=True)
+    tried = ~(plain["is_fill"].values | plain["early_out"].values)
+    assert plain.attrs["decode_times"] == 0 and timed.attrs["decode_times"] == 1
+    assert np.isnan(plain["decode_seconds"].values[tried][:, 1:]).all()
+    assert (timed["decode_seconds"].values[tried][:, 1:] > 0).all()
+    assert (plain["decode_seconds"].values[..., 0] == 0).all()
+    # the sizes do not depend on timing the decodes
+    np.testing.assert_array_equal(plain["encoded_bytes"].values, timed["encoded_bytes"].values)
+    with pytest.raises(ValueError, match="fastest_within.*decode_times=True"):
+        make_plan(plain, "fastest_within")
+    assert make_plan(timed, "fastest_within")["v"].masks.shape == plain["raw_bytes"].shape
+    # saved without decode times, the CLI refuses the policy with the same message
+    save_analysis({"v": plain}, tmp_path / "an.zarr")
+    res = CliRunner().invoke(main, ["plan", str(src), "--analysis", str(tmp_path / "an.zarr"), "--policy", "fastest_within",
+                                    "-o", str(tmp_path / "p.zarr")])
+    assert res.exit_code != 0 and "--decode-times" in res.output and not (tmp_path / "p.zarr").exists()
+    # analysing for it, the CLI times the decodes itself
+    res = CliRunner().invoke(main, ["plan", str(src), "--chunks", "y=32,x=32", "--policy", "fastest_within",
+                                    "-o", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert Plan.load(tmp_path / "p.zarr").policy == "fastest_within"
+
+
 def test_analysis_is_a_dask_graph_with_one_task_per_shard(tmp_path):
     a = _mixed()
     z = zarr.open_group(tmp_path / "sh.zarr", mode="w").create_array(

@@ -40,7 +40,7 @@ import zarr
 
 from zopt.codecs.chain import chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
-from zopt.codecs.sync import sync_decoder, sync_encoder
+from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform
 from zopt.decisions import SAMPLE_WINDOWS
 
 __all__ = [
@@ -75,12 +75,16 @@ def byte_entropy(data: np.ndarray) -> float:
 
 
 def _entropy_of_counts(counts: np.ndarray) -> np.ndarray:
-    """Entropy in bits of each row of a (..., 256) histogram (0 for empty rows)."""
-    n = counts.sum(axis=-1, keepdims=True)
-    p = counts / np.maximum(n, 1)
+    """Entropy in bits of each row of a (..., 256) integer histogram (0 for empty rows).
+
+    H = log2(N) - sum(c log2 c) / N, with c log2 c looked up in a table over 0..max(c).
+    """
+    n = counts.sum(axis=-1)
+    table = np.arange(int(counts.max(initial=0)) + 1, dtype=np.float64)
+    table[1:] *= np.log2(table[1:])
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log2(p), 0.0)
-    return -terms.sum(axis=-1) + 0.0
+        h = np.log2(n) - table[counts].sum(axis=-1) / n
+    return np.where(n > 0, np.maximum(h, 0.0), 0.0) + 0.0
 
 
 def chunk_digest(values: np.ndarray) -> int:
@@ -133,51 +137,80 @@ def batch_entropies(samples: np.ndarray, itemsize: int) -> tuple[np.ndarray, np.
     """
     n, width = samples.shape
     whole = width // itemsize * itemsize
-    counts = np.zeros((n, itemsize, 256), dtype=np.int64)
-    total = np.zeros((n, 256), dtype=np.int64)
-    for k in range(n):  # one histogram per byte plane: bincount of a strided uint8 view is fastest
-        planes = samples[k, :whole].reshape(-1, itemsize)
-        for b in range(itemsize):
-            counts[k, b] = np.bincount(planes[:, b], minlength=256)
-        if whole < width:
-            total[k] = np.bincount(samples[k, whole:], minlength=256)
-    total += counts.sum(axis=1)
+    counts = np.empty((n, itemsize, 256), dtype=np.int64)
+    # one bincount per byte plane for all rows at once: row k's bytes count in bins k*256 + value
+    offsets = (np.arange(n, dtype=np.intp) * 256)[:, None]
+    planes = samples[:, :whole].reshape(n, -1, itemsize)
+    for b in range(itemsize):
+        counts[:, b] = np.bincount((planes[:, :, b] + offsets).ravel(), minlength=n * 256).reshape(n, 256)
+    total = counts.sum(axis=1)
+    if whole < width:
+        total += np.bincount((samples[:, whole:] + offsets).ravel(), minlength=n * 256).reshape(n, 256)
     return _entropy_of_counts(total), _entropy_of_counts(counts).astype(np.float32)
 
 
 class _Trials:
-    """Encoded size and encode/decode time of every mask of a wrapped codec list.
+    """Encoded size and encode (optionally decode) seconds of every mask of a wrapped codec list,
+    for the samples of many chunks at once.
 
     Mask ``m`` applies the codecs of its set bits in list order, so its output is the output of
     ``m`` without its highest bit ``h`` passed through codec ``h``: each mask costs one encode
-    and one decode step, and its times are those of the smaller mask plus that step.
+    (and one decode) step per chunk, and its times are those of the smaller mask plus that step.
+    A codec that transforms all rows in one numpy call (``shuffle``) runs once per batch and its
+    time is shared equally among the rows; the others run row by row.
     """
 
-    def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
+    def __init__(self, codecs: Sequence[Any], spec: Any, decode_times: bool = False) -> None:
         self.n = len(codecs)
+        self.decode_times = decode_times
         self.encoders = [sync_encoder(c, spec) for c in codecs]
         self.decoders = [sync_decoder(c, spec) for c in codecs]
+        self.row_encoders = [sync_row_transform(c) for c in codecs]
+        self.row_decoders = [sync_row_transform(c, decode=True) for c in codecs]
 
-    def run(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """rows: uint8 ``(n, nbytes)``, one sample per row. Returns ``(bytes, encode seconds,
+        decode seconds)``, float64 ``(n, 2**len(codecs))`` each; decode seconds are NaN for masks
+        above 0 unless ``decode_times``."""
+        n_rows = rows.shape[0]
         masks = 1 << self.n
-        size = np.empty(masks, dtype=np.float64)
-        enc_s = np.zeros(masks, dtype=np.float64)
-        dec_s = np.zeros(masks, dtype=np.float64)
-        outputs = [data]
-        size[0] = data.size
+        size = np.empty((n_rows, masks), dtype=np.float64)
+        enc_s = np.zeros((n_rows, masks), dtype=np.float64)
+        dec_s = np.zeros((n_rows, masks), dtype=np.float64)
+        size[:, 0] = rows.shape[1]
+        outputs: list[Any] = [rows]  # per mask: a 2-D array (same-length rows) or a list of 1-D arrays
         clock = time.perf_counter
         for m in range(1, masks):
             h = m.bit_length() - 1
             prev = m & ~(1 << h)
-            t0 = clock()
-            out = self.encoders[h](outputs[prev])
-            t1 = clock()
-            self.decoders[h](out)
-            t2 = clock()
+            src = outputs[prev]
+            if self.row_encoders[h] is not None and isinstance(src, np.ndarray):
+                t0 = clock()
+                out = self.row_encoders[h](src)
+                t1 = clock()
+                if self.decode_times:
+                    self.row_decoders[h](out)
+                size[:, m] = out.shape[1]
+                enc_step = np.full(n_rows, (t1 - t0) / max(n_rows, 1))
+                dec_step = np.full(n_rows, (clock() - t1) / max(n_rows, 1))
+            else:
+                encode, decode = self.encoders[h], self.decoders[h]
+                out, enc_step, dec_step = [], np.zeros(n_rows), np.zeros(n_rows)
+                for k in range(n_rows):
+                    t0 = clock()
+                    o = encode(src[k])
+                    t1 = clock()
+                    if self.decode_times:
+                        decode(o)
+                        dec_step[k] = clock() - t1
+                    out.append(o)
+                    size[k, m] = o.size
+                    enc_step[k] = t1 - t0
             outputs.append(out)
-            size[m] = out.size
-            enc_s[m] = enc_s[prev] + (t1 - t0)
-            dec_s[m] = dec_s[prev] + (t2 - t1)
+            enc_s[:, m] = enc_s[:, prev] + enc_step
+            dec_s[:, m] = dec_s[:, prev] + dec_step
+        if not self.decode_times:
+            dec_s[:, 1:] = np.nan
         return size, enc_s, dec_s
 
 
@@ -218,6 +251,7 @@ def candidate_codecs(array: zarr.Array, codecs: Sequence[dict[str, Any]] | None)
 def _analyze_region(
     store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
     sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS, read: str = "full",
+    decode_times: bool = False,
 ) -> list[tuple]:
     """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk.
 
@@ -237,22 +271,25 @@ def _analyze_region(
     itemsize = native.itemsize
     spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
     codecs = [_resolve_codec(c).evolve_from_array_spec(spec) if spec is not None else _resolve_codec(c) for c in json.loads(codecs_json)]
-    trials = _Trials(codecs, spec)
+    trials = _Trials(codecs, spec, decode_times)
     fill = np.asarray(array.fill_value, dtype=native)
     fraction = None if sample is None else max(1, round(1 / sample))
     origin = [r.start for r in region]
     counts = [math.ceil((r.stop - r.start) / c) for r, c in zip(region, chunk_shape, strict=True)]
     raw_nbytes = math.prod(chunk_shape) * itemsize
-    indices, local_regions = [], []
-    for local in np.ndindex(*counts):
-        indices.append(tuple(o // c + i for o, c, i in zip(origin, chunk_shape, local, strict=True)))
-        local_regions.append(tuple(slice(i * c, min((i + 1) * c, d.stop - d.start)) for i, c, d in zip(local, chunk_shape, region, strict=True)))
-    n = len(indices)
+    n = math.prod(counts)
+    local = np.stack(np.unravel_index(np.arange(n), counts), axis=1) if n else np.zeros((0, len(counts)), np.intp)
+    extent = np.array([r.stop - r.start for r in region])
+    indices = [tuple(i) for i in (local + np.array(origin) // np.array(chunk_shape)).tolist()]
+
+    def local_region(k: int) -> tuple[slice, ...]:
+        return tuple(slice(i * c, min((i + 1) * c, e)) for i, c, e in zip(local[k].tolist(), chunk_shape, extent.tolist(), strict=True))
+
     width = raw_nbytes if fraction is None else sum(n for _, n in analysis_windows(raw_nbytes, fraction, windows))
     samples = np.empty((n, width), dtype=np.uint8)
     empty = np.zeros(n, dtype=bool)
     digests = np.zeros(n, dtype=np.uint32)
-    whole = [k for k, sl in enumerate(local_regions) if all(r.stop - r.start == c for r, c in zip(sl, chunk_shape, strict=True))]
+    whole = np.flatnonzero((local < extent // np.array(chunk_shape)).all(axis=1)).tolist()
     reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
     if reader is not None and whole:
         samples[whole], empty[whole] = reader.read_windows(chunk_shape, [indices[k] for k in whole], fraction, windows, fill)
@@ -264,7 +301,7 @@ def _analyze_region(
         rest = list(range(n))
         data = array[region]
     for k in rest:
-        sl = local_regions[k]
+        sl = local_region(k)
         if data is not None:
             valid = data[sl]
         else:  # an edge chunk next to window reads: read it alone
@@ -279,22 +316,20 @@ def _analyze_region(
     zero, runs, nan = batch_value_stats(samples[:, : width // itemsize * itemsize], native)
     scale = raw_nbytes / max(width, 1)
     masks = 1 << trials.n
-    out = []
-    for k in range(n):
-        if empty[k] or entropy[k] > early_out:
-            size = np.full(masks, np.nan)
-            enc_s = np.full(masks, np.nan)
-            dec_s = np.full(masks, np.nan)
-            size[0], enc_s[0], dec_s[0] = raw_nbytes, 0.0, 0.0
-            early = not empty[k]
-        else:
-            size, enc_s, dec_s = trials.run(samples[k])
-            size = np.where(np.arange(masks) == 0, raw_nbytes, np.round(size * scale))
-            enc_s, dec_s = enc_s * scale, dec_s * scale
-            early = False
-        out.append((indices[k], raw_nbytes, bool(empty[k]), int(digests[k]), float(entropy[k]), planes[k],
-                    float(zero[k]), float(runs[k]), float(nan[k]), size, enc_s, dec_s, early))
-    return out
+    size = np.full((n, masks), np.nan)
+    enc_s = np.full((n, masks), np.nan)
+    dec_s = np.full((n, masks), np.nan)
+    size[:, 0], enc_s[:, 0], dec_s[:, 0] = raw_nbytes, 0.0, 0.0
+    early = ~empty & (entropy > early_out)
+    todo = np.flatnonzero(~empty & ~early)
+    if todo.size:
+        t_size, t_enc, t_dec = trials.run(samples[todo])
+        size[todo, 1:] = np.round(t_size[:, 1:] * scale)
+        enc_s[todo, 1:] = t_enc[:, 1:] * scale
+        dec_s[todo, 1:] = t_dec[:, 1:] * scale
+    return [(indices[k], raw_nbytes, bool(empty[k]), int(digests[k]), float(entropy[k]), planes[k],
+             float(zero[k]), float(runs[k]), float(nan[k]), size[k], enc_s[k], dec_s[k], bool(early[k]))
+            for k in range(n)]
 
 
 def _task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize: int, task_bytes: int,
@@ -343,6 +378,7 @@ def analyze_array(
     task_bytes: int = TASK_BYTES,
     windows: int = SAMPLE_WINDOWS,
     read: str = "auto",
+    decode_times: bool = False,
 ) -> xr.Dataset:
     """Analyse every chunk of array ``name`` of a Zarr store (see module docstring).
 
@@ -358,6 +394,9 @@ def analyze_array(
         of the fill-padded chunk (``digest_scope`` attribute ``"windows"``), so a plan checks
         those bytes at write time; with full reads it is the crc32c of the whole chunk's
         values (``"chunk"``).
+    decode_times : also time each mask's decoding (one decode per mask and chunk, about as
+        costly again as the trial encodes); needed by the ``fastest_within`` policy. Without
+        it ``decode_seconds`` is NaN above mask 0 (attribute ``decode_times`` 0).
     Returns an ``xarray.Dataset`` (dims ``chunk_<dim>…``, ``mask``, ``byte``) whose variables are
     ``raw_bytes``, ``is_fill``, ``digest`` (crc32c of the chunk's values), ``entropy``,
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
@@ -387,7 +426,7 @@ def analyze_array(
     codecs_json = json.dumps(wrapped)
     tasks = [
         dask.delayed(_analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows, mode,
+            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows, mode, decode_times,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
@@ -421,7 +460,7 @@ def analyze_array(
         array=name, store=store, shape=list(array.shape), chunk_shape=list(chunk_shape), dtype=str(array.dtype),
         codecs=json.dumps(wrapped), header_bits=header_bits,
         sample=-1.0 if sample is None else float(sample), windows=int(windows), early_out_entropy=float(early_out_entropy),
-        read=mode, digest_scope="windows" if mode == "windows" else "chunk",
+        read=mode, digest_scope="windows" if mode == "windows" else "chunk", decode_times=int(decode_times),
         seconds=seconds, zopt_version=__version__,
     )
     return ds

@@ -189,6 +189,8 @@ def _analysis_options(command):
         click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
                      help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; "
                           "full: whole chunks; auto: windows where possible."),
+        click.option("--decode-times", is_flag=True,
+                     help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
         click.option("--scheduler", default=None, help="Dask scheduler, as for recompress."),
         click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
     ]
@@ -204,9 +206,10 @@ def _analysis_options(command):
 @click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @_analysis_options
-def analyze(store, arrays, output, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
+def analyze(store, arrays, output, codecs, chunks, sample, full, read, decode_times, scheduler, no_progress) -> None:
     """Measure every chunk of STORE's arrays: entropy, zeros, runs, NaNs, trial encodings."""
-    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read)
+    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
+                             decode_times)
     if output:
         from zopt.analysis import save_analysis
 
@@ -214,7 +217,7 @@ def analyze(store, arrays, output, codecs, chunks, sample, full, read, scheduler
     console.print(_analysis_table(analyses, store))
 
 
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto"):
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False):
     from zopt.analysis import analyze as run
     from zopt.engine import parse_shape, shape_for
     from zopt.info import arrays_in
@@ -228,7 +231,7 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress,
             dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
             shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
             out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
-                           progress=None if no_progress else _RichProgress))
+                           decode_times=decode_times, progress=None if no_progress else _RichProgress))
         return out
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -284,7 +287,8 @@ def plan() -> None:
 @click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
-def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, read, scheduler, no_progress) -> None:
+def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
+                scheduler, no_progress) -> None:
     """Analyse STORE (or load --analysis) and save a per-chunk mask plan."""
     from zopt.plan import make_plan
 
@@ -304,7 +308,8 @@ def plan_create(store, arrays, output, policy, params, analysis_path, codecs, ch
         if arrays:
             analyses = {k: v for k, v in analyses.items() if k in arrays}
     else:
-        analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read)
+        analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
+                                 decode_times or policy == "fastest_within")
     try:
         made = make_plan(analyses, policy, **kwargs)
     except ValueError as exc:

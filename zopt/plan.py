@@ -328,6 +328,11 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
         elif policy == "min_gain":
             masks = _min_gain(sizes, raw, float(used["gain"]))
         else:
+            if not int(ds.attrs.get("decode_times", 1)):
+                raise ValueError(
+                    "policy 'fastest_within' needs decode times, and this analysis has none: analyse with "
+                    "decode_times=True (CLI: --decode-times; zopt plan --policy fastest_within does it itself)"
+                )
             decode = ds["decode_seconds"].values.reshape(sizes.shape)
             masks = _fastest_within(sizes, decode, float(used["within"]))
     skip = (ds["is_fill"].values | ds["early_out"].values).reshape(-1)

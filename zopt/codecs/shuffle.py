@@ -23,18 +23,33 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
 
-__all__ = ["ShuffleCodec"]
+__all__ = ["ShuffleCodec", "shuffle_rows"]
+
+
+def shuffle_rows(rows: np.ndarray, size: int, inverse: bool) -> np.ndarray:
+    """Byte-shuffle (or, with ``inverse``, unshuffle) every row of uint8 ``rows`` (n, nbytes).
+
+    Returns a new (n, nbytes) uint8 array: one transposed copy for all rows, so the analysis
+    shuffles a task's samples at once. Trailing bytes of a row that do not fill an element stay
+    in place.
+    """
+    n_rows, width = rows.shape
+    n = width // size * size
+    if size == 1 or n == 0:
+        return rows.copy()
+    out = np.empty_like(rows)
+    body = rows[:, :n].reshape(n_rows, size, -1) if inverse else rows[:, :n].reshape(n_rows, -1, size)
+    moved = body.transpose(0, 2, 1)
+    if n == width:  # one copy into the output
+        out.reshape(moved.shape)[...] = moved
+    else:  # the body columns of ``out`` are not contiguous rows: copy through a temporary
+        out[:, :n] = moved.reshape(n_rows, n)
+        out[:, n:] = rows[:, n:]
+    return out
 
 
 def _shuffle(data: np.ndarray, size: int, inverse: bool) -> np.ndarray:
-    n = data.size // size * size
-    if size == 1 or n == 0:
-        return data.copy()
-    out = np.empty_like(data)
-    body = data[:n].reshape(size, -1) if inverse else data[:n].reshape(-1, size)
-    out[:n].reshape(body.shape[::-1])[...] = body.T
-    out[n:] = data[n:]
-    return out
+    return shuffle_rows(data.reshape(1, -1), size, inverse).reshape(-1)
 
 
 @dataclass(frozen=True)

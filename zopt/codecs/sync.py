@@ -19,7 +19,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-__all__ = ["sync_decoder", "sync_encoder"]
+__all__ = ["sync_decoder", "sync_encoder", "sync_row_transform"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -99,3 +99,16 @@ def sync_decoder(codec: Any, spec: Any) -> Transform:
     if nc is None:
         return _via_zarr_method(codec, spec, "_decode_sync", "_decode_single")
     return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))
+
+
+def sync_row_transform(codec: Any, decode: bool = False) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``f(rows) -> rows`` encoding (or decoding) every row of a uint8 ``(n, nbytes)`` array at
+    once, for codecs whose output has the input's length and whose work is one numpy copy
+    (zopt's ``shuffle``); None for every other codec, which is then run row by row.
+    """
+    from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
+
+    if isinstance(codec, ShuffleCodec):
+        size = codec.element_size or 1
+        return lambda rows: shuffle_rows(rows, size, decode)
+    return None
