@@ -29,6 +29,7 @@ For each array, with the wrapped codecs ``[shuffle, zstd(3)]``:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -130,8 +131,8 @@ def evaluate(store: Path, name: str, chunks, shards, work: Path, repeat: int = 3
                 ("sampled 1/16 (2 windows), whole chunks read", 1 / 16, 2, "full"))
     for label, frac, windows, read in settings:
         estimators[label] = tuple(
-            _timed(lambda d=decode: analyze_array(store, name, chunks=chunks, sample=frac, windows=windows, read=read,
-                                                  decode_times=d), repeat)
+            _timed(functools.partial(analyze_array, store, name, chunks=chunks, sample=frac, windows=windows, read=read,
+                                     decode_times=decode), repeat)
             for decode in (False, True)
         )
     default = estimators["sampled 1/16 (2 windows)"]

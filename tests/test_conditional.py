@@ -305,3 +305,32 @@ def test_shuffle_rows_equals_shuffling_each_row(rows, width, element_size, seed)
     for k in range(rows):  # rows with a trailing partial element included
         assert out[k].tobytes() == codec.encode_bytes(data[k]).tobytes()
     assert shuffle_rows(out, element_size, inverse=True).tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize(("level", "checksum"), [(3, False), (1, True), (5, False), (0, False), (22, False)])
+def test_batch_zstd_sizes_match_numcodecs_frames(level, checksum):
+    from zopt.codecs.sync import zstd_row_sizes
+
+    rng = np.random.default_rng(level)
+    rows = np.round(np.cumsum(rng.normal(size=(24, 2048)), axis=1), 1).astype("f4").view(np.uint8).reshape(24, -1).copy()
+    rows[3] = rng.integers(0, 256, rows.shape[1], dtype=np.uint8)  # incompressible: blosc copies it, sized exactly
+    rows[4] = 9
+    sizes = zstd_row_sizes(ZstdCodec(level=level, checksum=checksum))(rows)
+    exact = np.array([len(numcodecs.Zstd(level=level, checksum=checksum).encode(r)) for r in rows])
+    assert sizes.dtype == np.int64 and sizes.shape == (24,)
+    assert np.abs(sizes - exact).max() <= 16
+    assert sizes[3] == exact[3] > rows.shape[1]  # the exact frame, larger than the row
+    # rows too short for a blosc block of their own are sized one by one, exactly
+    short = rows[:, :1000]
+    assert zstd_row_sizes(ZstdCodec(level=level, checksum=checksum))(short).tolist() == [
+        len(numcodecs.Zstd(level=level, checksum=checksum).encode(r)) for r in short
+    ]
+
+
+def test_batch_zstd_sizes_only_for_levels_blosc_can_express():
+    from zopt.codecs.sync import zstd_row_sizes
+
+    assert zstd_row_sizes(ZstdCodec(level=4)) is None  # c-blosc runs only odd zstd levels up to 13, 20 and 22
+    assert zstd_row_sizes(ZstdCodec(level=-1)) is None
+    assert zstd_row_sizes(GzipCodec(level=1)) is None
+    assert zstd_row_sizes(ZstdCodec(level=13)) is not None

