@@ -183,3 +183,37 @@ def test_cli_on_a_distributed_cluster_with_worker_processes(tmp_path):
         zarr.open_array(str(dst), path="tos")[...], xr.open_dataset(NEMO, decode_cf=False).tos.values
     )
     assert "10:" in result.output and "11:" in result.output  # both masks were chosen on the workers
+
+
+@pytest.mark.filterwarnings("ignore:The data type .*FixedLengthUTF32")  # xarray writing the scalar string
+def test_zarr_v3_source_keeps_its_metadata_and_copies_the_rest_byte_for_byte(tmp_path):
+    ds = xr.Dataset(
+        {"t": (("time", "y", "x"), np.arange(2 * 40 * 60, dtype="i2").reshape(2, 40, 60),
+               {"scale_factor": 0.1, "units": "K", "_FillValue": np.int16(-999)}),
+         "u": (("y", "x"), np.linspace(0, 1, 2400, dtype="f4").reshape(40, 60), {"long_name": "u wind"}),
+         "label": ((), "abc"), "crs": ((), np.int32(0), {"grid_mapping_name": "latitude_longitude"})},
+        coords={"y": np.arange(40.0), "x": np.arange(60), "time": ("time", [0, 1], {"units": "days since 2000-01-01"}),
+                "lat": (("y", "x"), np.zeros((40, 60)), {"units": "degrees_north"})},
+        attrs={"title": "test"},
+    )
+    src = tmp_path / "src.zarr"
+    ds.to_zarr(src, mode="w", zarr_format=3, consolidated=False)
+    dst = tmp_path / "dst.zarr"
+    recompress(src, dst, variables=["t", "u", "lat"], chunks="time=1,y=20,x=30", shards="time=2,y=40,x=60")
+    for name in ("t", "u", "lat"):
+        before, after = (json.loads((p / name / "zarr.json").read_text()) for p in (src, dst))
+        assert {k: v for k, v in before.items() if k not in ("codecs", "chunk_grid")} == {
+            k: v for k, v in after.items() if k not in ("codecs", "chunk_grid")
+        }
+        assert after["codecs"][0]["name"] == "sharding_indexed"
+    for name in ("label", "crs", "x", "y", "time"):  # not rewritten: every file copied as it was
+        files = sorted(p.relative_to(src / name) for p in (src / name).rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(dst / name) for p in (dst / name).rglob("*") if p.is_file())
+        assert all((src / name / f).read_bytes() == (dst / name / f).read_bytes() for f in files)
+    assert zarr.open_group(dst).attrs["title"] == "test"
+    xr.testing.assert_identical(xr.open_zarr(dst).load(), xr.open_zarr(src, consolidated=False).load())
+    # the v3 → v3 path needs neither dask.array nor distributed (0.35 s of imports per run)
+    code = f"import sys; from zopt.engine import recompress; recompress({str(src)!r}, {str(tmp_path / 'd2.zarr')!r}); " \
+           "print(sorted(m for m in ('dask.array', 'distributed') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -35,6 +35,7 @@ Choices zopt makes where the spec is open, followed by all of the above:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -187,9 +188,15 @@ def sample_windows(nbytes: int, fraction: int, windows: int = SAMPLE_WINDOWS) ->
     """``(start, length)`` in bytes of ``windows`` evenly spaced windows of a chunk of ``nbytes``
     bytes, totalling about ``nbytes / fraction``; starts and length are multiples of 64 bytes, so
     the windows hold whole elements of every item size that divides 64."""
+    return list(_sample_windows(int(nbytes), int(fraction), int(windows)))
+
+
+@functools.lru_cache(maxsize=64)
+def _sample_windows(nbytes: int, fraction: int, windows: int) -> tuple[tuple[int, int], ...]:
+    # cached: every chunk of an array has the same size, and np.linspace costs ~30 µs a call
     width = max(64, (nbytes // (fraction * windows)) // 64 * 64)
     starts = np.linspace(0, max(0, nbytes - width), windows).astype(np.int64) // 64 * 64
-    return [(int(s), width) for s in starts]
+    return tuple((int(s), width) for s in starts)
 
 
 def _sample(data: np.ndarray, fraction: int, windows: int = SAMPLE_WINDOWS) -> np.ndarray:
