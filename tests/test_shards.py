@@ -342,3 +342,67 @@ def test_inner_chunk_bytes_equal_zarr_pythons_for_a_core_chain(source, tmp_path)
     assert ours.keys() == theirs.keys()
     for rel in ours:
         assert _chunk_bytes(ours[rel], lay) == _chunk_bytes(theirs[rel], lay)
+
+
+# -- stores without positional writes -----------------------------------------------------------------
+
+
+def test_a_store_without_positional_writes_gets_packed_shards_and_says_so(source, tmp_path):
+    from zarr.core.sync import sync
+    from zarr.storage import MemoryStore
+
+    src, a = source
+    store = MemoryStore()
+    report = recompress(src, store, chunks="y=50,x=52", shards="y=100,x=104", layout="fixed-slot", slot_parts=2)
+    assert len(report.notes) == 1 and "positional writes" in report.notes[0] and "packed" in report.notes[0]
+    assert report.arrays[0].layout == "compact"
+    np.testing.assert_array_equal(zarr.open_array(store, path="v")[:], a)
+    lay = layout_of(zarr.open_array(store, path="v"))
+    keys = sorted(sync(_keys(store, "v/c/")))
+    assert keys and report.arrays[0].stored_after == sum(len(_get(store, k)) for k in keys)
+    for key in keys:  # packed: the chunks back to back after the index, nothing unused
+        blob = _get(store, key)
+        shard = tmp_path / "shard"
+        shard.write_bytes(blob)
+        table = read_index(shard, lay)
+        used = table[table[:, 0] != EMPTY]
+        assert int(used[:, 1].sum()) + lay.index_nbytes == len(blob)
+    # the same through the CLI with an fsspec URL; a second run without --overwrite is refused
+    url = f"memory://zopt-test-{tmp_path.name}.zarr"
+    args = ["recompress", str(src), url, "--chunks", "y=50,x=52", "--shards", "y=100,x=104", "--layout", "fixed-slot", "--no-progress"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "note: layout: fixed slots need positional writes" in " ".join(res.output.split())
+    np.testing.assert_array_equal(zarr.open_array(url, path="v")[:], a)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0 and "--overwrite" in res.output
+
+
+def test_a_failed_write_into_a_store_leaves_it_empty(source):
+    from zarr.core.sync import sync
+    from zarr.storage import MemoryStore
+
+    src, _ = source
+    calls = []
+
+    def explode(chunk_index, codec, unencoded_chunk):
+        calls.append(chunk_index)
+        if len(calls) > 3:
+            raise RuntimeError("disk on fire")
+        return True
+
+    store = MemoryStore()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        recompress(src, store, chunks="y=50,x=52", shards="y=100,x=104", decision=explode, scheduler="synchronous")
+    assert len(calls) > 3 and sync(_keys(store, "")) == []
+
+
+async def _keys(store, prefix: str) -> list[str]:
+    return [k async for k in store.list_prefix(prefix)]
+
+
+def _get(store, key: str) -> bytes:
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    return sync(store.get(key, default_buffer_prototype())).to_bytes()

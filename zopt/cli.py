@@ -105,7 +105,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("src", type=click.Path(exists=True))
-@click.argument("dst", type=click.Path())
+@click.argument("dst")
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks.")
@@ -119,7 +119,10 @@ def main() -> None:
 @click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory, no_progress) -> None:
-    """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST."""
+    """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
+
+    DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
+    packed shards (no positional writes there, so no fixed slots)."""
     from zopt.engine import recompress as run
 
     try:
@@ -132,6 +135,8 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(summary_table(report))
+    for note in report.notes:
+        console.print(f"note: {note}")
 
 
 @main.command()

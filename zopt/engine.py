@@ -117,6 +117,7 @@ class RecompressReport:
     seconds: float
     source_bytes: int | None = None
     graph_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what the run did differently from what was asked, and why
 
     @property
     def logical_bytes(self) -> int:
@@ -193,10 +194,19 @@ def chunk_bytes_stored(store: str, name: str) -> int:
     return _stored_sizes(store, name)[0]
 
 
-def _stored_sizes(store: str, name: str) -> tuple[int, int]:
-    """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store."""
+def _stored_sizes(store: Any, name: str) -> tuple[int, int]:
+    """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store (a path),
+    or of its chunk keys in a zarr Store (allocated = apparent)."""
     from zopt.shards import allocated_bytes
 
+    if not isinstance(store, str | os.PathLike):
+        from zarr.core.sync import sync
+
+        async def total() -> int:
+            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/")])
+
+        n = sync(total())
+        return n, n
     apparent = allocated = 0
     for dirpath, _, files in os.walk(Path(store) / name):
         for f in files:
@@ -423,9 +433,25 @@ class _ShardJob:
     decision: Any
     job: str  # identifies this run's temporary shard files
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
+    store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, "c", *map(str, shard_coords))
+
+    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | None) -> None:
+        """Write (or, for None, delete) a whole packed shard: atomically into a local directory,
+        with one ``set`` into a store."""
+        if self.store is None:
+            write_packed(self.path(shard_coords), data)
+            return
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        key = "/".join([self.shard_dir, "c", *map(str, shard_coords)])
+        if data is None:
+            sync(self.store.delete(key))
+        else:
+            sync(self.store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
     def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
         """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
@@ -539,7 +565,7 @@ def _masks_of(encoded: list) -> collections.Counter:
 def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...]) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically."""
     encoded = list(job.encode(shard_coords, None, limit=False))
-    write_packed(job.path(shard_coords), pack(job.layout, ((i, e.data) for i, e in encoded)))
+    job.write_packed(shard_coords, pack(job.layout, ((i, e.data) for i, e in encoded)))
     return _masks_of(encoded), len(encoded)
 
 
@@ -611,7 +637,13 @@ def recompress(
     Parameters
     ----------
     src : path of a Zarr v2/v3 store or a netCDF/HDF5 file. Only read.
-    dst : path of the new Zarr v3 store (local directory).
+    dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
+        renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
+        ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
+        rename: it is written in place (cleared first, and again on failure), and a
+        ``fixed-slot`` layout falls back to packed shards assembled inside one task each, which
+        ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
+        threaded or synchronous scheduler with it.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
         ``sharding_indexed`` when sharded. Default ``DEFAULT_CHAIN``.
     chunks, shards : inner chunk and shard shapes: by dimension name (``"y=32,x=32"`` or a dict;
@@ -645,13 +677,26 @@ def recompress(
     """
     import dask
 
-    src, dst = os.fspath(src), os.fspath(dst)
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
-    if os.path.exists(dst) and not overwrite:
-        raise FileExistsError(f"dst {dst!r} exists; pass overwrite=True (--overwrite) to replace it")
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
+    src = os.fspath(src)
+    store = _store_destination(dst)
+    notes: list[str] = []
+    if store is None:
+        dst = os.fspath(dst)
+        if os.path.abspath(src) == os.path.abspath(dst):
+            raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
+        if os.path.exists(dst) and not overwrite:
+            raise FileExistsError(f"dst {dst!r} exists; pass overwrite=True (--overwrite) to replace it")
+    else:
+        from zarr.core.sync import sync
+
+        if sync(store.exists("zarr.json")) and not overwrite:
+            raise FileExistsError(f"dst {store} holds a Zarr hierarchy; pass overwrite=True (--overwrite) to replace it")
+        if layout == "fixed-slot":
+            layout = "compact"
+            notes.append(f"layout: fixed slots need positional writes (a local directory store); {store} has none, "
+                         "so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
     if isinstance(plan, str | os.PathLike):
@@ -669,8 +714,12 @@ def recompress(
     if missing:
         raise ValueError(f"variables: {missing} not in the source; it has {sorted(map(str, ds.variables))}")
 
-    partial = dst.rstrip("/") + PARTIAL_SUFFIX
-    shutil.rmtree(partial, ignore_errors=True)
+    if store is None:
+        partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
+        shutil.rmtree(partial, ignore_errors=True)
+    else:  # no rename in a store: written in place, cleared first and on failure
+        partial = store
+        sync(store.delete_dir(""))
     try:
         layouts = _create_target(src, partial, ds, names, chunk_arg, shard_arg, split)
         tasks, reports = [], {}
@@ -702,7 +751,8 @@ def recompress(
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             job = dask.delayed(
-                _ShardJob(src, name, os.path.join(partial, name), shard_layout, tuple(var.shape), decision, job_id, array_plan),
+                _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
+                          decision, job_id, array_plan, store),
                 traverse=False, name=f"zopt-job-{name}-{job_id}",
             )
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
@@ -730,22 +780,41 @@ def recompress(
             warnings.simplefilter("ignore")
             zarr.consolidate_metadata(partial, zarr_format=3)
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        if store is None:
+            shutil.rmtree(partial, ignore_errors=True)
+        else:
+            sync(store.delete_dir(""))
         raise
-    if os.path.exists(dst):
-        shutil.rmtree(dst)
-    os.replace(partial, dst)
+    if store is None:
+        if os.path.exists(dst):
+            shutil.rmtree(dst)
+        os.replace(partial, dst)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(
-        dst=dst, arrays=list(reports.values()), seconds=elapsed, source_bytes=_source_nbytes(src), graph_seconds=graph_seconds
+        dst=dst if store is None else str(store), arrays=list(reports.values()), seconds=elapsed,
+        source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
 
 
-def _create_target(src: str, partial: str, ds: xr.Dataset, names: list[str], chunks, shards,
+def _store_destination(dst: Any) -> Any:
+    """The zarr Store to write into when ``dst`` is not a local path: a ``zarr.abc.store.Store``
+    as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``;
+    None for a local path."""
+    from zarr.abc.store import Store
+
+    if isinstance(dst, Store):
+        return dst
+    text = os.fspath(dst)
+    if "://" in text and not text.startswith("file://"):
+        return zarr.storage.FsspecStore.from_url(text, read_only=False)
+    return None
+
+
+def _create_target(src: str, partial: Any, ds: xr.Dataset, names: list[str], chunks, shards,
                    split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
-    """Create the target store at ``partial``: group attributes, the other variables with their
+    """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
     A Zarr v3 source whose top-level arrays are exactly the dataset's variables is copied at the
@@ -767,7 +836,7 @@ def _create_target(src: str, partial: str, ds: xr.Dataset, names: list[str], chu
         zarr.create_group(partial, zarr_format=3, attributes=dict(zarr.open_group(src, mode="r").attrs), overwrite=True)
         for name, arr in source_arrays.items():
             if name not in layouts:
-                shutil.copytree(os.path.join(src, name), os.path.join(partial, name))
+                _copy_array_files(os.path.join(src, name), partial, name)
                 continue
             inner, shard = layouts[name]
             zarr.create_array(
@@ -787,6 +856,20 @@ def _create_target(src: str, partial: str, ds: xr.Dataset, names: list[str], chu
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
                      encoding=_encodings(ds, names, split, layouts))
     return layouts
+
+
+def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
+    """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
+    if isinstance(target, str | os.PathLike):
+        shutil.copytree(source_dir, os.path.join(target, name))
+        return
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    for path in sorted(Path(source_dir).rglob("*")):
+        if path.is_file():
+            key = "/".join([name, *path.relative_to(source_dir).parts])
+            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(path.read_bytes())))
 
 
 def _zarr_v3_arrays(src: str) -> dict[str, zarr.Array] | None:
