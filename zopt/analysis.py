@@ -9,9 +9,11 @@ to choose that chunk's mask (``zopt.plan``):
 - the fractions of zero elements, of elements equal to their predecessor in C order (constant
   runs) and of NaNs;
 - for every candidate mask of the wrapped codec list, the encoded size (bytes, as an estimate
-  for the whole chunk) and the encode and decode times (seconds, likewise), by trial encoding
-  a sample of the chunk (default: 2 evenly spaced windows totalling 1/16, as the
-  ``compress_if_smaller`` heuristic samples) or the whole chunk (``sample=None``).
+  for the whole chunk) and the encode time (seconds, likewise), and with ``decode_times=True``
+  the decode time, by trial encoding a sample of the chunk (default: 2 evenly spaced windows
+  totalling 1/16) or the whole chunk (``sample=None``). A task's trials run as batches where a
+  codec allows it (``_Trials``): one numpy shuffle for all samples, one blosc call for the zstd
+  sizes of all samples (``zopt.codecs.sync.zstd_row_sizes``).
 
 Entropy is only an early-out: a chunk whose sampled entropy exceeds ``early_out_entropy``
 (default 7.9 bits/byte: random or already-compressed bytes) is not trial-encoded, its masks
