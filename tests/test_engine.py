@@ -217,3 +217,23 @@ def test_zarr_v3_source_keeps_its_metadata_and_copies_the_rest_byte_for_byte(tmp
            "print(sorted(m for m in ('dask.array', 'distributed') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_plain_zarr_v3_store_without_dimension_names(tmp_path):
+    # what zarr-python writes by default: compressed chunks, no dimension_names (xarray cannot open it)
+    a = np.round(np.sin(np.linspace(0, 30, 100 * 120)), 3).astype("f4").reshape(100, 120)
+    src = tmp_path / "plain.zarr"
+    zarr.open_group(src, mode="w").create_array("a", shape=a.shape, chunks=(50, 60), dtype="f4")[:] = a
+    with pytest.raises(KeyError):
+        xr.open_zarr(src, consolidated=False)
+    report = recompress(src, tmp_path / "out.zarr", chunks="dim_0=10,dim_1=12", shards="50,60", layout="fixed-slot")
+    (rep,) = report.arrays
+    assert rep.layout == "fixed-slot" and rep.chunks_written == 100 and sum(rep.masks.values()) == 100 and 0 not in rep.masks
+    out = zarr.open_array(tmp_path / "out.zarr", path="a")
+    np.testing.assert_array_equal(out[:], a)
+    assert out.metadata.dimension_names is None and out.chunks == (10, 12)
+    # the analysis and a plan work on it too, and the plan drives a rewrite
+    res = CliRunner().invoke(main, ["plan", str(src), "--chunks", "10,12", "-o", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    recompress(src, tmp_path / "planned.zarr", chunks="10,12", shards="50,60", plan=tmp_path / "p.zarr")
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "planned.zarr", path="a")[:], a)

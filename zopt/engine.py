@@ -61,8 +61,11 @@ __all__ = [
     "ArrayReport",
     "DEFAULT_CHAIN",
     "RecompressReport",
+    "SourceVariable",
     "open_source",
+    "read_source",
     "recompress",
+    "source_variables",
     "with_decision",
 ]
 
@@ -163,11 +166,47 @@ def open_source(src: str) -> xr.Dataset:
     return xr.open_dataset(src, **kwargs)
 
 
+@dataclass(frozen=True)
+class SourceVariable:
+    """What the engine needs of a source variable: shape, numpy dtype and dimension names."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    dims: tuple[str, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def source_variables(src: str) -> dict[str, SourceVariable]:
+    """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
+    (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
+    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``).
+    Raises FileNotFoundError if ``src`` does not exist."""
+    if not os.path.exists(src):
+        raise FileNotFoundError(f"source {src!r} does not exist")
+    arrays = _zarr_v3_arrays(src)
+    if arrays is not None:
+        return {
+            name: SourceVariable(tuple(a.shape), a.dtype, tuple(
+                str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
+            for name, a in arrays.items()
+        }
+    ds = open_source(src)
+    return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
+
+
 def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
     """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
 
     A raw-stored array of a local Zarr v3 store is read with positional reads of just the
-    covered rows of each stored chunk (``zopt.raw_read``); anything else through xarray and zarr.
+    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
+    anything else through xarray.
     """
     from zopt.raw_read import RawChunkReader
 
@@ -179,6 +218,8 @@ def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
         reader = RawChunkReader.open(src, array) if array is not None else None
         if reader is not None:
             return reader.read_region(region, array.fill_value)
+        if array is not None and array.metadata.zarr_format == 3:
+            return np.asarray(array[region])
     return open_source(src)[name].variable[region].values
 
 
@@ -708,11 +749,11 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
-    ds = open_source(src)
-    names = list(variables) if variables else [n for n in ds.variables if ds[n].ndim >= 1 and ds[n].dtype.kind in "biufc"]
-    missing = [n for n in names if n not in ds.variables]
+    source = source_variables(src)
+    names = list(variables) if variables else [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    missing = [n for n in names if n not in source]
     if missing:
-        raise ValueError(f"variables: {missing} not in the source; it has {sorted(map(str, ds.variables))}")
+        raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
@@ -721,11 +762,11 @@ def recompress(
         partial = store
         sync(store.delete_dir(""))
     try:
-        layouts = _create_target(src, partial, ds, names, chunk_arg, shard_arg, split)
+        layouts = _create_target(src, partial, source, names, chunk_arg, shard_arg, split)
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
-            var = ds[name]
+            var = source[name]
             inner, shard = layouts[name]
             rep = reports[name] = ArrayReport(
                 name=name,
@@ -812,13 +853,12 @@ def _store_destination(dst: Any) -> Any:
     return None
 
 
-def _create_target(src: str, partial: Any, ds: xr.Dataset, names: list[str], chunks, shards,
+def _create_target(src: str, partial: Any, source: dict[str, SourceVariable], names: list[str], chunks, shards,
                    split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
-    A Zarr v3 source whose top-level arrays are exactly the dataset's variables is copied at the
-    Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
+    A Zarr v3 source is copied at the Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
     ``to_zarr`` with lazy placeholders for the rewritten variables. Returns ``{name: (inner
@@ -826,12 +866,12 @@ def _create_target(src: str, partial: Any, ds: xr.Dataset, names: list[str], chu
     """
     layouts = {}
     for name in names:
-        var = ds[name]
+        var = source[name]
         inner_arg = shape_for(chunks, tuple(map(str, var.dims)), tuple(var.shape))
         shard_arg = shape_for(shards, tuple(map(str, var.dims)), tuple(var.shape))
         layouts[name] = choose_chunks(tuple(var.shape), var.dtype.itemsize, inner_arg, shard_arg)
     source_arrays = _zarr_v3_arrays(src)
-    if source_arrays is not None and set(source_arrays) == set(map(str, ds.variables)):
+    if source_arrays is not None:
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
         zarr.create_group(partial, zarr_format=3, attributes=dict(zarr.open_group(src, mode="r").attrs), overwrite=True)
         for name, arr in source_arrays.items():
@@ -847,6 +887,7 @@ def _create_target(src: str, partial: Any, ds: xr.Dataset, names: list[str], chu
         return layouts
     import dask.array as da
 
+    ds = open_source(src)
     template = ds.copy()
     for name, (inner, shard) in layouts.items():
         var = ds[name]
