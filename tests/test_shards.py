@@ -406,3 +406,92 @@ def _get(store, key: str) -> bytes:
     from zarr.core.sync import sync
 
     return sync(store.get(key, default_buffer_prototype())).to_bytes()
+
+
+# -- in place: write fast, compress later --------------------------------------------------------------
+
+
+def _fast_store(source, tmp_path, **kwargs) -> Path:
+    """The source written fast: every inner chunk stored raw (mask 0), by default in fixed slots."""
+    src, _ = source
+    dst = tmp_path / "fast.zarr"
+    kwargs = {"shards": "y=100,x=104", "layout": "fixed-slot", **kwargs}
+    report = recompress(src, dst, chunks="y=50,x=52", decision="never", **kwargs)
+    assert set(report.arrays[0].masks) == {0}
+    return dst
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_in_place_rewrite_keeps_metadata_and_values_and_replaces_shards_packed(source, tmp_path, sharded):
+    from zopt.engine import recompress_in_place
+
+    _, a = source
+    store = _fast_store(source, tmp_path, **({} if sharded else {"shards": None}))
+    meta = {p: p.read_bytes() for p in store.rglob("zarr.json")}
+    report = recompress_in_place(store)
+    (rep,) = report.arrays
+    assert rep.stored_after < 0.7 * rep.stored_before and 0 not in rep.masks and sum(rep.masks.values()) == rep.chunks_written
+    np.testing.assert_array_equal(zarr.open_array(store, path="v")[:], a)
+    assert {p: p.read_bytes() for p in store.rglob("zarr.json")} == meta  # no metadata changed
+    assert not [p for p in store.rglob("*") if ".zopt-" in p.name]  # no temporary files left
+    if sharded:
+        assert store_info(store, ["v"])[0].layout == "compact"  # fixed slots became packed shards
+        headers = {(k, int(b)) for k, b in _inner_headers(store)}
+        assert {m for _, m in headers} == set(rep.masks)
+
+
+def _inner_headers(store: Path):
+    lay = layout_of(zarr.open_array(store, path="v"))
+    for f in _shard_files(store):
+        for i, blob in _chunk_bytes(f, lay).items():
+            yield (f.name, i), blob[0]
+
+
+def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(source, tmp_path):
+    from zopt.engine import recompress_in_place
+    from zopt.plan import Plan
+
+    _, a = source
+    store = _fast_store(source, tmp_path)
+    res = CliRunner().invoke(main, ["plan", str(store), "--policy", "smallest", "-o", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    planned = Plan.load(tmp_path / "p.zarr")["v"].masks
+    # interrupted part way: some shards new, some old, every value still reads back
+    calls = []
+
+    def explode(chunk_index, codec, unencoded_chunk):
+        calls.append(chunk_index)
+        if len(calls) > 8:
+            raise RuntimeError("power cut")
+        return True
+
+    with pytest.raises(RuntimeError, match="power cut"):
+        recompress_in_place(store, decision=explode, scheduler="synchronous")
+    np.testing.assert_array_equal(zarr.open_array(store, path="v")[:], a)
+    assert {m for _, m in _inner_headers(store)} == {0, 3}  # a mix of old and new shards
+    # the CLI with the plan: every stored inner chunk gets its planned mask
+    res = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--plan", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(zarr.open_array(store, path="v")[:], a)
+    lay = layout_of(zarr.open_array(store, path="v"))
+    for f in _shard_files(store):
+        shard = tuple(int(p) for p in f.relative_to(store / "v" / "c").parts)
+        for i, blob in _chunk_bytes(f, lay).items():
+            local = np.unravel_index(i, lay.chunks_per_shard)
+            index = tuple(s * n + c for s, n, c in zip(shard, lay.chunks_per_shard, local, strict=True))
+            assert blob[0] == planned[index]
+
+
+def test_in_place_refuses_what_would_change_metadata(source, tmp_path):
+    from zopt.engine import recompress_in_place
+
+    src, _ = source  # its array has no conditional codec
+    with pytest.raises(ValueError, match="array 'v' has no conditional codec"):
+        recompress_in_place(src, ["v"])
+    store = _fast_store(source, tmp_path)
+    res = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--chunks", "y=10,x=10"])
+    assert res.exit_code != 0 and "--chunks cannot be used" in res.output
+    res = CliRunner().invoke(main, ["recompress", str(store), str(tmp_path / "x.zarr"), "--in-place"])
+    assert res.exit_code != 0 and "give no DST" in res.output
+    res = CliRunner().invoke(main, ["recompress", str(store)])
+    assert res.exit_code != 0 and "--in-place" in res.output

@@ -105,7 +105,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("src", type=click.Path(exists=True))
-@click.argument("dst")
+@click.argument("dst", required=False)
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks.")
@@ -117,14 +117,26 @@ def main() -> None:
 @click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
 @click.option("--plan", "plan", type=click.Path(exists=True, file_okay=False), default=None, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial encoding.")
 @click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
+@click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
+              "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory, no_progress) -> None:
+def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
+               in_place, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
-    packed shards (no positional writes there, so no fixed slots)."""
+    packed shards (no positional writes there, so no fixed slots). With --in-place and no DST,
+    SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     from zopt.engine import recompress as run
 
+    if in_place:
+        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
+                             {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
+                              "--max-memory": max_memory, "--overwrite": overwrite or None,
+                              "--layout": None if layout == "compact" else layout})
+        return
+    if dst is None:
+        raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
     try:
         report = run(
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
@@ -162,6 +174,22 @@ def info(store, arrays) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(table)
+
+
+def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:
+    from zopt.engine import recompress_in_place
+
+    if dst is not None:
+        raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
+    given = [name for name, value in refused.items() if value]
+    if given:
+        raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
+    try:
+        report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
+                                     progress=None if no_progress else _RichProgress)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(summary_table(report))
 
 
 @main.command()

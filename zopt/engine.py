@@ -43,6 +43,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.shards import (
@@ -65,6 +66,7 @@ __all__ = [
     "open_source",
     "read_source",
     "recompress",
+    "recompress_in_place",
     "source_variables",
     "with_decision",
 ]
@@ -851,6 +853,121 @@ def _store_destination(dst: Any) -> Any:
     if "://" in text and not text.startswith("file://"):
         return zarr.storage.FsspecStore.from_url(text, read_only=False)
     return None
+
+
+def recompress_in_place(
+    store: str | os.PathLike,
+    variables: Sequence[str] | None = None,
+    *,
+    decision: Any = "compress_if_smaller",
+    plan: Any = None,
+    scheduler: str | None = None,
+    progress: Callable[[Any], Any] | None = None,
+) -> RecompressReport:
+    """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
+
+    The "write fast, compress later" step: a store written quickly (e.g. ``conditional`` with
+    mask 0 everywhere, in fixed slots) is rewritten with per-chunk masks from ``decision`` or a
+    ``plan`` (``zopt.plan.Plan`` or a path to one), without changing any metadata: the codec
+    chain stays the same, so every shard reads the same before and after. One Dask task per
+    shard file (per chunk file for unsharded arrays) reads it through zarr, encodes its inner
+    chunks again and replaces it packed and atomically (a temporary file renamed over it), so a
+    reader — or an interrupted run — only ever sees whole old or whole new shards. Absent
+    shards and chunks (all fill value) stay absent; a chunk whose values equal the fill value is
+    removed.
+
+    store : a Zarr v3 group in a local directory.
+    variables : arrays to rewrite (default: every array with a ``conditional`` codec).
+    decision, plan, scheduler, progress : as for ``recompress``.
+
+    Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
+    not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
+    (its chunks cannot change without changing its metadata: use ``recompress``);
+    ``PlanMismatchError`` for a plan made for other arrays or contents.
+    """
+    import dask
+
+    store = os.fspath(store)
+    arrays = _zarr_v3_arrays(store)
+    if arrays is None:
+        raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
+    if isinstance(plan, str | os.PathLike):
+        from zopt.plan import Plan
+
+        plan = Plan.load(plan)
+    if variables:
+        missing = [n for n in variables if n not in arrays]
+        if missing:
+            raise ValueError(f"variables: {missing} not in the store; it has {sorted(arrays)}")
+        names = list(variables)
+    else:
+        names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
+    t0 = time.perf_counter()
+    source_bytes = _source_nbytes(store)
+    tasks, reports = [], {}
+    job_id = uuid.uuid4().hex[:12]
+    for name in names:
+        array = arrays[name]
+        if not conditional_codecs_in(array.metadata.codecs):
+            raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
+                             "changing its metadata; rewrite it into a new store with recompress SRC DST")
+        shard_layout = layout_of(array)
+        inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
+        array_plan = _plan_for(plan, name, array, inner) if plan is not None else None
+        reports[name] = ArrayReport(
+            name=name, shape=tuple(array.shape), dtype=str(array.dtype),
+            chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
+            logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
+            layout="in place, packed" if shard_layout is not None else "in place, unsharded",
+        )
+        if shard_layout is None:
+            for coords in np.ndindex(*array.cdata_shape):
+                if os.path.exists(os.path.join(store, name, array.metadata.encode_chunk_key(coords))):
+                    tasks.append((name, dask.delayed(_rewrite_chunk_in_place, pure=False)(
+                        store, name, coords, decision, array_plan, dask_key_name=f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}")))
+            continue
+        job = dask.delayed(
+            _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id, array_plan),
+            traverse=False, name=f"zopt-job-{name}-{job_id}",
+        )
+        for coords in np.ndindex(*array.cdata_shape):
+            if os.path.exists(os.path.join(store, name, array.metadata.encode_chunk_key(coords))):
+                tasks.append((name, dask.delayed(_write_packed_shard, pure=False)(
+                    job, coords, dask_key_name=f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}")))
+    t_graph = time.perf_counter()
+    results = _compute([t for _, t in tasks], scheduler, progress)
+    graph_seconds = time.perf_counter() - t_graph
+    for (name, _), (masks, n) in zip(tasks, results, strict=True):
+        reports[name].masks.update(masks)
+        reports[name].chunks_written += n
+    for name, rep in reports.items():
+        rep.stored_after, rep.allocated_after = _stored_sizes(store, name)
+    elapsed = time.perf_counter() - t0
+    for rep in reports.values():
+        rep.seconds = elapsed
+    return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
+                            graph_seconds=graph_seconds)
+
+
+def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None):
+    """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
+    array = zarr.open_array(store, path=name, mode="r")
+    chunks = tuple(array.chunks)
+    region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
+    values = np.asarray(array[region])
+    native = values.dtype
+    fill = np.asarray(array.fill_value, dtype=native)
+    if plan is not None:
+        plan.check_chunk(coords, values, fill)
+    chunk = padded(values, chunks, fill)
+    path = os.path.join(store, name, array.metadata.encode_chunk_key(coords))
+    if is_fill(chunk, fill):
+        write_packed(path, None)
+        return collections.Counter(), 0
+    encoder = ChunkEncoder(array.metadata.codecs, chunk_spec(chunks, array.metadata.data_type, array.fill_value))
+    encoded = encoder.with_decision(plan if plan is not None else decision).encode(chunk, coords)
+    write_packed(path, encoded.data)
+    return _masks_of([(0, encoded)]), 1
 
 
 def _create_target(src: str, partial: Any, source: dict[str, SourceVariable], names: list[str], chunks, shards,
