@@ -726,7 +726,7 @@ def recompress(
     store = _store_destination(dst)
     notes: list[str] = []
     if store is None:
-        dst = os.fspath(dst)
+        dst = os.fspath(dst).removeprefix("file://")
         if os.path.abspath(src) == os.path.abspath(dst):
             raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
         if os.path.exists(dst) and not overwrite:
@@ -844,7 +844,7 @@ def recompress(
 def _store_destination(dst: Any) -> Any:
     """The zarr Store to write into when ``dst`` is not a local path: a ``zarr.abc.store.Store``
     as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``;
-    None for a local path."""
+    None for a local path (``file://`` URLs included)."""
     from zarr.abc.store import Store
 
     if isinstance(dst, Store):
