@@ -6,10 +6,12 @@ Zarr v3 store whose arrays use a target codec chain — by default ``bytes`` +
 
 How the work is split:
 
-- The source is opened with xarray without CF decoding, so values are copied bit for bit and
-  CF attributes (``_FillValue``, ``scale_factor``, ``units`` …) travel as they are; xarray writes
-  the destination's metadata (attributes, dimension names, coordinates, fill values), exactly
-  as ``Dataset.to_zarr`` would, so ``xarray.open_zarr(dst)`` equals ``xarray.open_dataset(src)``.
+- Values are copied bit for bit (no CF decoding) and CF attributes (``_FillValue``,
+  ``scale_factor``, ``units`` …) travel as they are, so ``xarray.open_zarr(dst)`` equals
+  ``xarray.open_dataset(src)``. A Zarr v3 source is described and read through zarr, and the
+  destination's metadata is copied at the Zarr level (arrays not rewritten: file for file);
+  Zarr v2 and netCDF/HDF5 sources are opened by xarray, which writes the destination's
+  metadata as ``Dataset.to_zarr`` would.
 - Every variable of one dimension or more is written by Dask tasks that each read only their
   region of the source. A sharded target gets one task per shard that encodes the shard's inner
   chunks with ``zopt.codecs.chain.ChunkEncoder`` and writes the shard file packed
@@ -19,7 +21,11 @@ How the work is split:
   task per chunk writing through zarr.
 - The store is written under ``<dst>.zopt-partial`` and renamed to ``dst`` when every task has
   finished; a failed run removes the partial store, and an interrupted one leaves only that
-  clearly named directory. The source is only read.
+  clearly named directory. The source is only read. A destination store without positional
+  writes or rename (a zarr ``Store``, an fsspec URL) gets packed shards, written in place.
+
+``recompress_in_place(store)`` re-decides the masks of a store whose arrays already have a
+``conditional`` codec, replacing each shard atomically without changing any metadata.
 """
 
 from __future__ import annotations
