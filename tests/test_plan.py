@@ -393,3 +393,37 @@ def test_value_statistics_of_ml_and_complex_types():
     c = pack_complex(np.array([0, 1, np.nan, 1]), np.array([0, np.nan, 0, 0]), "complex_bfloat16")
     zero, runs, nan = batch_value_stats(np.stack([c.view(np.uint8)] * 2), c.dtype)
     assert zero.tolist() == [1 / 4] * 2 and nan.tolist() == [2 / 4] * 2 and runs.tolist() == [0.0] * 2
+
+
+def test_xarray_to_zarr_with_conditional_encoding_heuristic_and_plan(tmp_path):
+    """The writer side from xarray: ``to_zarr(encoding=...)`` with a decision, through dask tasks,
+    read back by a fresh interpreter whose code never imports zopt."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from zarr.codecs import ZstdCodec
+
+    from zopt import ShuffleCodec
+    from zopt.info import store_info
+
+    a = _mixed()
+    ds = xr.Dataset({"v": (("y", "x"), a)}).chunk({"y": 64, "x": 160})  # dask: one task per shard
+    encoding = {"chunks": CHUNK, "shards": (64, 160)}
+    wrapped = [ShuffleCodec(), ZstdCodec(level=3)]
+    ds.to_zarr(tmp_path / "h.zarr", zarr_format=3, consolidated=False, encoding={"v": {
+        **encoding, "compressors": [ConditionalCodec(codecs=wrapped, decision="compress_if_smaller")]}})
+    masks = store_info(tmp_path / "h.zarr", ["v"])[0].masks
+    assert masks[0] >= 1 and sum(n for m, n in masks.items() if m) >= 10  # random bytes raw, the rest compressed
+    # a plan from an analysis of the same values decides instead (the spec's Example 3)
+    zarr.open_group(tmp_path / "raw.zarr", mode="w").create_array(
+        "v", shape=a.shape, chunks=CHUNK, dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
+    plan = make_plan(analyze(tmp_path / "raw.zarr", ["v"], chunks=CHUNK), "smallest")
+    ds.to_zarr(tmp_path / "p.zarr", zarr_format=3, consolidated=False, encoding={"v": {
+        **encoding, "compressors": [ConditionalCodec(codecs=wrapped, decision=plan["v"])]}})
+    # every chunk is stored (xarray's fill value for float32 is NaN, not the zeros of chunk (3, 4))
+    assert _masks_from_files(tmp_path / "p.zarr", "v") == {idx: int(m) for idx, m in np.ndenumerate(plan["v"].masks)}
+    code = ("import hashlib, xarray as xr; "
+            f"print(hashlib.sha256(xr.open_zarr({str(tmp_path / 'p.zarr')!r}, consolidated=False)['v'].values.tobytes()).hexdigest())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[-1] == hashlib.sha256(a.tobytes()).hexdigest()
