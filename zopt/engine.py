@@ -1077,8 +1077,25 @@ def _compute(tasks: list, scheduler: str | None, progress) -> list:
             if hasattr(ctx, "watch"):
                 ctx.watch(futures)
             return client.gather(futures)
-    with ctx:
-        return list(dask.compute(*tasks, scheduler=_local_scheduler(scheduler or "threads")))
+    get = _local_scheduler(scheduler or "threads")
+    import dask.threaded
+
+    if get is not dask.threaded.get:
+        with ctx:
+            return list(dask.compute(*tasks, scheduler=get))
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask.system
+
+    # our own pool, shut down before returning or raising: when a task fails, the tasks still
+    # running finish (and queued ones are cancelled) before the caller removes a partial store,
+    # so no late write can recreate it
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
+    try:
+        with ctx:
+            return list(dask.compute(*tasks, scheduler=get, pool=pool))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _local_scheduler(name: str) -> Any:
