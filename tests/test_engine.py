@@ -101,14 +101,8 @@ def test_sharded_output_and_report(tmp_path):
     assert not (tmp_path / ("s.zarr" + PARTIAL_SUFFIX)).exists()
 
 
-def test_failure_part_way_leaves_no_dst(tmp_path):
-    calls = []
-
-    def explode(chunk_index, codec, unencoded_chunk):
-        calls.append(chunk_index)
-        if len(calls) > 5:
-            raise RuntimeError("disk on fire")
-        return True
+def test_failure_part_way_leaves_no_dst(tmp_path, failing_decision):
+    explode, calls = failing_decision(5, "disk on fire")
 
     dst = tmp_path / "f.zarr"
     with pytest.raises(RuntimeError, match="disk on fire"):

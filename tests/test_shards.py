@@ -229,7 +229,7 @@ def _fixed_slot_store(tmp_path: Path, a: np.ndarray, where: str) -> Path:
         compressors=[ConditionalCodec(codecs=[{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}])],
     )
     lay = layout_of(z)
-    job = _ShardJob(str(src), "v", str(dst / "v"), lay, a.shape, "compress_if_smaller", "test")
+    job = _ShardJob(str(src), "v", str(dst / "v"), lay, a.shape, "compress_if_smaller", "test", z.metadata.chunk_key_encoding)
     for coords in np.ndindex(4, 3):
         _finalize_shard(job, coords, *[_write_slot_part(job, coords, p) for p in _slot_parts(lay, 2)])
     return dst
@@ -378,18 +378,12 @@ def test_a_store_without_positional_writes_gets_packed_shards_and_says_so(source
     assert res.exit_code != 0 and "--overwrite" in res.output
 
 
-def test_a_failed_write_into_a_store_leaves_it_empty(source):
+def test_a_failed_write_into_a_store_leaves_it_empty(source, failing_decision):
     from zarr.core.sync import sync
     from zarr.storage import MemoryStore
 
     src, _ = source
-    calls = []
-
-    def explode(chunk_index, codec, unencoded_chunk):
-        calls.append(chunk_index)
-        if len(calls) > 3:
-            raise RuntimeError("disk on fire")
-        return True
+    explode, calls = failing_decision(3, "disk on fire")
 
     store = MemoryStore()
     with pytest.raises(RuntimeError, match="disk on fire"):
@@ -447,7 +441,7 @@ def _inner_headers(store: Path):
             yield (f.name, i), blob[0]
 
 
-def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(source, tmp_path):
+def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(source, tmp_path, failing_decision):
     from zopt.engine import recompress_in_place
     from zopt.plan import Plan
 
@@ -457,13 +451,7 @@ def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(so
     assert res.exit_code == 0, res.output
     planned = Plan.load(tmp_path / "p.zarr")["v"].masks
     # interrupted part way: some shards new, some old, every value still reads back
-    calls = []
-
-    def explode(chunk_index, codec, unencoded_chunk):
-        calls.append(chunk_index)
-        if len(calls) > 8:
-            raise RuntimeError("power cut")
-        return True
+    explode, calls = failing_decision(8, "power cut")
 
     with pytest.raises(RuntimeError, match="power cut"):
         recompress_in_place(store, decision=explode, scheduler="synchronous")
@@ -495,3 +483,25 @@ def test_in_place_refuses_what_would_change_metadata(source, tmp_path):
     assert res.exit_code != 0 and "give no DST" in res.output
     res = CliRunner().invoke(main, ["recompress", str(store)])
     assert res.exit_code != 0 and "--in-place" in res.output
+
+
+def test_in_place_rewrite_writes_shards_under_the_arrays_own_chunk_keys(tmp_path):
+    from zopt.engine import recompress_in_place
+
+    a = _field()
+    store = tmp_path / "dot.zarr"
+    z = zarr.open_group(store, mode="w").create_array(
+        "v", shape=a.shape, chunks=(50, 52), shards=(100, 104), dtype="f4", fill_value=0,
+        chunk_key_encoding={"name": "default", "separator": "."},
+        compressors=[ConditionalCodec(codecs=[{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}])],
+    )
+    z[:] = a  # mask 0 everywhere, shards at v/c.0.0 …
+    before = sorted(p.name for p in (store / "v").iterdir())
+    report = recompress_in_place(store)
+    assert sorted(p.name for p in (store / "v").iterdir()) == before  # replaced in place, no new c/ tree
+    assert 0 not in report.arrays[0].masks
+    lay = layout_of(zarr.open_array(store, path="v"))
+    for name in before:
+        if name.startswith("c."):
+            assert all(blob[0] != 0 for blob in _chunk_bytes(store / "v" / name, lay).values())
+    np.testing.assert_array_equal(zarr.open_array(store, path="v")[:], a)

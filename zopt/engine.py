@@ -481,11 +481,12 @@ class _ShardJob:
     shape: tuple[int, ...]
     decision: Any
     job: str  # identifies this run's temporary shard files
+    chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
-        return os.path.join(self.shard_dir, "c", *map(str, shard_coords))
+        return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
 
     def write_packed(self, shard_coords: tuple[int, ...], data: bytes | None) -> None:
         """Write (or, for None, delete) a whole packed shard: atomically into a local directory,
@@ -496,7 +497,7 @@ class _ShardJob:
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
-        key = "/".join([self.shard_dir, "c", *map(str, shard_coords)])
+        key = f"{self.shard_dir}/{self.chunk_key_encoding.encode_chunk_key(shard_coords)}"
         if data is None:
             sync(self.store.delete(key))
         else:
@@ -801,7 +802,7 @@ def recompress(
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             job = dask.delayed(
                 _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
-                          decision, job_id, array_plan, store),
+                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store),
                 traverse=False, name=f"zopt-job-{name}-{job_id}",
             )
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
@@ -817,14 +818,7 @@ def recompress(
                     ]
                     task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
-        t_graph = time.perf_counter()
-        results = _compute([t for _, t in tasks], scheduler, progress)
-        graph_seconds = time.perf_counter() - t_graph
-        for (name, _), (masks, n) in zip(tasks, results, strict=True):
-            reports[name].masks.update(masks)
-            reports[name].chunks_written += n
-        for name, rep in reports.items():
-            rep.stored_after, rep.allocated_after = _stored_sizes(partial, name)
+        graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress)
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
             warnings.simplefilter("ignore")
             zarr.consolidate_metadata(partial, zarr_format=3)
@@ -845,6 +839,21 @@ def recompress(
         dst=dst if store is None else str(store), arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
+
+
+def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress) -> float:
+    """Compute ``(array name, write task)`` pairs, add each task's ``(masks, chunks written)`` to
+    its array's report, then measure what every array stores in ``target``. Returns the graph's
+    wall time in seconds."""
+    t_graph = time.perf_counter()
+    results = _compute([t for _, t in tasks], scheduler, progress)
+    graph_seconds = time.perf_counter() - t_graph
+    for (name, _), (masks, n) in zip(tasks, results, strict=True):
+        reports[name].masks.update(masks)
+        reports[name].chunks_written += n
+    for name, rep in reports.items():
+        rep.stored_after, rep.allocated_after = _stored_sizes(target, name)
+    return graph_seconds
 
 
 def _store_destination(dst: Any) -> Any:
@@ -927,27 +936,19 @@ def recompress_in_place(
             layout="in place, packed" if shard_layout is not None else "in place, unsharded",
         )
         if shard_layout is None:
-            for coords in np.ndindex(*array.cdata_shape):
-                if os.path.exists(os.path.join(store, name, array.metadata.encode_chunk_key(coords))):
-                    tasks.append((name, dask.delayed(_rewrite_chunk_in_place, pure=False)(
-                        store, name, coords, decision, array_plan, dask_key_name=f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}")))
-            continue
-        job = dask.delayed(
-            _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id, array_plan),
-            traverse=False, name=f"zopt-job-{name}-{job_id}",
-        )
-        for coords in np.ndindex(*array.cdata_shape):
-            if os.path.exists(os.path.join(store, name, array.metadata.encode_chunk_key(coords))):
-                tasks.append((name, dask.delayed(_write_packed_shard, pure=False)(
-                    job, coords, dask_key_name=f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}")))
-    t_graph = time.perf_counter()
-    results = _compute([t for _, t in tasks], scheduler, progress)
-    graph_seconds = time.perf_counter() - t_graph
-    for (name, _), (masks, n) in zip(tasks, results, strict=True):
-        reports[name].masks.update(masks)
-        reports[name].chunks_written += n
-    for name, rep in reports.items():
-        rep.stored_after, rep.allocated_after = _stored_sizes(store, name)
+            write, first = _rewrite_chunk_in_place, (store, name)
+        else:
+            write, first = _write_packed_shard, (dask.delayed(
+                _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
+                          array.metadata.chunk_key_encoding, array_plan),
+                traverse=False, name=f"zopt-job-{name}-{job_id}",
+            ),)
+        for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
+            if os.path.exists(os.path.join(store, name, *array.metadata.encode_chunk_key(coords).split("/"))):
+                label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
+                extra = (decision, array_plan) if shard_layout is None else ()
+                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, dask_key_name=label)))
+    graph_seconds = _run_writes(tasks, reports, store, scheduler, progress)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
