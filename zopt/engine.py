@@ -120,8 +120,10 @@ class ArrayReport:
 
 @dataclass
 class RecompressReport:
-    """Per-array reports, the destination path, wall time of the whole run and of the Dask graph
-    alone (``graph_seconds``: reading, encoding and writing, without metadata and setup)."""
+    """Per-array reports, the destination (a path, or a store's URL), wall time in seconds of the
+    whole run and of the Dask graph alone (``graph_seconds``: reading, encoding and writing,
+    without metadata and setup), the source's bytes, and ``notes`` on what was done differently
+    from what was asked."""
 
     dst: str
     arrays: list[ArrayReport]
@@ -191,19 +193,20 @@ class SourceVariable:
         return math.prod(self.shape)
 
 
-def source_variables(src: str) -> dict[str, SourceVariable]:
+def source_variables(src: str, group: zarr.Group | None = None) -> dict[str, SourceVariable]:
     """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
     (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
-    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``).
+    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
+    group already opened from ``src``, if the caller has it.
     Raises FileNotFoundError if ``src`` does not exist."""
     if not os.path.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
-    arrays = _zarr_v3_arrays(src)
-    if arrays is not None:
+    group = group if group is not None else _zarr_v3_group(src)
+    if group is not None:
         return {
             name: SourceVariable(tuple(a.shape), a.dtype, tuple(
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
-            for name, a in arrays.items()
+            for name, a in group.arrays()
         }
     ds = open_source(src)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
@@ -730,10 +733,9 @@ def recompress(
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
     src = os.fspath(src)
-    store = _store_destination(dst)
+    store, dst = _destination(dst)
     notes: list[str] = []
     if store is None:
-        dst = os.fspath(dst).removeprefix("file://")
         if os.path.abspath(src) == os.path.abspath(dst):
             raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
         if os.path.exists(dst) and not overwrite:
@@ -758,7 +760,8 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
-    source = source_variables(src)
+    source_group = _zarr_v3_group(src)  # opened once: variables, target metadata
+    source = source_variables(src, source_group)
     names = list(variables) if variables else [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
     missing = [n for n in names if n not in source]
     if missing:
@@ -771,7 +774,7 @@ def recompress(
         partial = store
         sync(store.delete_dir(""))
     try:
-        layouts = _create_target(src, partial, source, names, chunk_arg, shard_arg, split)
+        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split)
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -856,18 +859,20 @@ def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, sched
     return graph_seconds
 
 
-def _store_destination(dst: Any) -> Any:
-    """The zarr Store to write into when ``dst`` is not a local path: a ``zarr.abc.store.Store``
-    as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``;
-    None for a local path (``file://`` URLs included)."""
+def _destination(dst: Any) -> tuple[Any, str | None]:
+    """``(store, None)`` for a destination without positional writes — a ``zarr.abc.store.Store``
+    as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``
+    — and ``(None, path)`` for a local directory (a path or a ``file://`` URL)."""
     from zarr.abc.store import Store
 
     if isinstance(dst, Store):
-        return dst
+        return dst, None
     text = os.fspath(dst)
-    if "://" in text and not text.startswith("file://"):
-        return zarr.storage.FsspecStore.from_url(text, read_only=False)
-    return None
+    if text.startswith("file://"):
+        return None, text.removeprefix("file://")
+    if "://" in text:
+        return zarr.storage.FsspecStore.from_url(text, read_only=False), None
+    return None, text
 
 
 def recompress_in_place(
@@ -903,9 +908,10 @@ def recompress_in_place(
     import dask
 
     store = os.fspath(store)
-    arrays = _zarr_v3_arrays(store)
-    if arrays is None:
+    group = _zarr_v3_group(store)
+    if group is None:
         raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
+    arrays = dict(group.arrays())
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -977,12 +983,13 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
     return _masks_of([(0, encoded)]), 1
 
 
-def _create_target(src: str, partial: Any, source: dict[str, SourceVariable], names: list[str], chunks, shards,
+def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
+                   names: list[str], chunks, shards,
                    split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
-    A Zarr v3 source is copied at the Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
+    A Zarr v3 source (``source_group``, opened from ``src``) is copied at the Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
     ``to_zarr`` with lazy placeholders for the rewritten variables. Returns ``{name: (inner
@@ -994,11 +1001,10 @@ def _create_target(src: str, partial: Any, source: dict[str, SourceVariable], na
         inner_arg = shape_for(chunks, tuple(map(str, var.dims)), tuple(var.shape))
         shard_arg = shape_for(shards, tuple(map(str, var.dims)), tuple(var.shape))
         layouts[name] = choose_chunks(tuple(var.shape), var.dtype.itemsize, inner_arg, shard_arg)
-    source_arrays = _zarr_v3_arrays(src)
-    if source_arrays is not None:
+    if source_group is not None:
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
-        zarr.create_group(partial, zarr_format=3, attributes=dict(zarr.open_group(src, mode="r").attrs), overwrite=True)
-        for name, arr in source_arrays.items():
+        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs), overwrite=True)
+        for name, arr in source_group.arrays():
             if name not in layouts:
                 _copy_array_files(os.path.join(src, name), partial, name)
                 continue
@@ -1037,15 +1043,14 @@ def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
             sync(target.set(key, default_buffer_prototype().buffer.from_bytes(path.read_bytes())))
 
 
-def _zarr_v3_arrays(src: str) -> dict[str, zarr.Array] | None:
-    """The top-level arrays of ``src`` if it is a Zarr v3 group in a local directory, else None."""
+def _zarr_v3_group(src: str) -> zarr.Group | None:
+    """``src`` opened read-only if it is a Zarr v3 group in a local directory, else None."""
     if not os.path.isfile(os.path.join(src, "zarr.json")):
         return None
     try:
-        group = zarr.open_group(src, mode="r", zarr_format=3)
+        return zarr.open_group(src, mode="r", zarr_format=3)
     except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
         return None
-    return {name: arr for name, arr in group.arrays()}
 
 
 def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:

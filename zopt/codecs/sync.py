@@ -162,7 +162,10 @@ def zstd_row_sizes(codec: Any) -> Callable[[np.ndarray], np.ndarray] | None:
 
     def sizes(rows: np.ndarray) -> np.ndarray:
         n, width = rows.shape
-        per_row = lambda ks: np.array([len(exact.encode(np.ascontiguousarray(rows[k]))) for k in ks], dtype=np.int64)  # noqa: E731
+
+        def per_row(ks: Any) -> np.ndarray:
+            return np.array([len(exact.encode(np.ascontiguousarray(rows[k]))) for k in ks], dtype=np.int64)
+
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         if width < BATCH_MIN_ROW or n * width > 2**31 - 2**20:
