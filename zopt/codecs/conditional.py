@@ -182,10 +182,6 @@ class ConditionalCodec(BytesBytesCodec):
             decision=resolve_decision(decision, len(self.codecs), self.header_bits, trial_encode),
         )
 
-    def with_mask(self, mask: int) -> Self:
-        """A copy that writes ``mask`` for every chunk (the spec's runtime bitmask)."""
-        return self.with_decision(int(mask))
-
     @property
     def header_nbytes(self) -> int:
         return self.header_bits // 8
