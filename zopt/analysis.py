@@ -273,8 +273,7 @@ def _analyze_region(
     windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
     the windows, see ``analyze_array``).
     """
-    from zarr.registry import _resolve_codec
-
+    from zopt._zarr_compat import resolve_codec
     from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
     from zopt.shards import is_fill, padded
 
@@ -284,7 +283,9 @@ def _analyze_region(
     native = array.dtype
     itemsize = native.itemsize
     spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
-    codecs = [_resolve_codec(c).evolve_from_array_spec(spec) if spec is not None else _resolve_codec(c) for c in json.loads(codecs_json)]
+    codecs = [resolve_codec(c) for c in json.loads(codecs_json)]
+    if spec is not None:
+        codecs = [c.evolve_from_array_spec(spec) for c in codecs]
     trials = _Trials(codecs, spec, decode_times)
     fill = np.asarray(array.fill_value, dtype=native)
     fraction = None if sample is None else max(1, round(1 / sample))

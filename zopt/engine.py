@@ -297,17 +297,22 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
 
 
 def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+    """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
+
+    A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
+    chain is: zarr 3.1 would take the machine's order and 3.4 refuses it for multi-byte types,
+    so the same command gives the same store on every zarr (zarr drops ``endian`` again for
+    1-byte types). Raises ValueError naming ``codecs[i]``.
+    """
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
-    from zarr.registry import _resolve_codec
+
+    from zopt._zarr_compat import resolve_codec
 
     filters, serializer, compressors = [], None, []
     for i, c in enumerate(chain):
-        try:
-            codec = _resolve_codec(c)
-        except KeyError as exc:
-            raise ValueError(f"codecs[{i}]: unknown codec {c['name']!r}") from exc
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"codecs[{i}]: {exc}") from exc
+        if c.get("name") == "bytes" and not (c.get("configuration") or {}).get("endian"):
+            c = {"name": "bytes", "configuration": {**(c.get("configuration") or {}), "endian": "little"}}
+        codec = resolve_codec(c, where=f"codecs[{i}]")
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ChunkDecodeError", "ZoptError"]
+__all__ = ["ChunkDecodeError", "ChunkIndexUnavailableError", "ZoptError"]
 
 
 class ZoptError(Exception):
@@ -21,3 +21,9 @@ class ChunkDecodeError(ZoptError, ValueError):
         self.inner = inner
         where = f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
         super().__init__(f"cannot decode {where}: {type(cause).__name__}: {cause}")
+
+
+class ChunkIndexUnavailableError(ZoptError, LookupError):
+    """A ``conditional`` decision needs the chunk's grid coordinates (a mask grid, a plan, a
+    decision function), but the codec pipeline in use does not publish them: only
+    ``zopt.pipeline.ChunkIndexCodecPipeline`` does. The message names the pipeline."""
