@@ -30,7 +30,7 @@ zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation i
 ``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt._zarr_config``).
 =====================================  =========================================================
 
-This module imports only zarr, never other zopt modules, so any zopt module may import it.
+This module imports only zarr and the leaf ``zopt.errors``, so any zopt module may import it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,10 @@ __all__ = [
     "endian_text",
     "fill_value_or_default",
     "index_location_of",
+    "first_unservable_codec",
     "joined_results",
+    "open_array",
+    "unservable_array_error",
     "regular_chunk_shape",
     "resolve_codec",
     "supports_sync",
@@ -180,6 +183,83 @@ def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
         raise ValueError(
             f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}"
         ) from exc
+
+
+def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
+    """``(codec name, reason)`` of the first codec in a JSON codec list (looking inside
+    ``sharding_indexed`` and ``conditional`` first) that the installed zarr cannot build, or None."""
+    for c in codecs if isinstance(codecs, list) else []:
+        if not isinstance(c, dict):
+            continue
+        cfg = c.get("configuration") if isinstance(c.get("configuration"), dict) else {}
+        for key in ("codecs", "index_codecs"):
+            found = first_unservable_codec(cfg.get(key))
+            if found is not None:
+                return found
+        try:
+            resolve_codec(c)
+        except ValueError as exc:
+            return str(c.get("name")), str(exc.__cause__ or exc)
+    return None
+
+
+def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
+    """``zarr.open_array``, with an array the installed zarr cannot serve reported as
+    ``zopt.errors.UnsupportedArrayError`` (see ``unservable_array_error``).
+
+    store : a local path or a zarr store; path : the array inside it.
+    """
+    try:
+        return zarr.open_array(store, path=path, mode=mode)
+    except (TypeError, ValueError, KeyError) as exc:
+        err = unservable_array_error(store, exc)
+        if err is None:
+            raise
+        raise err from exc
+
+
+def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
+    """The ``UnsupportedArrayError`` (a ValueError) to raise instead of ``exc``, which zarr
+    raised while parsing array metadata in ``store``, or None when ``exc`` is not about a codec.
+
+    For a local store the arrays' ``zarr.json`` files are searched for the first codec the
+    installed zarr cannot build, and the message names the array, the codec and the zarr-python
+    version (zarr itself raises e.g. a bare TypeError for ``"level": 2.0``).
+    """
+    import json
+    import os
+
+    from zopt.errors import UnsupportedArrayError
+
+    if isinstance(exc, FileNotFoundError) or type(exc).__name__ in (
+        "ArrayNotFoundError", "NodeNotFoundError", "GroupNotFoundError", "NodeTypeValidationError"
+    ):
+        return None
+    if isinstance(store, str | os.PathLike) and os.path.isdir(store):
+        root = os.fspath(store)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            if "zarr.json" not in filenames:
+                continue
+            try:
+                with open(os.path.join(dirpath, "zarr.json"), encoding="utf-8") as f:
+                    meta = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(meta, dict) or meta.get("node_type") != "array":
+                continue
+            found = first_unservable_codec(meta.get("codecs"))
+            if found is not None:
+                name = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                return UnsupportedArrayError(
+                    f"array {'/' if name == '.' else name!r} of {root}: codec {found[0]!r} cannot be "
+                    f"served with {zarr_version_string()}: {found[1]}"
+                )
+    if isinstance(exc, TypeError):
+        return UnsupportedArrayError(
+            f"an array of {store}: its metadata cannot be read with {zarr_version_string()}: {exc}"
+        )
+    return None
 
 
 # -- errors -------------------------------------------------------------------------------------

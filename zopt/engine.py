@@ -49,6 +49,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
@@ -203,10 +204,17 @@ def source_variables(src: str, group: zarr.Group | None = None) -> dict[str, Sou
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else _zarr_v3_group(src)
     if group is not None:
+        try:
+            arrays = list(group.arrays())
+        except (TypeError, ValueError, KeyError) as exc:
+            err = unservable_array_error(src, exc)
+            if err is None:
+                raise
+            raise err from exc
         return {
             name: SourceVariable(tuple(a.shape), a.dtype, tuple(
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
-            for name, a in group.arrays()
+            for name, a in arrays
         }
     ds = open_source(src)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
@@ -223,7 +231,7 @@ def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
 
     if _is_zarr(src):
         try:
-            array = zarr.open_array(src, path=name, mode="r")
+            array = open_array(src, path=name, mode="r")
         except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
             array = None
         reader = RawChunkReader.open(src, array) if array is not None else None
@@ -969,7 +977,7 @@ def recompress_in_place(
 
 def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
-    array = zarr.open_array(store, path=name, mode="r")
+    array = open_array(store, path=name, mode="r")
     chunks = tuple(array.chunks)
     region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
     values = np.asarray(array[region])
