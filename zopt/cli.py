@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zopt import __version__
+from zopt.errors import ZoptError
 
 # piped output (logs, CI) gets a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -27,6 +28,11 @@ def _human(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line: its message with line breaks folded."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _mask_text(masks: Any, n_bits: int = 2) -> str:
@@ -83,7 +89,7 @@ def summary_table(report: Any) -> Table:
         table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "masks") else "right")
     for a in report.arrays:
         table.add_row(
-            a.name, "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
+            a.name or "/ (root array)", "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
             _human(a.logical_bytes), _human(a.stored_before), _human(a.stored_after),
             f"{a.ratio:.2f}", _mask_text(a.masks),
         )
@@ -109,7 +115,7 @@ def main() -> None:
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks.")
-@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask.")
+@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
 @click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable).")
 @click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
@@ -120,7 +126,8 @@ def main() -> None:
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
+@click.pass_context
+def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
                in_place, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
@@ -129,6 +136,8 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     from zopt.engine import recompress as run
 
+    if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
+        raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if in_place:
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
@@ -144,8 +153,8 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
             plan=plan, max_memory=max_memory,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (ValueError, FileExistsError, FileNotFoundError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
@@ -187,8 +196,8 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     try:
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (ValueError, FileNotFoundError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
 
 
