@@ -287,10 +287,17 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
 
 def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
-    from zarr.registry import _resolve_codec
+    from zarr.registry import _resolve_codec, get_codec_class
 
     filters, serializer, compressors = [], None, []
     for i, c in enumerate(chain):
+        try:
+            cls = get_codec_class(c["name"])
+        except KeyError:
+            cls = None
+        if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
+            raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
+                             f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
         try:
             codec = _resolve_codec(c)
         except KeyError as exc:

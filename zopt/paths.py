@@ -79,18 +79,18 @@ def is_zarr_hierarchy(path: str | os.PathLike) -> bool:
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
 
 
-def check_replaceable(dst: str | os.PathLike, overwrite: bool) -> None:
+def check_replaceable(dst: str | os.PathLike, overwrite: bool, label: str = "dst") -> None:
     """Refuse an existing ``dst`` unless ``overwrite`` and it is a Zarr hierarchy (or an empty
     directory). Raises FileExistsError (exists, no overwrite) or NotAZarrStoreError."""
     dst = os.fspath(dst)
     if not os.path.lexists(dst):
         return
     if not overwrite:
-        raise FileExistsError(f"dst {dst!r} exists; use --overwrite (overwrite=True) to replace it")
+        raise FileExistsError(f"{label} {dst!r} exists; use --overwrite (overwrite=True) to replace it")
     if os.path.isdir(dst) and not os.path.islink(dst) and (is_zarr_hierarchy(dst) or not os.listdir(dst)):
         return
     kind = "a file" if os.path.isfile(dst) else "a symbolic link" if os.path.islink(dst) else "a directory that is not a Zarr hierarchy"
-    raise NotAZarrStoreError(f"dst {dst!r} is {kind}; --overwrite only replaces a Zarr store: remove it yourself "
+    raise NotAZarrStoreError(f"{label} {dst!r} is {kind}; --overwrite only replaces a Zarr store: remove it yourself "
                              "or choose another DST")
 
 

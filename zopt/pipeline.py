@@ -315,14 +315,17 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             # one task per chunk, so each gets its own context
             return _joined(await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items)))
         byte_setter, chunk_spec = items[0][0], items[0][1]
-        token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
+        previous = _CURRENT.get()
+        _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
             if self._whole_chunk_write(items[0], value, drop_axes):
                 await self._write_whole_chunk(items[0], value)
                 return None
             return await super().write_batch(items, value, drop_axes)
         finally:
-            _CURRENT.reset(token)
+            # set, not reset(token): a coroutine destroyed unfinished (its read failed elsewhere, the
+            # process exits) runs this in another context, where a token is refused with a traceback
+            _CURRENT.set(previous)
 
     async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> None:
         byte_getter, chunk_spec, chunk_selection, out_selection = item[:4]
@@ -347,7 +350,8 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             return _joined(await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items)))
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
-        token = _CURRENT.set(ctx)
+        previous = _CURRENT.get()
+        _CURRENT.set(ctx)
         try:
             if self._sync_chain and not self.supports_partial_decode and _zarr_returns_none():
                 await self._read_chunk(items[0], out, drop_axes)
@@ -358,7 +362,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         except Exception as exc:
             raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
         finally:
-            _CURRENT.reset(token)
+            _CURRENT.set(previous)  # not reset(token): see write_batch
 
 
 register_pipeline(ChunkIndexCodecPipeline)

@@ -76,7 +76,15 @@ def _open(src: str) -> xr.Dataset:
         with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
             warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
             return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
-    return xr.open_dataset(src, **kwargs)
+    if os.path.isdir(src):
+        raise ValueError(f"src: {src!r} is a directory without Zarr metadata (zarr.json, .zgroup, .zarray) at its root: "
+                         "give a Zarr store or a netCDF/HDF5 file")
+    try:
+        return xr.open_dataset(src, **kwargs)
+    except ValueError as exc:
+        if "did not find a match" not in str(exc):
+            raise
+        raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
 
 
 def release(token: str | None) -> int:
