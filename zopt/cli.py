@@ -108,6 +108,7 @@ def _settle_zarr_tasks(timeout: float = 5.0) -> None:
     """Let zarr's event loop finish the chunk reads still pending after one failed, so a failed
     command exits with its one-line error instead of asyncio's "Task was destroyed" noise."""
     import asyncio
+    import contextlib
 
     from zarr.core.sync import sync
 
@@ -117,10 +118,8 @@ def _settle_zarr_tasks(timeout: float = 5.0) -> None:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
-    try:
+    with contextlib.suppress(Exception):  # best effort on the way out; the command's own error is what matters
         sync(rest())
-    except Exception:  # noqa: BLE001 - best effort on the way out; the command's own error is what matters
-        pass
 
 
 class _Main(click.Group):
