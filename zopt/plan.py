@@ -350,7 +350,7 @@ def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
 def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callable = "compress_if_smaller",
               **params: Any) -> Plan:
     """A ``Plan`` from analyses (``zopt.analysis.analyze``) with ``policy`` (see module docstring)."""
-    from zopt import __version__
+    from zopt._version import __version__
 
     if isinstance(analyses, xr.Dataset):
         analyses = {analyses.attrs["array"]: analyses}
