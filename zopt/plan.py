@@ -49,11 +49,12 @@ import xarray as xr
 import zarr
 
 from zopt.decisions import MaskGrid
+from zopt.errors import ZoptError
 
 __all__ = ["POLICIES", "ArrayPlan", "Plan", "PlanMismatchError", "make_plan", "policy_masks"]
 
 
-class PlanMismatchError(ValueError):
+class PlanMismatchError(ZoptError, ValueError):
     """A plan does not fit the array it is applied to; the message says what differs."""
 
 

@@ -17,7 +17,9 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
     scheduler : ``"threads"`` (default), ``"processes"``, ``"synchronous"`` or a
         ``dask.distributed`` address (``tcp://…``, run by ``zopt.cluster.compute_on_cluster``).
     progress : a callable ``progress(n_tasks)`` returning a context manager (zopt's progress
-        bar), or None. token : the job's id, whose open sources every worker closes at the end.
+        bar), or None. If the context manager has ``watch_keys(keys)``, it is given the Dask keys
+        of ``tasks`` (the tasks whose completion is progress; intermediate tasks such as a
+        shard's slot writers are not among them). token : the job's id, whose open sources every worker closes at the end.
 
     On failure the tasks still running finish before the error propagates, so a caller's
     cleanup never races a late write.
@@ -33,6 +35,8 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
         from zopt.cluster import compute_on_cluster
 
         return compute_on_cluster(tasks, scheduler, ctx, token)
+    if hasattr(ctx, "watch_keys"):
+        ctx.watch_keys(frozenset(str(t.key) for t in tasks))
     get = local_scheduler(scheduler or "threads")
     import dask.threaded
 
