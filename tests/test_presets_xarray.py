@@ -114,7 +114,8 @@ def test_encoding_round_trips_a_real_dataset_bit_for_bit_sharded(tmp_path):
     (cond,) = t["compressors"]
     assert cond.codecs[0].element_size == 4 and cond.decision is not None
     assert enc["time_bnds"]["compressors"][0].codecs[0].element_size == 8  # float64
-    assert enc["time"] == {"chunks": (240,)} and enc["latitude"] == {"chunks": (37,)}  # coordinates whole
+    assert enc["time"]["chunks"] == (240,) and enc["latitude"]["chunks"] == (37,)  # coordinates whole
+    assert enc["time"]["units"] == ds["time"].encoding["units"]  # CF encoding carried over (to_zarr drops it)
     ds.to_zarr(tmp_path / "a.zarr", zarr_format=3, encoding=enc, consolidated=False)
     _assert_bitwise_equal(xr.open_zarr(tmp_path / "a.zarr", consolidated=False).load(), ds)
     info = {a.name: a for a in store_info(tmp_path / "a.zarr")}

@@ -43,11 +43,19 @@ __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
 #: dtype kinds that get a zopt chain (bool, integers, floats, complex); others keep xarray's defaults
 _KINDS = "biufc"
+#: encoding keys that change the values or attributes xarray writes (CF packing, time units)
+_CF_KEYS = {"dtype", "scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar"}
 
 
 def _written_dtype(var: xr.Variable) -> np.dtype:
     """The dtype ``to_zarr`` stores: the CF-packed ``encoding["dtype"]`` if set, else the variable's."""
     return np.dtype(var.encoding.get("dtype", var.dtype))
+
+
+def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
+    """The variable's CF encoding (packing, fill value, time units): ``to_zarr``'s ``encoding``
+    argument replaces ``var.encoding``, so these are carried over to write what xarray would."""
+    return {k: v for k, v in var.encoding.items() if k in _CF_KEYS}
 
 
 def _preset_name(preset: str | None, dtype: np.dtype) -> str:
@@ -143,14 +151,18 @@ def encoding(
             chain, chosen = p.chain(), p.decision if decision is None else decision
         split = _split_chain(_with_element_size(chain, dtype.itemsize))
         split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
-        enc = {"chunks": inner, "serializer": split["serializer"], "compressors": split["compressors"],
-               "filters": split["filters"]}
+        enc = {**_cf_encoding(var.variable), "chunks": inner, "serializer": split["serializer"],
+               "compressors": split["compressors"], "filters": split["filters"]}
+        fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+        if fill is not None and not (isinstance(fill, float) and np.isnan(fill)):
+            # chunks that are all _FillValue (land, gaps) equal zarr's fill value: not stored
+            enc["fill_value"] = np.asarray(fill).astype(dtype)[()]
         if shard is not None:
             enc["shards"] = shard
         out[name] = enc
     for name, coord in ds.coords.items():
         if coord.ndim:
-            out[name] = {"chunks": tuple(coord.shape)}
+            out[name] = {**_cf_encoding(coord.variable), "chunks": tuple(coord.shape)}
     return out
 
 
@@ -214,7 +226,7 @@ def recompress(
     enc = encoding(ds_or_path, chunks=chunks, shards=shards, preset=preset, plan=plan)
     ds = dask_chunks(ds_or_path, enc)
     for v in ds.variables.values():  # the source's storage encodings (netCDF chunking, zlib) do not apply
-        v.encoding = {k: val for k, val in v.encoding.items() if k in _CF_KEYS}
+        v.encoding = _cf_encoding(v)
     partial = dst.rstrip("/") + PARTIAL_SUFFIX
     shutil.rmtree(partial, ignore_errors=True)
     try:
@@ -231,10 +243,6 @@ def recompress(
         shutil.rmtree(dst)
     os.replace(partial, dst)
     return xr.open_zarr(dst)
-
-
-#: encoding keys that change the values xarray writes (CF packing and time units), kept by recompress
-_CF_KEYS = {"dtype", "scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar"}
 
 
 @xr.register_dataset_accessor("zopt")
