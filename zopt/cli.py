@@ -210,12 +210,18 @@ def presets_command(as_json) -> None:
 @main.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
-def info(store, arrays) -> None:
+@click.option("--png", type=click.Path(dir_okay=False), default=None,
+              help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
+def info(store, arrays, png) -> None:
     """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
-    from zopt.info import store_info
+    from zopt.info import arrays_in, store_info
 
     try:
         infos = store_info(store, arrays or None)
+        if png:
+            from zopt.plot import plot_store
+
+            plot_store(store, arrays_in(store, arrays or None), png)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     table = Table(title=f"zopt info {store}")
@@ -230,6 +236,8 @@ def info(store, arrays) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(table)
+    if png:
+        console.print(f"wrote {png}")
 
 
 def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:
