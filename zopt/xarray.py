@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from zopt import paths
 from zopt.engine import (
-    PARTIAL_SUFFIX,
     RecompressReport,
     _split_chain,
     choose_chunks,
@@ -202,8 +202,10 @@ def recompress(
     per task, under ``dst + ".zopt-partial"`` renamed to ``dst`` at the end; the written store is
     returned opened with ``xarray.open_zarr``. ``dst`` must be a local path for a Dataset.
 
-    Raises FileExistsError if ``dst`` exists and not ``overwrite``; ValueError for bad options
-    (``engine_options`` other than the engine's, for a Dataset, are refused by name).
+    Raises FileExistsError if ``dst`` exists and not ``overwrite`` (``zopt.paths``: only a Zarr
+    store is replaced, atomically); ``zopt.paths.OverlapError`` if ``dst`` and the Dataset's
+    source file overlap; ValueError for bad options (``engine_options`` for a Dataset are refused
+    by name).
     """
     if not isinstance(ds_or_path, xr.Dataset):
         from zopt.engine import recompress as run
@@ -218,16 +220,18 @@ def recompress(
     if engine_options:
         raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
-    dst = os.fspath(dst)
-    if "://" in dst:
-        raise ValueError(f"dst: {dst!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
-    if os.path.exists(dst) and not overwrite:
-        raise FileExistsError(f"dst {dst!r} exists; pass overwrite=True to replace it")
+    if "://" in os.fspath(dst):
+        raise ValueError(f"dst: {os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
+    dst = paths.resolve(dst)
+    source = ds_or_path.encoding.get("source")  # the file the Dataset was opened from, if any
+    if source:
+        paths.check_no_overlap(source, dst)
+    paths.check_replaceable(dst, overwrite)
     enc = encoding(ds_or_path, chunks=chunks, shards=shards, preset=preset, plan=plan)
     ds = dask_chunks(ds_or_path, enc)
     for v in ds.variables.values():  # the source's storage encodings (netCDF chunking, zlib) do not apply
         v.encoding = _cf_encoding(v)
-    partial = dst.rstrip("/") + PARTIAL_SUFFIX
+    partial = dst + paths.PARTIAL_SUFFIX
     shutil.rmtree(partial, ignore_errors=True)
     try:
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
@@ -236,12 +240,10 @@ def recompress(
         from zopt.engine import _compute
 
         _compute([delayed], scheduler, None)
+        paths.publish(partial, dst)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    if os.path.exists(dst):
-        shutil.rmtree(dst)
-    os.replace(partial, dst)
     return xr.open_zarr(dst)
 
 
