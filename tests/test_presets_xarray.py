@@ -158,6 +158,9 @@ def test_encoding_of_one_byte_and_bool_variables_and_bad_arguments():
     for name in ("flag", "n"):
         assert [c.to_dict()["name"] for c in enc[name]["compressors"][0].codecs] == ["zstd"]  # lossless-8bit
     assert enc["t"]["compressors"][0].codecs[0].element_size == 2
+    fast = zx.encoding(ds, preset="fast")
+    assert [c.to_dict()["name"] for c in fast["n"]["compressors"][0].codecs] == ["zstd"]  # no 1-byte shuffle
+    assert [c.to_dict()["name"] for c in fast["t"]["compressors"][0].codecs] == ["shuffle", "zstd"]
     assert "s" not in enc  # strings keep xarray's own encoding
     with pytest.raises(ValueError, match="preset: unknown preset"):
         zx.encoding(ds, preset="nope")

@@ -204,7 +204,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             chosen = get_preset(preset)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--preset") from exc
-        codecs = chosen.chain()
+        # "default" is the engine's own chain, which leaves out shuffle for 1-byte variables
+        codecs = None if chosen.name == "default" else chosen.chain()
         if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
             decision = chosen.decision
     if dst is None:

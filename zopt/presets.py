@@ -13,7 +13,10 @@ installed; the wrapped codecs are ``shuffle`` (the spec's byte shuffle) and Zarr
   data (``uint8``, ``int8``, ``bool``, ``float8_*``), where a byte shuffle does nothing.
 
 ``shuffle`` is written without ``element_size``: it takes the array's item size when the array
-is created (``zopt.xarray.encoding`` sets it explicitly per variable).
+is created (``zopt.xarray.encoding`` sets it explicitly per variable). For 1-byte types it is
+left out (``Preset.chain(itemsize=1)``): ``zopt.xarray.encoding`` does so per variable, and
+``recompress --preset default`` is zopt's default chain, which does so too; with another preset
+``recompress`` writes one chain for every variable, and the no-op shuffle is skipped per chunk.
 """
 
 from __future__ import annotations
@@ -41,13 +44,49 @@ class Preset:
     codecs: tuple[str, ...]  # JSON text of each codec, so the dataclass stays immutable
     decision: str
 
-    def chain(self) -> list[dict[str, Any]]:
-        """The codec chain as a list of codec JSON objects (a new copy each call)."""
-        return [json.loads(c) for c in self.codecs]
+    def chain(self, itemsize: int | None = None) -> list[dict[str, Any]]:
+        """The codec chain as a list of codec JSON objects (a new copy each call).
+
+        itemsize : bytes per element of the array it is for; with 1, ``shuffle`` (a no-op on
+        1-byte elements) is left out, as zopt's default chain does.
+        """
+        chain = [json.loads(c) for c in self.codecs]
+        if itemsize == 1:
+            for c in chain:
+                cfg = c.get("configuration") or {}
+                if c["name"] == "conditional":
+                    cfg["codecs"] = [w for w in cfg["codecs"] if w["name"] != "shuffle"]
+        return chain
+
+    def array_codecs(self, itemsize: int | None = None, decision: Any = None) -> dict[str, Any]:
+        """``filters``, ``serializer`` and ``compressors`` for ``zarr.create_array`` (or an
+        xarray ``encoding``): the chain as codec objects, the ``conditional`` codec deciding with
+        ``decision`` (default: the preset's). ``itemsize`` as for ``chain``; ``shuffle`` gets
+        it as ``element_size`` when given. Raises ValueError naming ``decision`` if invalid."""
+        from zopt.codecs.conditional import with_decision_in
+        from zopt.engine import _split_chain
+
+        chain = self.chain(itemsize)
+        if itemsize is not None:
+            _set_element_size(chain, itemsize)
+        split = _split_chain(chain)
+        chosen = self.decision if decision is None else decision
+        split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
+        return split
 
     def to_json(self) -> dict[str, Any]:
         """``{"name", "summary", "decision", "codecs"}``, as ``zopt presets --json`` prints."""
         return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain()}
+
+
+def _set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
+    """Give every ``shuffle`` in ``codecs`` (also inside ``conditional``) ``element_size`` if unset."""
+    for c in codecs:
+        cfg = c.get("configuration") or {}
+        if c["name"] == "shuffle" and cfg.get("element_size") is None:
+            c["configuration"] = {**cfg, "element_size": itemsize}
+        if isinstance(cfg.get("codecs"), list):
+            _set_element_size(cfg["codecs"], itemsize)
 
 
 def _chain(*wrapped: dict[str, Any]) -> tuple[str, ...]:

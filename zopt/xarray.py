@@ -37,7 +37,7 @@ from zopt.engine import (
     parse_shape,
     shape_for,
 )
-from zopt.presets import get_preset
+from zopt.presets import _set_element_size, get_preset
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
@@ -62,22 +62,6 @@ def _preset_name(preset: str | None, dtype: np.dtype) -> str:
     if preset is not None:
         return preset
     return "lossless-8bit" if dtype.itemsize == 1 else "default"
-
-
-def _with_element_size(chain: list[dict[str, Any]], itemsize: int) -> list[dict[str, Any]]:
-    """A copy of ``chain`` whose ``shuffle`` codecs (also inside ``conditional``) have ``element_size``."""
-    out = copy.deepcopy(chain)
-
-    def visit(codecs: list[dict[str, Any]]) -> None:
-        for c in codecs:
-            cfg = c.get("configuration") or {}
-            if c["name"] == "shuffle" and cfg.get("element_size") is None:
-                c["configuration"] = {**cfg, "element_size": itemsize}
-            if isinstance(cfg.get("codecs"), list):
-                visit(cfg["codecs"])
-
-    visit(out)
-    return out
 
 
 def _plan_chain(ap: Any) -> list[dict[str, Any]]:
@@ -112,7 +96,8 @@ def encoding(
         chunks and ~64 MiB shards (``zopt.engine.choose_chunks``); an array that fits in one
         inner chunk is not sharded.
     preset : a name from ``zopt.presets`` (``zopt presets``). Default: ``lossless-8bit`` for
-        1-byte and bool variables, ``default`` for the others.
+        1-byte and bool variables, ``default`` for the others. ``shuffle`` is left out for 1-byte
+        types with every preset (it would do nothing there).
     plan : a ``zopt.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
         masks (no trial encoding); it is checked against each variable (shape, chunk shape, dtype)
         and raises ``zopt.plan.PlanMismatchError`` listing what differs.
@@ -143,14 +128,13 @@ def encoding(
             inner = tuple(ap.chunk_shape)
         inner, shard = choose_chunks(shape, dtype.itemsize, inner, shape_for(shard_arg, dims, shape))
         if ap is not None:
-            chain = _plan_chain(ap)
             ap.check(shape, inner, ap.codecs, ap.header_bits, str(dtype))
-            chosen: Any = ap
+            chain = _plan_chain(ap)
+            _set_element_size(chain, dtype.itemsize)
+            split = _split_chain(chain)
+            split["compressors"] = list(with_decision_in(split["compressors"] or (), ap)) or None
         else:
-            p = get_preset(_preset_name(preset, dtype))
-            chain, chosen = p.chain(), p.decision if decision is None else decision
-        split = _split_chain(_with_element_size(chain, dtype.itemsize))
-        split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
+            split = get_preset(_preset_name(preset, dtype)).array_codecs(dtype.itemsize, decision)
         enc = {**_cf_encoding(var.variable), "chunks": inner, "serializer": split["serializer"],
                "compressors": split["compressors"], "filters": split["filters"]}
         fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
@@ -213,7 +197,8 @@ def recompress(
         codecs, decision = None, engine_options.pop("decision", None)
         if preset is not None:
             p = get_preset(preset)
-            codecs, decision = p.chain(), p.decision if decision is None else decision
+            codecs = None if p.name == "default" else p.chain()  # the engine's default is per dtype
+            decision = p.decision if decision is None else decision
         return run(ds_or_path, dst, codecs=codecs, chunks=chunks, shards=shards,
                    decision="compress_if_smaller" if decision is None else decision, plan=plan,
                    scheduler=scheduler, overwrite=overwrite, **engine_options)
