@@ -149,6 +149,8 @@ def test_encoding_with_a_plan_writes_the_planned_masks(tmp_path):
     assert store_info(tmp_path / "p.zarr", ["air_temperature"])[0].masks == planned
     with pytest.raises(PlanMismatchError, match=r"chunk grid: chunk shape \(24, 37, 49\) vs planned \(12, 37, 49\)"):
         zx.encoding(ds, chunks={"time": 24}, plan=plan)
+    with pytest.raises(PlanMismatchError, match=r"plan: it covers \['air_temperature'\], which are not data variables"):
+        zx.encoding(ds.rename({"air_temperature": "t"}), plan=plan)
 
 
 def test_encoding_of_one_byte_and_bool_variables_and_bad_arguments():

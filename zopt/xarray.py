@@ -100,7 +100,8 @@ def encoding(
         types with every preset (it would do nothing there).
     plan : a ``zopt.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
         masks (no trial encoding); it is checked against each variable (shape, chunk shape, dtype)
-        and raises ``zopt.plan.PlanMismatchError`` listing what differs.
+        and raises ``zopt.plan.PlanMismatchError`` listing what differs, or naming the planned
+        arrays that are not data variables of ``ds``. Variables it does not cover use the preset.
     decision : overrides the preset's decision for variables without a plan (see
         ``zopt.decisions``: ``"compress_if_smaller"``, ``"always"``, ``"never"``, a mask …).
 
@@ -116,6 +117,13 @@ def encoding(
     shard_arg = parse_shape(dict(shards) if isinstance(shards, Mapping) else shards, "shards")
     if preset is not None:
         get_preset(preset)  # a bad name fails even if no variable would use it
+    if plan is not None:
+        from zopt.plan import PlanMismatchError
+
+        missing = sorted(set(plan.arrays) - {str(n) for n in ds.data_vars})
+        if missing:
+            raise PlanMismatchError(f"plan: it covers {missing}, which are not data variables of the Dataset "
+                                    f"(it has {sorted(map(str, ds.data_vars))}); select them or plan these")
     out: dict[Hashable, dict[str, Any]] = {}
     for name, var in ds.data_vars.items():
         dtype = _written_dtype(var.variable)
@@ -138,7 +146,7 @@ def encoding(
         enc = {**_cf_encoding(var.variable), "chunks": inner, "serializer": split["serializer"],
                "compressors": split["compressors"], "filters": split["filters"]}
         fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
-        if fill is not None and not (isinstance(fill, float) and np.isnan(fill)):
+        if fill is not None and not (np.asarray(fill).dtype.kind in "fc" and np.isnan(fill)):
             # chunks that are all _FillValue (land, gaps) equal zarr's fill value: not stored
             enc["fill_value"] = np.asarray(fill).astype(dtype)[()]
         if shard is not None:
