@@ -187,3 +187,18 @@ def test_recompress_a_path_and_a_dask_dataset_and_the_accessor(tmp_path):
     meta = json.loads((tmp_path / "acc.zarr" / "air_temperature" / "zarr.json").read_text())
     assert meta["codecs"][0]["configuration"]["codecs"][1]["configuration"]["codecs"][1]["configuration"]["level"] == 19
     _assert_bitwise_equal(xr.open_zarr(tmp_path / "acc.zarr", consolidated=False).load(), xr.open_dataset(A1B))
+
+
+def test_zarr_default_bytes_of_an_unsharded_array_with_fill_chunks(tmp_path, monkeypatch):
+    from zopt import baseline
+
+    a = np.round(np.sin(np.arange(5000) / 50), 3).astype("f8")
+    a[1000:2000] = -1.0  # whole chunks equal to the fill value: zarr does not store them
+    codecs = get_preset("default").array_codecs(itemsize=8)
+    zarr.create_array(tmp_path / "z.zarr", name="v", shape=a.shape, dtype="f8", chunks=(500,), fill_value=-1.0,
+                      **codecs)[:] = a
+    plain = zarr.create_array(tmp_path / "plain.zarr", shape=a.shape, dtype="f8", chunks=(500,), fill_value=-1.0)
+    plain[:] = a
+    monkeypatch.setattr(baseline, "TASK_BYTES", 3 * 500 * 8)  # several tasks of 3 chunks, the last one partial
+    assert zarr_default_bytes(tmp_path / "z.zarr", ["v"]) == {"v": _store_bytes(tmp_path / "plain.zarr", "")}
+    assert len(list((tmp_path / "plain.zarr" / "c").iterdir())) == 8
