@@ -25,10 +25,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.scheduling",
                  "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.menu", "zopt.chunk_feed", "zopt.readers")),
     ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds")),
-    ("plan", ("zopt.plan", "zopt.plot", "zopt.lossy.keepbits", "zopt.lossy.")),
-    ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets",
+    ("plan", ("zopt.plan", "zopt.lossy.keepbits", "zopt.lossy.")),
+    ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
                 "zopt.recompress", "zopt.recompress.")),
-    ("frontends", ("zopt.cli", "zopt.xarray", "zopt")),
+    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt")),
 ]
 
 

@@ -294,7 +294,7 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
     return chain
 
 
-def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
 
     A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
@@ -774,7 +774,7 @@ def recompress(
             notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
-    split = _split_chain(chain)
+    split = split_chain(chain)
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -967,7 +967,7 @@ def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[
         return split
     chain = json.loads(json.dumps(DEFAULT_CHAIN))
     chain[1]["configuration"]["codecs"] = [c for c in chain[1]["configuration"]["codecs"] if c["name"] != "shuffle"]
-    return _split_chain(chain)
+    return split_chain(chain)
 
 
 def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress,
