@@ -33,7 +33,24 @@ def _human(n: float | None) -> str:
 
 def _one_line(exc: BaseException) -> str:
     """An error as one line: its message with line breaks folded."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    notes = " ".join(" ".join(n.split()) for n in getattr(exc, "__notes__", ()))
+    return f"{text}; {notes}" if notes else text
+
+
+def work_table(report: Any) -> Table:
+    """The plan of work of ``recompress --dry-run`` (a RecompressReport with nothing written)."""
+    table = Table(title=f"zopt recompress --dry-run → {report.dst}")
+    for col in ("array", "shape", "dtype", "layout", "shards", "done", "tasks", "logical", "source stored", "memory/task"):
+        table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "layout") else "right")
+    for a in report.arrays:
+        table.add_row(a.name or "(root)", "×".join(map(str, a.shape)), a.dtype, a.layout, str(a.units), str(a.units_resumed),
+                      str(a.tasks), _human(a.logical_bytes), _human(a.stored_before),
+                      _human(a.projected_task_bytes))
+    table.add_row("total", "", "", "", str(sum(a.units for a in report.arrays)),
+                  str(sum(a.units_resumed for a in report.arrays)), str(sum(a.tasks for a in report.arrays)),
+                  _human(report.logical_bytes), "", _human(max((a.projected_task_bytes for a in report.arrays), default=0)))
+    return table
 
 
 def _mask_text(masks: Any, n_bits: int = 2) -> str:
@@ -156,9 +173,11 @@ def main() -> None:
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
+              "per task, shards an interrupted run already finished) and exit without writing.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
-               in_place, no_progress) -> None:
+               in_place, no_progress, dry_run) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -169,6 +188,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if in_place:
+        if dry_run:
+            raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
@@ -181,10 +202,19 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory,
+            plan=plan, max_memory=max_memory, dry_run=dry_run,
         )
-    except (ValueError, OSError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    except Exception as exc:
+        from zopt.journal import keeps_partial
+
+        if isinstance(exc, ValueError | OSError | ZoptError) or keeps_partial(exc):  # e.g. a lost worker
+            raise click.ClickException(_one_line(exc)) from exc
+        raise
+    if dry_run:
+        console.print(work_table(report))
+        for note in report.notes:
+            console.print(f"note: {note}")
+        return
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")

@@ -53,6 +53,7 @@ from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.grid import is_fill, padded
+from zopt.journal import Journal, fingerprint, keeps_partial, mark, remove_temporaries
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -119,6 +120,9 @@ class ArrayReport:
     layout: str = "compact"  # compact, fixed-slot or unsharded
     allocated_after: int = 0  # bytes on disk (less than stored_after for sparse slot files)
     projected_task_bytes: int = 0  # projected peak memory of one task (see projected_task_bytes)
+    units: int = 0  # write units (shards; chunks when unsharded), each one marked done in the journal
+    units_resumed: int = 0  # units an interrupted run of the same job had finished: skipped
+    tasks: int = 0  # Dask tasks of this array in this run
 
     @property
     def ratio(self) -> float:
@@ -483,9 +487,10 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    marker: str | None = None,
 ) -> tuple[collections.Counter, int]:
-    """Dask task (unsharded targets): write one chunk region through zarr."""
+    """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
     data = read_source(src, name, region, token)
     array = zarr.open_array(dst, path=name, mode="r+")
     if plan is not None:  # one chunk per task here: check its content against the plan
@@ -502,7 +507,10 @@ def _write_region(
     masks: collections.Counter = collections.Counter()
     if recorder is not None:
         masks.update(mask for _, mask, _ in recorder.log)
-    return masks, len(recorder.log) if recorder else 0
+    result = masks, len(recorder.log) if recorder else 0
+    if marker is not None:
+        mark(marker, *result)
+    return result
 
 
 @dataclass(frozen=True)
@@ -647,11 +655,15 @@ def _masks_of(encoded: list) -> collections.Counter:
     return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
 
 
-def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...]) -> tuple[collections.Counter, int]:
-    """Dask task (compact layout): encode a whole shard and write it packed, atomically."""
+def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
+                        ) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
     encoded = list(job.encode(shard_coords, None, limit=False))
     job.write_packed(shard_coords, pack(job.layout, ((i, e.data) for i, e in encoded)))
-    return _masks_of(encoded), len(encoded)
+    result = _masks_of(encoded), len(encoded)
+    if marker is not None:
+        mark(marker, *result)
+    return result
 
 
 def _write_slot_part(job: _ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
@@ -662,8 +674,9 @@ def _write_slot_part(job: _ShardJob, shard_coords: tuple[int, ...], part: tuple[
     return _masks_of(encoded), written
 
 
-def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts) -> tuple[collections.Counter, int]:
-    """Dask task (fixed-slot layout): write the shard's index and rename it into place."""
+def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
+                    ) -> tuple[collections.Counter, int]:
+    """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
     path = job.path(shard_coords)
     written = [w for _, ws in parts for w in ws]
     tmp = tmp_path(path, job.job)
@@ -675,6 +688,8 @@ def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts) -> tu
     masks: collections.Counter = collections.Counter()
     for m, _ in parts:
         masks.update(m)
+    if marker is not None:
+        mark(marker, masks, len(written))
     return masks, len(written)
 
 
@@ -716,6 +731,7 @@ def recompress(
     slot_parts: int | None = None,
     plan: Any = None,
     max_memory: int | str | None = None,
+    dry_run: bool = False,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -754,6 +770,16 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    dry_run : build the plan of work (target metadata in memory, the Dask graph) and return it
+        without writing anything: the report's arrays give shapes, units (shards), tasks,
+        logical and source bytes, projected memory per task, and units an interrupted run of
+        the same job already finished (``units_resumed``); ``stored_after`` stays 0.
+
+    Resuming (local directory destinations): the job keeps a journal in ``dst.zopt-partial``
+    (``zopt.journal``). A run killed, preempted or failed for a reason outside the job's inputs
+    (a lost worker, an I/O error, Ctrl-C) leaves it; the same call again skips the shards
+    already written and publishes as usual. Other options or a changed source raise
+    ``zopt.journal.ResumeMismatchError`` before anything is touched.
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -814,17 +840,38 @@ def recompress(
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
 
+    journal, record = None, None
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
-        shutil.rmtree(partial, ignore_errors=True)
-    else:  # no rename in a store: written in place, cleared first and on failure
+        journal = Journal(partial)
+        fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
+                                      "variables": variables, "layout": layout, "slot_parts": slot_parts, "plan": plan})
+        record = journal.read()
+        if record is not None:
+            journal.check(record, fp, dst)  # ResumeMismatchError: nothing touched
+        elif not dry_run:
+            shutil.rmtree(partial, ignore_errors=True)  # no journal: a job killed before its plan of work was recorded
+        if record is not None and not dry_run:
+            remove_temporaries(partial)
+    dst_text = dst if store is None else _store_text(store)
+    done_by = journal if record is not None else None  # its markers: the units an interrupted run finished
+    if dry_run:  # the target's metadata in memory: nothing written
+        journal, store = None, zarr.storage.MemoryStore()
+        partial = store
+    elif store is not None:  # no rename in a store: written in place, cleared first and on failure
         partial = store
         sync(store.delete_dir(""))
     try:
         splits = {n: _split_for(source[n], codecs, split) for n in names}
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
-                                 root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
-                                 token=job_id)
+        if record is None or dry_run:
+            layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
+                                     root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
+                                     token=job_id)
+            if journal is not None:
+                journal.begin(fp, job_id, layouts)
+        else:
+            layouts = Journal.layouts(record)
+            notes.append(f"resumed the interrupted job in {partial}")
         tasks, reports = [], {}
         for name in names:
             var = source[name]
@@ -845,11 +892,19 @@ def recompress(
             rep.projected_task_bytes = projected_task_bytes(dst_array, shard_layout, layout, slot_parts)
             if limit is not None and rep.projected_task_bytes > limit:
                 raise ValueError(_memory_message(name, rep.projected_task_bytes, limit))
+            done = done_by.done(name) if done_by is not None else {}
+            n_tasks = len(tasks)
             if shard_layout is None:
                 for region in _regions(tuple(var.shape), inner):
-                    key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
+                    coords = tuple(r.start // c for r, c in zip(region, inner, strict=True))
+                    rep.units += 1
+                    if _resumed(rep, done, coords):
+                        continue
+                    key = f"zopt-chunk-{name}-{'.'.join(map(str, coords))}-{job_id}"
+                    marker = journal.marker(name, coords) if journal is not None else None
                     tasks.append((name, dask.delayed(_write_region, pure=False)(
-                        src, name, partial, region, decision, array_plan, job_id, dask_key_name=key)))
+                        src, name, partial, region, decision, array_plan, job_id, marker, dask_key_name=key)))
+                rep.tasks = len(tasks) - n_tasks
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
@@ -861,18 +916,31 @@ def recompress(
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
             parts = _slot_parts(shard_layout, slot_parts) if layout == "fixed-slot" else []
             for coords in np.ndindex(*grid):
+                rep.units += 1
+                if _resumed(rep, done, coords):
+                    continue
                 label = f"{name}-{'.'.join(map(str, coords))}-{job_id}"
+                marker = journal.marker(name, coords) if journal is not None else None
                 if layout == "compact":
-                    task = dask.delayed(_write_packed_shard, pure=False)(job, coords, dask_key_name=f"zopt-shard-{label}")
+                    task = dask.delayed(_write_packed_shard, pure=False)(job, coords, marker,
+                                                                          dask_key_name=f"zopt-shard-{label}")
                 else:
                     writes = [
                         dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
                         for p in parts
                     ]
-                    task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
+                    task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, marker=marker,
+                                                                      dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
+            rep.tasks = (len(tasks) - n_tasks) * (1 + len(parts))
+        if dry_run:
+            return RecompressReport(dst=dst_text, arrays=list(reports.values()),
+                                    seconds=time.perf_counter() - t0, source_bytes=_source_nbytes(src), notes=notes)
         graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress, token=job_id)
         for child in children:  # each child group is a store of its own inside the new one
+            if record is not None and os.path.exists(os.path.join(partial, child, "zarr.json")):
+                notes.append(f"{child}: already rewritten by the interrupted run")  # published into the partial store
+                continue
             sub = recompress(
                 os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
                 decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
@@ -889,9 +957,14 @@ def recompress(
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
         if store is None:
+            journal.remove()  # DST never holds the journal; a kill right here only means starting over
             publish(partial, dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
-    except BaseException:
-        if store is None:
+    except BaseException as exc:
+        if journal is not None and keeps_partial(exc) and journal.read() is not None:
+            exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
+        elif dry_run:
+            pass
+        elif store is None:
             shutil.rmtree(partial, ignore_errors=True)
         else:
             sync(store.delete_dir(""))
@@ -902,9 +975,21 @@ def recompress(
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(
-        dst=dst if store is None else _store_text(store), arrays=list(reports.values()), seconds=elapsed,
+        dst=dst_text, arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
+
+
+def _resumed(rep: ArrayReport, done: dict, coords: tuple[int, ...]) -> bool:
+    """Whether write unit ``coords`` was finished by an interrupted run (its journal marker is in
+    ``done``); if so its masks and chunks go into ``rep``."""
+    found = done.get(Journal.key(coords))
+    if found is None:
+        return False
+    rep.masks.update(found[0])
+    rep.chunks_written += found[1]
+    rep.units_resumed += 1
+    return True
 
 
 def _store_text(store: Any) -> str:
