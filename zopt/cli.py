@@ -38,6 +38,22 @@ def _one_line(exc: BaseException) -> str:
     return f"{text}; {notes}" if notes else text
 
 
+class _Location(click.ParamType):
+    """A local path that must exist, or an fsspec URL (``s3://…``, ``memory://…``; checked when opened)."""
+
+    name = "path or URL"
+
+    def convert(self, value, param, ctx):
+        from zopt.locations import is_url, local_path
+
+        if is_url(value):
+            return value
+        path = local_path(value)
+        if not os.path.exists(path):
+            self.fail(f"Path {value!r} does not exist.", param, ctx)
+        return path
+
+
 def work_table(report: Any) -> Table:
     """The plan of work of ``recompress --dry-run`` (a RecompressReport with nothing written)."""
     table = Table(title=f"zopt recompress --dry-run → {report.dst}")
@@ -157,7 +173,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("src", type=click.Path(exists=True))
+@click.argument("src", type=_Location())
 @click.argument("dst", required=False)
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")

@@ -48,12 +48,13 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt import locations as loc
 from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.grid import is_fill, padded
-from zopt.journal import Journal, fingerprint, keeps_partial, mark, remove_temporaries
+from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -192,7 +193,7 @@ def source_variables(src: str, group: zarr.Group | None = None, token: str | Non
     group already opened from ``src``, if the caller has it; ``token``: the job's id (see
     ``zopt.sources.open_source``).
     Raises FileNotFoundError if ``src`` does not exist."""
-    if not os.path.exists(src):
+    if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else _zarr_v3_group(src)
     if group is not None:
@@ -235,10 +236,7 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
 
 
 def _source_nbytes(src: str) -> int:
-    p = Path(src)
-    if p.is_dir():
-        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-    return p.stat().st_size
+    return loc.total_bytes(src)
 
 
 def chunk_bytes_stored(store: str, name: str) -> int:
@@ -270,7 +268,12 @@ def _stored_sizes(store: Any, name: str) -> tuple[int, int]:
 
 
 def _stored_bytes_of(src: str, name: str) -> int | None:
-    return chunk_bytes_stored(src, name) if _is_zarr(src) else None
+    if not _is_zarr(src):
+        return None
+    if loc.is_url(src):
+        return sum(n for p, n in loc.files(loc.join(src, name) if name else src)
+                   if p.rsplit("/", 1)[-1] not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"))
+    return chunk_bytes_stored(src, name)
 
 
 # -- codec chain and chunking -----------------------------------------------------------------------
@@ -792,12 +795,13 @@ def recompress(
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
     if plan is not None and not (isinstance(decision, str) and decision == "compress_if_smaller"):
         raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
-    src = resolve(src)  # on the client: Dask workers may run in another directory
+    src = os.fspath(src) if loc.is_url(src) else resolve(loc.local_path(src))  # on the client: workers may run elsewhere
     store, dst = _destination(dst)
     notes: list[str] = []
     if store is None:
         dst = resolve(dst)
-        check_no_overlap(src, dst)
+        if not loc.is_url(src):
+            check_no_overlap(src, dst)
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
@@ -805,6 +809,7 @@ def recompress(
     else:
         from zarr.core.sync import sync
 
+        _check_no_url_overlap(src, store)
         if sync(store.exists("zarr.json")) and not overwrite:
             raise FileExistsError(f"dst {_store_text(store)} holds a Zarr hierarchy; use --overwrite (overwrite=True) "
                                   "to replace it")
@@ -978,6 +983,16 @@ def recompress(
         dst=dst_text, arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
+
+
+def _check_no_url_overlap(src: str, store: Any) -> None:
+    """OverlapError if the destination store's URL and a URL source are one inside the other."""
+    from zopt.paths import OverlapError
+
+    d, s = _store_text(store).rstrip("/"), src.rstrip("/")
+    if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):
+        raise OverlapError(f"dst: {d} and SRC {s} overlap; writing there would delete or replace the source: "
+                           "choose a DST outside SRC")
 
 
 def _resumed(rep: ArrayReport, done: dict, coords: tuple[int, ...]) -> bool:
@@ -1282,21 +1297,28 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
 
 def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
     """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
-    if isinstance(target, str | os.PathLike):
+    if isinstance(target, str | os.PathLike) and not loc.is_url(source_dir):
         shutil.copytree(source_dir, os.path.join(target, name), dirs_exist_ok=not name)
         return
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    for path in sorted(Path(source_dir).rglob("*")):
-        if path.is_file():
-            key = "/".join([*([name] if name else []), *path.relative_to(source_dir).parts])
-            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(path.read_bytes())))
+    for rel, _ in loc.files(source_dir):
+        if name == "" and rel.split("/")[0] == JOURNAL_DIR:
+            continue
+        data = loc.read_bytes(loc.join(source_dir, rel))
+        if isinstance(target, str | os.PathLike):
+            out = Path(target, name, rel)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        else:
+            key = "/".join([*([name] if name else []), *rel.split(os.sep)])
+            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
 
 def _zarr_v3_group(src: str) -> zarr.Group | None:
     """``src`` opened read-only if it is a Zarr v3 group in a local directory, else None."""
-    if not os.path.isfile(os.path.join(src, "zarr.json")):
+    if not loc.isfile(loc.join(src, "zarr.json")):
         return None
     try:
         return zarr.open_group(src, mode="r", zarr_format=3)
