@@ -104,11 +104,9 @@ class _RichProgress:
         self._callback.__enter__()
         return self
 
-    def watch(self, futures: list) -> None:
-        from distributed import as_completed
-
-        for _ in as_completed(futures):
-            self.progress.advance(self.task)
+    def advance(self, n: int = 1) -> None:
+        """``n`` more shards done (called as a cluster's tasks finish)."""
+        self.progress.advance(self.task, n)
 
     def __exit__(self, *exc: object) -> None:
         if self._callback is not None:

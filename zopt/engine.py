@@ -53,6 +53,7 @@ from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.graph import shard_tasks
 from zopt.grid import is_fill, padded
 from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
 from zopt.paths import (
@@ -913,29 +914,35 @@ def recompress(
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
-            job = dask.delayed(
-                _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
-                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store),
-                traverse=False, name=f"zopt-job-{name}-{job_id}",
-            )
+            shard_job = _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout,
+                                  tuple(var.shape), decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan,
+                                  store)
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
             parts = _slot_parts(shard_layout, slot_parts) if layout == "fixed-slot" else []
+            if layout == "compact":  # one graph layer for the array's shards (zopt.graph)
+                units = []
+                for coords in np.ndindex(*grid):
+                    rep.units += 1
+                    if not _resumed(rep, done, coords):
+                        units.append((f"zopt-shard-{name}-{'.'.join(map(str, coords))}-{job_id}", coords,
+                                      journal.marker(name, coords) if journal is not None else None))
+                tasks.extend((name, t) for t in shard_tasks(_write_packed_shard, shard_job, f"zopt-job-{name}-{job_id}",
+                                                             units))
+                rep.tasks = len(tasks) - n_tasks
+                continue
+            job = dask.delayed(shard_job, traverse=False, name=f"zopt-job-{name}-{job_id}")
             for coords in np.ndindex(*grid):
                 rep.units += 1
                 if _resumed(rep, done, coords):
                     continue
                 label = f"{name}-{'.'.join(map(str, coords))}-{job_id}"
                 marker = journal.marker(name, coords) if journal is not None else None
-                if layout == "compact":
-                    task = dask.delayed(_write_packed_shard, pure=False)(job, coords, marker,
-                                                                          dask_key_name=f"zopt-shard-{label}")
-                else:
-                    writes = [
-                        dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
-                        for p in parts
-                    ]
-                    task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, marker=marker,
-                                                                      dask_key_name=f"zopt-shard-{label}")
+                writes = [
+                    dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
+                    for p in parts
+                ]
+                task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, marker=marker,
+                                                                  dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
             rep.tasks = (len(tasks) - n_tasks) * (1 + len(parts))
         if dry_run:
