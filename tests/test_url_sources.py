@@ -98,3 +98,20 @@ def test_unreachable_s3_endpoint_is_one_line(tmp_path, monkeypatch):
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and "cannot reach s3://nowhere/x.zarr" in lines[0], res.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_analyze_and_plan_read_a_url_source(local_group, tmp_path):
+    root, _ = local_group
+    fs = fsspec.filesystem("memory")
+    fs.put(str(root / "g.zarr"), "/zsrc2/g.zarr", recursive=True)
+    try:
+        res = CliRunner().invoke(main, ["analyze", "memory://zsrc2/g.zarr", "u", "--no-progress", "--scheduler",
+                                        "synchronous"])
+        assert res.exit_code == 0, res.output
+        assert "u" in res.output
+        res = CliRunner().invoke(main, ["plan", "create", "memory://zsrc2/g.zarr", "-o", str(tmp_path / "p.zarr"),
+                                        "--no-progress", "--scheduler", "synchronous"])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / "p.zarr").is_dir()
+    finally:
+        fs.rm("/zsrc2", recursive=True)

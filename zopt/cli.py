@@ -319,7 +319,7 @@ def _analysis_options(command):
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store", type=_Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
 @click.option("--overwrite", is_flag=True, help="Replace the analysis at OUTPUT if it exists.")
@@ -437,7 +437,7 @@ def plan() -> None:
 
 
 @plan.command("create")
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store", type=_Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
 @click.option("--overwrite", is_flag=True, help="Replace the plan at OUTPUT if it exists.")
