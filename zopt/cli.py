@@ -88,6 +88,11 @@ class _RichProgress:
         )
         self.task = self.progress.add_task("shards", total=total)
         self._callback = None
+        self.keys: frozenset[str] = frozenset()
+
+    def watch_keys(self, keys: frozenset[str]) -> None:
+        """The keys of the tasks that advance the bar (``zopt.scheduling.compute``)."""
+        self.keys = keys
 
     def __enter__(self) -> _RichProgress:
         from dask.callbacks import Callback
@@ -97,7 +102,7 @@ class _RichProgress:
 
         class _Tick(Callback):
             def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's signature
-                if str(key).startswith(("zopt-shard-", "zopt-chunk-")):
+                if str(key) in bar.keys:
                     bar.progress.advance(bar.task)
 
         self._callback = _Tick()

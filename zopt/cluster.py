@@ -62,8 +62,8 @@ def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
 
 def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -> list:
     """Compute ``tasks`` (Dask delayed objects whose keys contain ``token``) on the cluster at
-    ``address`` inside the context manager ``ctx`` (a progress bar, which may ``watch`` the
-    futures). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
+    ``address`` inside the context manager ``ctx`` (a progress bar, whose ``advance`` is called as each
+    task finishes). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
     does not answer within ``CONNECT_TIMEOUT`` seconds; re-raises a task's error after every task
     of the job has stopped."""
     from distributed import Client

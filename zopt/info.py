@@ -32,6 +32,7 @@ from zopt.shards import (
     layout_of,
     read_index,
 )
+from zopt.sources import arrays_in
 
 __all__ = ["ArrayInfo", "arrays_in", "chunk_files", "store_info"]
 
@@ -62,24 +63,6 @@ class ArrayInfo:
     layouts: collections.Counter = field(default_factory=collections.Counter)
     masks: collections.Counter = field(default_factory=collections.Counter)
     temp_files: int = 0
-
-
-def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
-    """The Zarr arrays of a local store (the store itself if it is an array), by path.
-
-    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
-    """
-    node = zarr.open(os.fspath(store), mode="r")
-    if isinstance(node, zarr.Array):
-        found = {"": node}
-    else:
-        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
-    if names:
-        missing = [n for n in names if n not in found]
-        if missing:
-            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
-        return [found[n] for n in names]
-    return [found[k] for k in sorted(found)]
 
 
 def chunk_files(store: str | os.PathLike, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], Path]]:

@@ -49,11 +49,12 @@ import xarray as xr
 import zarr
 
 from zopt.decisions import MaskGrid
+from zopt.errors import ZoptError
 
 __all__ = ["POLICIES", "ArrayPlan", "Plan", "PlanMismatchError", "make_plan", "policy_masks"]
 
 
-class PlanMismatchError(ValueError):
+class PlanMismatchError(ZoptError, ValueError):
     """A plan does not fit the array it is applied to; the message says what differs."""
 
 
@@ -350,7 +351,7 @@ def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
 def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callable = "compress_if_smaller",
               **params: Any) -> Plan:
     """A ``Plan`` from analyses (``zopt.analysis.analyze``) with ``policy`` (see module docstring)."""
-    from zopt import __version__
+    from zopt._version import __version__
 
     if isinstance(analyses, xr.Dataset):
         analyses = {analyses.attrs["array"]: analyses}
