@@ -933,6 +933,9 @@ def recompress(
                 tasks.append((name, task))
             rep.tasks = (len(tasks) - n_tasks) * (1 + len(parts))
         if dry_run:
+            if children:
+                notes.append(f"the child groups {children} are rewritten as stores of their own, not planned here: "
+                             "give SRC/GROUP to --dry-run for each")
             return RecompressReport(dst=dst_text, arrays=list(reports.values()),
                                     seconds=time.perf_counter() - t0, source_bytes=_source_nbytes(src), notes=notes)
         graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress, token=job_id)
