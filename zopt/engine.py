@@ -728,7 +728,9 @@ def recompress(
 
     Parameters
     ----------
-    src : path of a Zarr v2/v3 store or a netCDF/HDF5 file. Only read.
+    src : a Zarr v2/v3 store (group, nested groups or root array) or a netCDF/HDF5 file: a local
+        path or an fsspec URL (``s3://…``, ``gs://…``, ``memory://…``, ``file://…``; see
+        ``zopt.locations``). Only read.
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
