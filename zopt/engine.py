@@ -451,11 +451,14 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, lossy: Any = None
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr."""
     data = read_source(src, name, region)
     array = zarr.open_array(dst, path=name, mode="r+")
+    if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        data = lossy.prepare(index, data, f"chunk {index}")
     if plan is not None:  # one chunk per task here: check its content against the plan
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         plan.check_chunk(index, data, array.fill_value)
@@ -487,6 +490,7 @@ class _ShardJob:
     chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
+    lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
@@ -530,6 +534,8 @@ class _ShardJob:
             local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
                 self.plan.check_chunk(index, local, fill)
+            if self.lossy is not None:
+                local = self.lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
@@ -684,6 +690,7 @@ def recompress(
     slot_parts: int | None = None,
     plan: Any = None,
     max_memory: int | str | None = None,
+    lossy: Any = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -722,6 +729,10 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or
+        ``{"tos": "abs:0.01"}`` (also ``keepbits:K``, ``info:L``, ``info:L:chunk``,
+        ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
+        its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -766,6 +777,12 @@ def recompress(
     missing = [n for n in names if n not in source]
     if missing:
         raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
+    lossy_vars: dict[str, Any] = {}
+    if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
+        from zopt.lossy.prepare import prepare_for_recompress
+
+        lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler)
+    splits = {n: _split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()}
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
@@ -774,7 +791,8 @@ def recompress(
         partial = store
         sync(store.delete_dir(""))
     try:
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split)
+        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split, splits,
+                                 {n: lv.attributes() for n, lv in lossy_vars.items()})
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -799,13 +817,14 @@ def recompress(
             if shard_layout is None:
                 for region in _regions(tuple(var.shape), inner):
                     key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
-                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, array_plan, dask_key_name=key)))
+                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, array_plan,
+                                                                                lossy_vars.get(name), dask_key_name=key)))
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             job = dask.delayed(
                 _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
-                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store),
+                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store, lossy_vars.get(name)),
                 traverse=False, name=f"zopt-job-{name}-{job_id}",
             )
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
@@ -984,17 +1003,19 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
 
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
-                   names: list[str], chunks, shards,
-                   split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   names: list[str], chunks, shards, split: dict[str, Any], splits: dict[str, dict[str, Any]] | None = None,
+                   attrs: dict[str, dict[str, Any]] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
     A Zarr v3 source (``source_group``, opened from ``src``) is copied at the Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
-    ``to_zarr`` with lazy placeholders for the rewritten variables. Returns ``{name: (inner
-    chunk shape, shard shape or None)}``.
+    ``to_zarr`` with lazy placeholders for the rewritten variables. ``splits``/``attrs``: a
+    variable's own chain (``_split_chain``) and extra attributes (``zopt.lossy``). Returns
+    ``{name: (inner chunk shape, shard shape or None)}``.
     """
+    splits, attrs = splits or {}, attrs or {}
     layouts = {}
     for name in names:
         var = source[name]
@@ -1012,7 +1033,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
             zarr.create_array(
                 partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
                 fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                attributes=dict(arr.attrs), zarr_format=3, **split,
+                attributes={**arr.attrs, **attrs.get(name, {})}, zarr_format=3, **splits.get(name, split),
             )
         return layouts
     import dask.array as da
@@ -1022,10 +1043,11 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name, (inner, shard) in layouts.items():
         var = ds[name]
         template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
+        template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, split, layouts))
+                     encoding=_encodings(ds, names, split, layouts, splits))
     return layouts
 
 
@@ -1053,11 +1075,12 @@ def _zarr_v3_group(src: str) -> zarr.Group | None:
         return None
 
 
-def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts,
+               splits: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
-        e = {"chunks": inner, **split}
+        e = {"chunks": inner, **(splits or {}).get(name, split)}
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill

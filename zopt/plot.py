@@ -32,7 +32,8 @@ def _slices(grid: np.ndarray) -> list[tuple[str, np.ndarray]]:
 
 
 def plot_plan(plan: Any, path: str | os.PathLike) -> None:
-    """Write a PNG: per array and 2-D slice, the mask heatmap and the estimated-ratio heatmap.
+    """Write a PNG: per array and 2-D slice, the mask heatmap and the estimated-ratio heatmap,
+    and the kept mantissa bits per chunk for plans that hold them (``zopt.lossy`` keepbits plans).
 
     Raises ImportError naming the extra to install when matplotlib is missing.
     """
@@ -46,12 +47,20 @@ def plot_plan(plan: Any, path: str | os.PathLike) -> None:
         raise ImportError("plan pictures need matplotlib: pip install 'zopt[plot]'") from exc
 
     panels = []
+    with_keepbits = any(getattr(ap, "keepbits", None) is not None for ap in plan.arrays.values())
     for name, ap in plan.arrays.items():
         ratios = ap.ratios if ap.ratios is not None else np.full(ap.masks.shape, np.nan, dtype=np.float32)
-        for (label, masks), (_, rat) in zip(_slices(ap.masks), _slices(ratios), strict=True):
-            panels.append((f"{name}{label}", masks, rat, len(ap.codecs), [c["name"] for c in ap.codecs]))
-    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.6 * len(panels)), squeeze=False)
-    for row, (title, masks, rat, n, names) in zip(axes, panels, strict=True):
+        kb = getattr(ap, "keepbits", None)
+        kb = kb if kb is not None else np.full(ap.masks.shape, np.nan, dtype=np.float32)
+        for (label, masks), (_, rat), (_, kbs) in zip(_slices(ap.masks), _slices(ratios), _slices(kb), strict=True):
+            panels.append((f"{name}{label}", masks, rat, kbs, len(ap.codecs), [c["name"] for c in ap.codecs]))
+    ncols = 3 if with_keepbits else 2
+    fig, axes = plt.subplots(len(panels), ncols, figsize=(5.5 * ncols, 3.6 * len(panels)), squeeze=False)
+    for row, (title, masks, rat, kbs, n, names) in zip(axes, panels, strict=True):
+        if with_keepbits:
+            im3 = row[2].imshow(kbs.astype(np.float32), cmap="magma", interpolation="nearest", aspect="auto")
+            fig.colorbar(im3, ax=row[2])
+            row[2].set_title(f"{title}: mantissa bits kept")
         n_masks = 1 << n
         cmap = ListedColormap(plt.get_cmap("tab10" if n_masks <= 10 else "tab20").colors[:n_masks])
         norm = BoundaryNorm(np.arange(n_masks + 1) - 0.5, n_masks)
