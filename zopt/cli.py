@@ -120,8 +120,10 @@ def main() -> None:
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
+              "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
 def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
-               in_place, no_progress) -> None:
+               in_place, no_progress, lossy) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -132,7 +134,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
     if in_place:
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
-                              "--max-memory": max_memory, "--overwrite": overwrite or None,
+                              "--max-memory": max_memory, "--overwrite": overwrite or None, "--lossy": lossy or None,
                               "--layout": None if layout == "compact" else layout})
         return
     if dst is None:
@@ -142,7 +144,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory,
+            plan=plan, max_memory=max_memory, lossy=list(lossy) or None,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -384,6 +386,15 @@ def plan_show(path, png) -> None:
         plot_plan(p, png)
         console.print(f"wrote {png}")
 
+
+def _register_lossy() -> None:  # zopt.lossy's commands live in their own module
+    from zopt.lossy.cli import lossy_plan, verify
+
+    main.add_command(verify)
+    main.add_command(lossy_plan)
+
+
+_register_lossy()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -340,8 +340,9 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
     h_max = (target - rest) / ((1 + u) * (1 + u))
     if h_max <= 0:
         raise ValueError(f"{where}: {bound!r} is below what {work.name} arithmetic can guarantee over the range "
-                         f"[{lo!r}, {hi!r}] (rounding alone may reach {float(rest):.3g}); use a larger bound or "
-                         "store this variable losslessly")
+                         f"[{lo!r}, {hi!r}] (rounding alone may reach {float(rest):.3g}): it would need more bits "
+                         f"than the {p} of {work.name}'s significand; use a larger bound or store this variable "
+                         "losslessly")
     s = _round_up(1 / (2 * h_max), work)
     if not np.isfinite(s) or _error_bound(1 / (2 * Fraction(float(s))), a, m, u, tiny, is_int) > target:
         raise ValueError(f"{where}: {bound!r} needs a scale beyond {work.name}'s range over [{lo!r}, {hi!r}]")

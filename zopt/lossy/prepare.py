@@ -40,6 +40,8 @@ from zopt.lossy.spec import LossySpec
 __all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "sentinels_of"]
 
 ATTRIBUTE = "zopt_lossy"
+#: valid neighbour pairs (along the best-sampled dimension) a chunk needs for its own keepbits
+MIN_CHUNK_PAIRS = 256
 #: at most this many chunks' keepbits are written into the ``zopt_lossy`` attribute (verify's exact check)
 MAX_GRID_IN_ATTRIBUTES = 65536
 
@@ -202,10 +204,10 @@ def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple
 
 def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
                level: float | None, confidence: float | None) -> Any:
-    """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, keepbits, digest)]``."""
+    """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""
     from zopt.analysis import chunk_digest
     from zopt.engine import _regions, read_source
-    from zopt.lossy.bitinfo import keepbits, pair_counts
+    from zopt.lossy.bitinfo import pair_counts
 
     x = np.asarray(read_source(src, name, region))
     origin = [r.start for r in region]
@@ -218,7 +220,7 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
             total = counts if total is None else total + counts
         else:
             index = tuple((o + s.start) // k for o, s, k in zip(origin, sub, inner, strict=True))
-            out.append((index, keepbits(counts, level, x.dtype, confidence), chunk_digest(chunk)))
+            out.append((index, counts, chunk_digest(chunk)))
     return total if level is None else out
 
 
@@ -334,7 +336,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         dt = np.dtype(var.dtype)
         inner, _ = layouts[name]
         common = {"spec": spec, "dtype": dt.name, "fill_value": fill_values.get(name), "sentinels": sent[name],
-                  "pack": pack}
+                  "pack": pack and spec.pack}
         if spec.method == "abs":
             stats = RangeStats()
             for st in by_name[name]:
@@ -348,7 +350,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             counts = sum(by_name[name]) if by_name[name] else np.zeros((1, dt.itemsize * 8, 4), np.int64)
             out[name] = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, confidence))
         elif spec.method == "info":
-            ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value)
+            ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value, confidence)
             out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
         else:
             ap = _load_plan(name, spec.value, var, inner)
@@ -370,14 +372,27 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     return prepare_lossy(src, source, specs, chunks, shards, scheduler)
 
 
-def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float) -> Any:
+def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,
+                confidence: float | None) -> Any:
+    """The keepbits plan of one variable from its chunks' ``(index, pair counts, digest)``.
+
+    A chunk with fewer than ``MIN_CHUNK_PAIRS`` valid pairs along every dimension, or without
+    significant information, cannot be judged alone: it keeps the variable's keepbits (from
+    all chunks' counts) — a mostly-land chunk of an ocean field must not drop to 0 bits.
+    """
+    from zopt.lossy.bitinfo import keepbits
     from zopt.plan import ArrayPlan
 
+    dtype = np.dtype(var.dtype)
     grid_shape = tuple(math.ceil(s / c) for s, c in zip(var.shape, inner, strict=True))
     grid = np.zeros(grid_shape, np.uint8)
     digests = np.zeros(grid_shape, np.uint32)
-    for index, k, digest in rows:
-        grid[index], digests[index] = k, digest
+    total = sum(c for _, c, _ in rows) if rows else np.zeros((len(grid_shape), dtype.itemsize * 8, 4), np.int64)
+    k_var = keepbits(total, level, dtype, confidence)
+    for index, counts, digest in rows:
+        enough = int(counts[..., 0, :].sum(axis=-1).max()) >= MIN_CHUNK_PAIRS
+        k = keepbits(counts, level, dtype, confidence) if enough else 0
+        grid[index], digests[index] = (k if enough and k > 0 else k_var), digest
     return ArrayPlan(name=name, masks=np.zeros(grid_shape, np.uint8), codecs=[], header_bits=0,
                      shape=tuple(var.shape), chunk_shape=tuple(inner), dtype=str(np.dtype(var.dtype)),
                      digests=digests, stats={"information": level}, keepbits=grid)

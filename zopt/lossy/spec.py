@@ -3,6 +3,8 @@
 ========================  ==================================================================
 ``VAR=abs:E``             ``|x' - x| <= E`` (units of the variable) by scale_offset +
                           cast_value + packbits (``zopt.lossy.bounds``); integers: whole ``E``
+``VAR=abs:E:bytes``       the same with ``bytes`` instead of ``packbits`` (whole-byte codes),
+                          for readers with scale_offset/cast_value but no packbits
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -31,21 +33,26 @@ class LossySpec:
     method: str
     value: Any
     per_chunk: bool = False
+    pack: bool = True  # abs: packbits (True) or bytes
 
     def text(self) -> str:
-        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "")
+        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + ("" if self.pack else ":bytes")
 
 
 def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND, keepbits:BITS, info:LEVEL[:chunk], plan:PATH")
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:bytes], keepbits:BITS, info:LEVEL[:chunk], "
+                         "plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
     per_chunk = False
+    pack = True
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
+    if method == "abs" and rest.endswith(":bytes"):
+        rest, pack = rest[: -len(":bytes")], False
     try:
         number = float(rest)
     except ValueError:
@@ -53,7 +60,7 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "abs":
         if not (number > 0) or not math.isfinite(number):
             raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
-        return LossySpec(variable, "abs", number)
+        return LossySpec(variable, "abs", number, pack=pack)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
             raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "
