@@ -12,7 +12,9 @@ values lie in ``[lo, hi]`` (``RangeStats``, a Dask reduction in ``zopt.lossy.ana
 
 Arithmetic type: the variable's own type for ``float32``/``float64`` (the spec's rule for
 ``scale_offset``); integer variables are first cast exactly to ``float64`` by a ``cast_value``
-(whose decode rounds back to the integer, nearest-even).
+(whose decode rounds back to the integer, nearest-even, with ``out_of_range: clamp``: a decoded
+value may pass the type's edge by less than the bound, and clamping only moves it towards the
+true value; the encode direction, int → float64, is never out of range).
 
 Special values never widen the range and come back bit for bit:
 
@@ -161,6 +163,8 @@ class AbsChain:
         is_int = np.dtype(self.source).kind in "iu"
         if is_int or self.sentinels:
             cfg: dict[str, Any] = {"data_type": self.work, "rounding": "nearest-even"}
+            if is_int:  # decoding (float64 → int) may step past the type's edge by < bound: clamp back
+                cfg["out_of_range"] = "clamp"  # (encoding int → float64 is never out of range)
             if self.sentinels:
                 enc = [[_json_scalar(np.dtype(self.source).type(s)), inf] for s, inf in self.sentinels]
                 cfg["scalar_map"] = {"encode": enc, "decode": [[b, a] for a, b in enc]}
