@@ -17,7 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from zopt.lossy.bitinfo import bit_information, keepbits, keepbits_from_info, pair_counts, signed_exponent
+from zopt.lossy.bitinfo import (
+    bit_information,
+    keepbits,
+    keepbits_from_info,
+    pair_counts,
+    signed_exponent,
+)
 from zopt.lossy.prepare import bitround
 
 
