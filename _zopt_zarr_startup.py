@@ -1,4 +1,4 @@
-"""Startup hook (run from ``zopt-zarr-startup.pth``): import zopt right after zarr.
+"""Startup hook (run from ``zopt-zarr-startup.pth``): import zopt right after zarr 3.1.
 
 zarr-python 3.1 collects ``zarr.data_type`` entry points but never loads them, and it parses an
 array's ``data_type`` before anything else, so without this a store using zopt's data types
@@ -6,7 +6,8 @@ array's ``data_type`` before anything else, so without this a store using zopt's
 Python at startup; it costs a few microseconds and imports nothing itself. When ``zarr`` is first
 imported, the one-shot finder below lets the import finish and then imports ``zopt``, which
 registers the data types, codecs and settings. Errors in that import are swallowed so zarr itself
-always imports; ``import zopt`` then shows them.
+always imports; ``import zopt`` then shows them. With zarr >= 3.2, which loads the entry points
+when it parses a data type, the hook does nothing (``zopt._zarr_compat.DATA_TYPE_ENTRY_POINTS_LOADED``).
 """
 
 import sys
@@ -26,6 +27,8 @@ class _ImportZoptAfterZarr:
 
         def exec_module(module):
             exec_zarr(module)
+            if not str(getattr(module, "__version__", "")).startswith("3.1."):
+                return  # zarr >= 3.2 loads the zarr.data_type entry points itself
             try:  # noqa: SIM105 - never break `import zarr`; no contextlib at startup
                 import zopt  # noqa: F401
             except Exception:

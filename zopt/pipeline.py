@@ -32,6 +32,7 @@ import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
+from zopt._zarr_compat import chunk_result, fill_value_or_default, joined_results, supports_sync
 from zopt.errors import ChunkDecodeError
 
 if TYPE_CHECKING:
@@ -164,22 +165,6 @@ def validate_codec_chain(metadata: Any) -> None:
     walk(metadata.codecs, spec)
 
 
-def _joined(results: list[Any]) -> Any:
-    # zarr >= 3.2 returns per-chunk results from read_batch/write_batch; zarr 3.1 returns None
-    if all(r is None for r in results):
-        return None
-    return tuple(x for r in results for x in r)
-
-
-@functools.cache
-def _zarr_returns_none() -> bool:
-    """zarr < 3.2 returns None from read_batch/write_batch; later versions return per-chunk
-    results, and there the fast path stays off (zarr's own path runs)."""
-    import inspect
-
-    return inspect.signature(BatchedCodecPipeline.write_batch).return_annotation in (None, "None")
-
-
 def _zopt_bytes(codec: Any) -> Any:
     from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
 
@@ -191,8 +176,6 @@ def _zopt_bytes(codec: Any) -> Any:
 
 
 def _fill_array(chunk_spec: Any) -> np.ndarray:
-    from zarr.core.codec_pipeline import fill_value_or_default
-
     return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
 
 
@@ -234,11 +217,16 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     @functools.cached_property
     def _sync_chain(self) -> bool:
-        """True when every codec encodes and decodes synchronously (the fast path applies)."""
-        return all(
-            callable(getattr(c, "_encode_sync", None)) and callable(getattr(c, "_decode_sync", None))
-            for c in (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
-        )
+        """True when every codec encodes and decodes synchronously (the fast path applies).
+
+        ``sharding_indexed`` never takes the fast path, even where zarr (3.3+) gives it
+        synchronous methods: those encode inner chunks through zarr's ``ChunkTransform``,
+        which would not publish each inner chunk's coordinates to ``conditional`` decisions.
+        """
+        from zarr.codecs.sharding import ShardingCodec
+
+        codecs = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
+        return all(supports_sync(c) and not isinstance(c, ShardingCodec) for c in codecs)
 
     def _specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
         """The spec each codec sees, resolved once per distinct chunk spec (resolving runs e.g.
@@ -294,6 +282,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         return chunk
 
     async def _write_whole_chunk(self, item: tuple[Any, ...], value: Any) -> None:
+        # write_batch returns None on every zarr version: no per-chunk results to build
         byte_setter, chunk_spec, _, out_selection = item[:4]
         encoded = await asyncio.to_thread(self._encode_whole_chunk, value[out_selection], chunk_spec)
         if encoded is None:
@@ -302,7 +291,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             await byte_setter.set(encoded)
 
     def _whole_chunk_write(self, item: tuple[Any, ...], value: Any, drop_axes: tuple[int, ...]) -> bool:
-        if not self._sync_chain or not _zarr_returns_none() or drop_axes or len(item) < 5 or not item[4]:
+        if not self._sync_chain or drop_axes or len(item) < 5 or not item[4]:
             return False
         chunk_spec, out_selection = item[1], item[3]
         return len(value.shape) == len(chunk_spec.shape) and value[out_selection].shape == tuple(chunk_spec.shape)
@@ -313,7 +302,9 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         items = list(batch_info)
         if len(items) != 1:
             # one task per chunk, so each gets its own context
-            return _joined(await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items)))
+            return joined_results(
+                await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items))
+            )
         byte_setter, chunk_spec = items[0][0], items[0][1]
         token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
@@ -324,34 +315,39 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         finally:
             _CURRENT.reset(token)
 
-    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> None:
+    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> Any:
+        """Read, decode and place one chunk; returns zarr's per-chunk result (see
+        ``zopt._zarr_compat.chunk_result``)."""
         byte_getter, chunk_spec, chunk_selection, out_selection = item[:4]
         data = await byte_getter.get(prototype=chunk_spec.prototype)
+        if data is None:
+            out[out_selection] = _fill_array(chunk_spec)
+            return chunk_result(False)
 
         def place() -> None:
-            if data is None:
-                out[out_selection] = _fill_array(chunk_spec)
-                return
             chunk = self._decode_chunk(data, chunk_spec)[chunk_selection]
             if drop_axes:
                 chunk = chunk.squeeze(axis=drop_axes)
             out[out_selection] = chunk
 
         await asyncio.to_thread(place)
+        return chunk_result(True)
 
     async def read_batch(
         self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
     ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
-            return _joined(await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items)))
+            return joined_results(
+                await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items))
+            )
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
         token = _CURRENT.set(ctx)
         try:
-            if self._sync_chain and not self.supports_partial_decode and _zarr_returns_none():
-                await self._read_chunk(items[0], out, drop_axes)
-                return None
+            if self._sync_chain and not self.supports_partial_decode:
+                result = await self._read_chunk(items[0], out, drop_axes)
+                return None if result is None else (result,)
             return await super().read_batch(items, out, drop_axes)
         except ChunkDecodeError:
             raise

@@ -166,13 +166,13 @@ class ArrayPlan:
 
 def _norm(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Codec JSON without defaults that zarr fills in (so {"name": "shuffle"} matches after evolve)."""
-    from zarr.registry import _resolve_codec
+    from zopt._zarr_compat import resolve_codec
 
     out = []
     for c in codecs:
         try:
-            out.append(_resolve_codec(c).to_dict())
-        except Exception:  # unknown codec: compare as written
+            out.append(resolve_codec(c).to_dict())
+        except ValueError:  # unknown codec: compare as written
             out.append(c)
     for c in out:
         cfg = c.get("configuration")
