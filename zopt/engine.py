@@ -805,7 +805,8 @@ def recompress(
         sync(store.delete_dir(""))
     try:
         layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split, splits,
-                                 {n: lv.attributes() for n, lv in lossy_vars.items()})
+                                 {n: lv.attributes() for n, lv in lossy_vars.items()},
+                                 {n: lv.fill_value for n, lv in lossy_vars.items()})
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -1017,7 +1018,8 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards, split: dict[str, Any], splits: dict[str, dict[str, Any]] | None = None,
-                   attrs: dict[str, dict[str, Any]] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   attrs: dict[str, dict[str, Any]] | None = None,
+                   fills: dict[str, Any] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1025,7 +1027,8 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
     ``to_zarr`` with lazy placeholders for the rewritten variables. ``splits``/``attrs``: a
-    variable's own chain (``_split_chain``) and extra attributes (``zopt.lossy``). Returns
+    variable's own chain (``_split_chain``) and extra attributes (``zopt.lossy``); ``fills``: fill
+    values to set for a non-Zarr-v3 source (a lossy chain is designed for one). Returns
     ``{name: (inner chunk shape, shard shape or None)}``.
     """
     splits, attrs = splits or {}, attrs or {}
@@ -1060,7 +1063,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, split, layouts, splits))
+                     encoding=_encodings(ds, names, split, layouts, splits, fills))
     return layouts
 
 
@@ -1089,7 +1092,7 @@ def _zarr_v3_group(src: str) -> zarr.Group | None:
 
 
 def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts,
-               splits: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+               splits: dict[str, dict[str, Any]] | None = None, fills: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
@@ -1097,6 +1100,8 @@ def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts,
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill
+        if fills and fills.get(name) is not None:
+            e["fill_value"] = fills[name]
         if shard is not None:
             e["shards"] = shard
         enc[name] = e

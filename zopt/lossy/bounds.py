@@ -19,7 +19,10 @@ true value; the encode direction, int → float64, is never out of range).
 Special values never widen the range and come back bit for bit:
 
 - NaN, and ±Infinity found in the data, get reserved codes ``q_hi+1, …`` through the integer
-  ``cast_value``'s ``scalar_map`` (scale_offset passes them through);
+  ``cast_value``'s ``scalar_map`` (scale_offset passes them through); so does the scaled value
+  of zero when it is not a code already, because zarr 3.4 validates the inner codecs of a shard
+  with fill value 0 and ``cast_value`` insists its fill value round-trips (a data value that
+  scales to exactly that number decodes to zero's scaled value: within the bound, and checked);
 - sentinels — the array's fill value and the CF ``_FillValue`` / ``missing_value`` attributes
   (e.g. ``-1e34``) — are first mapped to ±Infinity by a ``cast_value`` in the variable's own
   type (``float32 → float32``) placed before ``scale_offset``: a sentinel scaled by ``s`` would
@@ -366,6 +369,16 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
         if present:
             code += 1
             reserved.append((value, code))
+    # zero, scaled, must cast exactly: zarr 3.4 validates a shard's inner codecs with fill value 0
+    # whatever the array's fill value is, and cast_value requires its fill value to round-trip
+    try:
+        with np.errstate(over="ignore"):
+            y0 = scale_offset_encode(np.zeros(1, dtype=work), work.type(off), s)[0]
+    except ValueError:  # overflows: zarr 3.4 cannot shard this chain anyway
+        y0 = None
+    if y0 is not None and not (y0 == np.rint(y0) and 0 <= y0 <= q_hi):
+        code += 1
+        reserved.append((float(y0), code))
     if code >= 2**64:
         raise ValueError(f"{where}: {bound!r} over the range [{lo!r}, {hi!r}] needs more than 64 bits per value")
     bits = max(1, code.bit_length())

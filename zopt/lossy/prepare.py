@@ -422,7 +422,7 @@ def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], 
     fills = {}
     for n in names:
         fill = ds[n].encoding.get("fill_value")
-        if fill is None:  # what xarray writes for Zarr v3 (it keeps _FillValue as an attribute, a sentinel here)
+        if fill is None:  # set explicitly by recompress (xarray keeps _FillValue as an attribute, a sentinel here)
             fill = np.nan if np.dtype(ds[n].dtype).kind == "f" else 0
         fills[n] = fill
     return fills, {n: dict(ds[n].attrs) for n in names}
