@@ -119,3 +119,23 @@ def test_bitround_keeps_exactly_the_bits(dtype, data):
 def test_bitround_refuses_too_many_bits():
     with pytest.raises(ValueError, match="keepbits: 24 is outside"):
         bitround(np.ones(3, np.float32), 24)
+
+
+def test_zopt_rounding_equals_zarrs_numcodecs_bitround_codec(tmp_path):
+    """``numcodecs.bitround`` is registered with zarr (3.1 and 3.4, as zarr.codecs.numcodecs.BitRound;
+    numcodecs.zarr3 is deprecated); an array written through it stores exactly zopt's rounding."""
+    import warnings
+
+    import zarr
+    from zarr.registry import get_codec_class
+
+    cls = get_codec_class("numcodecs.bitround")
+    rng = np.random.default_rng(1)
+    x = (rng.normal(size=(50, 40)) * 100).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = zarr.create_array(tmp_path / "b.zarr", shape=x.shape, chunks=(25, 20), dtype="f4",
+                              filters=[cls(keepbits=6)], compressors=None, fill_value=0)
+        a[...] = x
+        stored = a[...]
+    assert np.array_equal(stored.view(np.uint32), bitround(x, 6).view(np.uint32))

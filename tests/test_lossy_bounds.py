@@ -67,6 +67,10 @@ def test_bound_holds_on_every_element(dtype, data, bound_exp, center, width_exp)
         assert "below what" in str(exc)
         assert bound < 64 * np.finfo(dtype).eps * max(abs(lo), abs(hi))
         return
+    # exact ties of the chain's own grid: offset + (k + 1/2) / scale
+    k = np.arange(0, min(chain.q_hi, 50))
+    ties = (np.float64(chain.offset) + (k + 0.5) / np.float64(chain.scale)).astype(dtype)
+    x = np.concatenate([x, ties[(ties >= dtype(lo)) & (ties <= dtype(hi))]])
     _check_roundtrip(chain, x, bound)
     # the width is the minimal one for the codes used: 2^(bits-1) <= largest code < 2^bits
     largest = chain.q_hi + len(chain.reserved)

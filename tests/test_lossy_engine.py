@@ -115,6 +115,27 @@ def test_per_chunk_keepbits_plan_round_trips(ocean, tmp_path):
     assert not (tmp_path / "c.zarr").exists()
 
 
+def test_data_beyond_the_analysed_range_stops_the_job(ocean, tmp_path, monkeypatch):
+    """Data that changed after the range analysis (simulated: the analysis saw a narrower range)
+    is an error naming the chunk; never a clamp, and the partial store is removed."""
+    import zopt.lossy.prepare as prep
+
+    real = prep._range_task
+
+    def narrower(*args):
+        st = real(*args)
+        if st.hi is not None:
+            st.hi = min(st.hi, 20.0)
+        return st
+
+    monkeypatch.setattr(prep, "_range_task", narrower)
+    src, _, _ = ocean
+    dst = tmp_path / "r.zarr"
+    with pytest.raises(prep.LossyBoundError, match=r"inner chunk \(\d+, \d+\) \(shard .*\) of 'tos': value .* is outside the range"):
+        recompress(src, dst, chunks="y=20,x=20", shards="y=60,x=80", lossy=["tos=abs:0.01"], variables=["tos"])
+    assert not dst.exists() and not (tmp_path / "r.zarr.zopt-partial").exists()
+
+
 @pytest.mark.parametrize("lossy, match", [
     ("tos=abs:0", "lossy tos: abs: the bound must be a finite number > 0"),
     ("tos=abs:-0.1", "lossy tos: abs: the bound must be a finite number > 0"),
