@@ -115,6 +115,17 @@ def test_per_chunk_keepbits_plan_round_trips(ocean, tmp_path):
     assert not (tmp_path / "c.zarr").exists()
 
 
+def test_unsharded_targets(ocean, tmp_path):
+    """One task per chunk through zarr (no shards): the same checks and rounding per chunk."""
+    src, sst, _ = ocean
+    dst = tmp_path / "u.zarr"
+    recompress(src, dst, chunks="y=20,x=20", shards="y=20,x=20", lossy=["tos=info:0.99:chunk", "depth=abs:3"])
+    a = zarr.open_array(dst, path="tos")
+    assert a.shards is None and a.attrs["zopt_lossy"]["chunk_shape"] == [20, 20]
+    report = verify(src, str(dst))
+    assert report.ok and {c.name: c.kind for c in report.checks} == {"tos": "keepbits", "depth": "abs"}
+
+
 def test_data_beyond_the_analysed_range_stops_the_job(ocean, tmp_path, monkeypatch):
     """Data that changed after the range analysis (simulated: the analysis saw a narrower range)
     is an error naming the chunk; never a clamp, and the partial store is removed."""
