@@ -54,7 +54,7 @@ def _check_roundtrip(chain, x: np.ndarray, bound: float) -> None:
 floats = st.sampled_from([np.float32, np.float64])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dtype=floats, data=st.data(), bound_exp=st.floats(-6, 2), center=st.floats(-1e4, 1e4), width_exp=st.floats(-3, 4))
 def test_bound_holds_on_every_element(dtype, data, bound_exp, center, width_exp):
     bound = 10.0 ** bound_exp
