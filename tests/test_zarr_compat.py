@@ -412,3 +412,11 @@ def test_a_big_endian_shard_index_is_read_and_compacted(tmp_path):
     compact(dst)
     assert {classify(read_index(f, lay), lay, f.stat().st_size) for f in files} == {"compact"}
     np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], a)
+
+
+def test_the_startup_hook_imports_zopt_only_where_zarr_does_not_load_data_types():
+    """zarr 3.1-3.3 never load ``zarr.data_type`` entry points: the hook imports zopt right
+    after zarr there. zarr >= 3.4 loads them when it parses a data type: the hook stays out."""
+    code = "import sys, zarr; print('zopt' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == str(not compat.DATA_TYPE_ENTRY_POINTS_LOADED)

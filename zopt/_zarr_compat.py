@@ -23,9 +23,9 @@ synchronous codecs (3.3+)              wrappers report ``_sync_capable``; ``supp
                                        zarr's own predicate where it exists.
 ``fill_value_or_default``              ``zarr.core.codec_pipeline`` in 3.1,
                                        ``zarr.core.chunk_utils`` from 3.3.
-``zarr.data_type`` entry points        collected but never loaded by 3.1: zopt's startup hook
-                                       (``_zopt_zarr_startup.py``) imports zopt after zarr there,
-                                       and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
+``zarr.data_type`` entry points        collected but never loaded by 3.1-3.3: zopt's startup
+                                       hook (``_zopt_zarr_startup.py``) imports zopt after zarr
+                                       there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
 zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation is selected through
 ``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt._zarr_config``).
 =====================================  =========================================================
@@ -314,6 +314,6 @@ except ImportError:  # 3.1
     from zarr.core.codec_pipeline import fill_value_or_default
 
 # -- data-type entry points ---------------------------------------------------------------------
-DATA_TYPE_ENTRY_POINTS_LOADED: bool = ZARR_VERSION >= (3, 2)
-"""zarr >= 3.2 loads ``zarr.data_type`` entry points when it parses a data type; 3.1 only
-collects them, so zopt's startup hook imports zopt after zarr on 3.1."""
+DATA_TYPE_ENTRY_POINTS_LOADED: bool = ZARR_VERSION >= (3, 4)
+"""zarr >= 3.4 loads ``zarr.data_type`` entry points when it parses a data type; 3.1 to 3.3
+only collect them, so zopt's startup hook imports zopt after zarr there."""

@@ -275,8 +275,8 @@ def _analyze_region(
     the windows, see ``analyze_array``).
     """
     from zopt._zarr_compat import resolve_codec
+    from zopt.grid import is_fill, padded
     from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
-    from zopt.shards import is_fill, padded
 
     array = open_array(store, path=name, mode="r")
     meta = array.metadata

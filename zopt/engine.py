@@ -53,13 +53,12 @@ from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.grid import is_fill, padded
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
-    is_fill,
     layout_of,
     pack,
-    padded,
     tmp_path,
     write_packed,
     write_slots,
