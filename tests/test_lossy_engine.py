@@ -226,3 +226,42 @@ def test_docs_python_blocks_run(tmp_path, monkeypatch):
         exec(compile(block, "docs/lossy.md", "exec"), {})
     json_blocks = re.findall(r"```json\n(.*?)```", text, re.S)
     assert all(json.loads(b) for b in json_blocks)
+
+
+def test_readers_option_refuses_what_a_reader_cannot_read(ocean, tmp_path):
+    src, _, _ = ocean
+    dst = tmp_path / "r.zarr"
+    with pytest.raises(ValueError, match=r"readers: the chain of 'tos'.*tensorstore cannot read 'conditional'"):
+        recompress(src, dst, lossy=["tos=keepbits:7"], variables=["tos"], readers="zarr-python,tensorstore")
+    with pytest.raises(ValueError, match=r"tensorstore cannot read 'scale_offset'.*zarrs cannot read 'cast_value'"):
+        recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01:bytes"], variables=["tos"],
+                   readers=["tensorstore", "zarrs"])
+    with pytest.raises(ValueError, match=r"zarr-python cannot read 'packbits'"):
+        recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01"], variables=["tos"], readers="zarr-python")
+    with pytest.raises(ValueError, match=r"readers: \['gdal'\] are not among"):
+        recompress(src, dst, codecs=ZSTD_ONLY, variables=["tos"], readers="gdal")
+    assert not dst.exists()
+    recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01:bytes"], variables=["tos"], readers="zarr-python")
+    assert verify(src, str(dst)).ok
+
+
+@pytest.mark.parametrize("case", ["keepbits-core", "abs-bytes-core", "abs-packbits-core", "default"])
+def test_tensorstore_claims_match_tensorstore(ocean, tmp_path, case):
+    """zopt.readers says tensorstore reads a chain exactly when tensorstore opens it."""
+    ts = pytest.importorskip("tensorstore")
+    from zopt.lossy.prepare import prepare_for_recompress  # noqa: F401
+    from zopt.readers import unreadable
+
+    src, _, _ = ocean
+    codecs, lossy = {"keepbits-core": (ZSTD_ONLY, "tos=keepbits:7"), "abs-bytes-core": (ZSTD_ONLY, "tos=abs:0.01:bytes"),
+                     "abs-packbits-core": (ZSTD_ONLY, "tos=abs:0.01"), "default": (None, "tos=keepbits:7")}[case]
+    dst = tmp_path / "t.zarr"
+    recompress(src, dst, codecs=codecs, lossy=[lossy], variables=["tos"])
+    meta = json.loads((dst / "tos" / "zarr.json").read_text())
+    claimed = not unreadable(meta["codecs"], ["tensorstore"])
+    try:
+        ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(dst / "tos")}}).result().read().result()
+        opened = True
+    except ValueError:
+        opened = False
+    assert claimed == opened

@@ -122,8 +122,10 @@ def main() -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
+@click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
+              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
 def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
-               in_place, no_progress, lossy) -> None:
+               in_place, no_progress, lossy, readers) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -134,7 +136,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
     if in_place:
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
-                              "--max-memory": max_memory, "--overwrite": overwrite or None, "--lossy": lossy or None,
+                              "--max-memory": max_memory, "--overwrite": overwrite or None, "--lossy": lossy or None, "--readers": readers,
                               "--layout": None if layout == "compact" else layout})
         return
     if dst is None:
@@ -144,7 +146,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory, lossy=list(lossy) or None,
+            plan=plan, max_memory=max_memory, lossy=list(lossy) or None, readers=readers,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -703,6 +703,7 @@ def recompress(
     plan: Any = None,
     max_memory: int | str | None = None,
     lossy: Any = None,
+    readers: Sequence[str] | str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -745,6 +746,9 @@ def recompress(
         ``{"tos": "abs:0.01"}`` (also ``keepbits:K``, ``info:L``, ``info:L:chunk``,
         ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
         its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
+    readers : refuse (ValueError, before anything is written) a target chain that one of these
+        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        (``zopt.readers``).
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -795,6 +799,10 @@ def recompress(
 
         lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler)
     splits = {n: _split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()}
+    if readers:
+        from zopt.readers import check_readers
+
+        check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
