@@ -265,3 +265,27 @@ def test_tensorstore_claims_match_tensorstore(ocean, tmp_path, case):
     except ValueError:
         opened = False
     assert claimed == opened
+
+
+def test_zarr_v3_source_fill_value_and_missing_value(tmp_path):
+    """A Zarr v3 source: its fill value (0.0, zarr's default) and a CF missing_value (-1e34) are
+    both restored exactly, and neither widens the range."""
+    rng = np.random.default_rng(2)
+    x = (rng.random((40, 50)) * 8 + 1).astype(np.float32)
+    x[:5] = 0.0  # equal to the fill value: not stored, read back as 0.0
+    x[10, :7] = np.float32(-1e34)
+    x[20, 3] = np.nan
+    src = tmp_path / "src.zarr"
+    g = zarr.open_group(src, mode="w", zarr_format=3)
+    a = g.create_array("v", shape=x.shape, chunks=(20, 25), dtype="f4", fill_value=0.0,
+                       dimension_names=("y", "x"), attributes={"missing_value": -1e34})
+    a[...] = x
+    dst = tmp_path / "dst.zarr"
+    recompress(str(src), dst, chunks="y=10,x=25", lossy=["v=abs:0.05"])
+    out = zarr.open_array(dst, path="v")
+    rec = out.attrs["zopt_lossy"]
+    assert rec["range"] == [float(x[x > 0.5].min()), float(x[np.isfinite(x)].max())]
+    assert rec["bits"] == int(np.ceil(np.log2((rec["range"][1] - rec["range"][0]) / 0.1 + 4)))
+    got = out[...]
+    assert np.array_equal(got == 0, x == 0) and np.array_equal(got == np.float32(-1e34), x == np.float32(-1e34))
+    assert verify(str(src), str(dst)).ok
