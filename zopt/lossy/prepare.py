@@ -224,13 +224,11 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
     return total if level is None else out
 
 
-def _layout(var: Any, chunks: Any, shards: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _layout(name: str, var: Any, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(inner chunk shape, task region shape) as ``recompress`` will choose them."""
-    from zopt.engine import choose_chunks, shape_for
+    from zopt.engine import variable_layout
 
-    dims = tuple(map(str, var.dims))
-    inner, shard = choose_chunks(tuple(var.shape), var.dtype.itemsize, shape_for(chunks, dims, tuple(var.shape)),
-                                 shape_for(shards, dims, tuple(var.shape)))
+    inner, shard = variable_layout(name, var, chunks, shards, None, explicit)
     return inner, shard or inner
 
 
@@ -250,7 +248,8 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
             raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
     source = source_variables(src)
     chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
-    prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence)
+    prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
+                             explicit=list(levels))
     return _plan_of({v: p.plan for v, p in prepared.items()}, levels, confidence)
 
 
@@ -273,12 +272,13 @@ def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
 def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], chunks: Any, shards: Any,
                   scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
                   attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
-                  confidence: float | None = 0.99) -> dict[str, LossyVariable]:
+                  confidence: float | None = 0.99, explicit: Any = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
     source : ``zopt.engine.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
     given to ``recompress``. fill_values, attrs : the target array's fill value and the source
-    attributes per variable (default: read from ``src``). Raises ValueError naming the variable
+    attributes per variable (default: read from ``src``). explicit : the variables named by the
+    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). Raises ValueError naming the variable
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
     """
@@ -311,7 +311,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
                 raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
                                  f"bits of {dt.name}")
-        layouts[name] = _layout(var, chunks, shards)
+        layouts[name] = _layout(name, var, chunks, shards, explicit)
         sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
     tasks, owners = [], []
     for name, spec in specs.items():
@@ -359,7 +359,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
 
 def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
-                           scheduler: str | None) -> dict[str, LossyVariable]:
+                           scheduler: str | None, explicit: Any = None) -> dict[str, LossyVariable]:
     """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
     variable. Raises ValueError for a lossy variable that is not rewritten."""
     from zopt.lossy.spec import parse_lossy
@@ -369,7 +369,7 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     if outside:
         raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
-    return prepare_lossy(src, source, specs, chunks, shards, scheduler)
+    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit)
 
 
 def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,
