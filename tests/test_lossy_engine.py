@@ -60,6 +60,9 @@ def test_abs_bound_recorded_and_verified(ocean, tmp_path):
     assert report.ok, report
     by = {c.name: c for c in report.checks}
     assert by["tos"].kind == "abs" and by["tos"].max_abs_error <= 0.01 and by["depth"].max_abs_error <= 2
+    from zopt.sources import cached_tokens
+
+    assert cached_tokens() == []  # the analysis and verify closed the files they opened
 
 
 def test_verify_fails_when_a_stored_value_breaks_the_bound(ocean, tmp_path):

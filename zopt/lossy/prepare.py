@@ -182,10 +182,11 @@ class LossyVariable:
 # -- the analysis graph ----------------------------------------------------------------------------
 
 
-def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...]) -> RangeStats:
+def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...],
+                token: str | None = None) -> RangeStats:
     from zopt.engine import read_source
 
-    x = np.asarray(read_source(src, name, region))
+    x = np.asarray(read_source(src, name, region, token))
     special = _special_mask(x, sentinels)
     normal = x[~special]
     st = RangeStats(count=int(x.size))
@@ -203,13 +204,13 @@ def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple
 
 
 def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
-               level: float | None, confidence: float | None) -> Any:
+               level: float | None, confidence: float | None, token: str | None = None) -> Any:
     """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""
     from zopt.analysis import chunk_digest
     from zopt.engine import _regions, read_source
     from zopt.lossy.bitinfo import pair_counts
 
-    x = np.asarray(read_source(src, name, region))
+    x = np.asarray(read_source(src, name, region, token))
     origin = [r.start for r in region]
     total = None
     out = []
@@ -246,7 +247,12 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     for v, spec in specs.items():
         if not 0 < spec.value <= 1:
             raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
-    source = source_variables(src)
+    from zopt.sources import release
+
+    try:
+        source = source_variables(src, None, "lossy-plan")
+    finally:
+        release("lossy-plan")
     chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
     prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
                              explicit=list(levels))
@@ -282,6 +288,8 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
     """
+    import uuid
+
     import dask
 
     from zopt.engine import _compute, _regions
@@ -314,19 +322,26 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         layouts[name] = _layout(name, var, chunks, shards, explicit)
         sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
     tasks, owners = [], []
+    token = f"lossy-{uuid.uuid4().hex[:12]}"  # the sources these tasks open, closed at the end
     for name, spec in specs.items():
         var = source[name]
         inner, region = layouts[name]
         if spec.method == "abs":
             for r in _regions(tuple(var.shape), region):
-                tasks.append(dask.delayed(_range_task, pure=False)(src, name, r, sent[name]))
+                tasks.append(dask.delayed(_range_task, pure=False)(src, name, r, sent[name], token))
                 owners.append(name)
         elif spec.method == "info":
             level = spec.value if spec.per_chunk else None
             for r in _regions(tuple(var.shape), region):
-                tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence))
+                tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence,
+                                                                  token))
                 owners.append(name)
-    results = _compute(tasks, scheduler, None)
+    from zopt.sources import release
+
+    try:
+        results = _compute(tasks, scheduler, None, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
     by_name: dict[str, list] = {n: [] for n in specs}
     for name, res in zip(owners, results, strict=True):
         by_name[name].append(res)
@@ -412,13 +427,21 @@ def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:
 
 def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Fill values and attributes of ``names`` as the target will have them."""
-    from zopt.engine import _zarr_v3_group, open_source
+    from zopt.engine import _zarr_v3_group
+    from zopt.sources import open_source, release
 
     group = _zarr_v3_group(src)
     if group is not None:
         arrays = dict(group.arrays())
         return ({n: arrays[n].metadata.fill_value for n in names}, {n: dict(arrays[n].attrs) for n in names})
-    ds = open_source(src)
+    token = "lossy-attributes"
+    try:
+        return _xarray_fill_and_attrs(open_source(src, token), names)
+    finally:
+        release(token)
+
+
+def _xarray_fill_and_attrs(ds: Any, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     fills = {}
     for n in names:
         fill = ds[n].encoding.get("fill_value")

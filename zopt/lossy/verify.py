@@ -80,12 +80,12 @@ def _errors(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def _region_task(src: str, dst: str, name: str, region: tuple[slice, ...], record: dict[str, Any] | None,
-                 sentinels: tuple[Any, ...]) -> dict[str, Any]:
+                 sentinels: tuple[Any, ...], token: str | None = None) -> dict[str, Any]:
     from zopt.engine import read_source
     from zopt.lossy.prepare import _special_mask, bitround
 
-    x = np.asarray(read_source(src, name, region))
-    y = np.asarray(read_source(dst, name, region))
+    x = np.asarray(read_source(src, name, region, token))
+    y = np.asarray(read_source(dst, name, region, token))
     out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None}
     if x.shape != y.shape or x.dtype != y.dtype:
         out["problem"] = f"{name}: region {region} has {y.shape} {y.dtype} in dst, {x.shape} {x.dtype} in src"
@@ -170,6 +170,7 @@ def verify(src: str, dst: str, variables: list[str] | None = None, scheduler: st
     a named variable absent from ``dst``. A variable absent from ``src`` is reported as a problem.
     """
     import os
+    import uuid
 
     import dask
     import zarr
@@ -187,7 +188,13 @@ def verify(src: str, dst: str, variables: list[str] | None = None, scheduler: st
         if missing:
             raise ValueError(f"variables: {missing} are not in {dst!r}; it has {sorted(arrays)}")
         arrays = {v: arrays[v] for v in variables}
-    source = source_variables(src)
+    token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
+    try:
+        source = source_variables(src, None, token)
+    finally:
+        from zopt.sources import release
+
+        release(token)
     report = VerifyReport(src, dst)
     tasks, owners = [], []
     for name, a in arrays.items():
@@ -213,9 +220,14 @@ def verify(src: str, dst: str, variables: list[str] | None = None, scheduler: st
                                   else f"{record['keepbits_min']}..{record['keepbits_max']} per chunk")
         step = tuple(a.shards or a.chunks) if getattr(a, "shards", None) else tuple(a.chunks)
         for region in _regions(tuple(a.shape), step):
-            tasks.append(dask.delayed(_region_task, pure=False)(src, dst, name, region, record, sentinels))
+            tasks.append(dask.delayed(_region_task, pure=False)(src, dst, name, region, record, sentinels, token))
             owners.append(check)
-    results = _compute(tasks, scheduler, None)
+    from zopt.sources import release
+
+    try:
+        results = _compute(tasks, scheduler, None, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
     counts: dict[str, Any] = {}
     kept_chunks: dict[str, list] = {}
     for check, r in zip(owners, results, strict=True):
