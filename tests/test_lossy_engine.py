@@ -164,9 +164,12 @@ def test_data_beyond_the_analysed_range_stops_the_job(ocean, tmp_path, monkeypat
 def test_bad_input_writes_nothing(ocean, tmp_path, lossy, match):
     src, _, _ = ocean
     dst = tmp_path / "bad.zarr"
+    from zopt.sources import cached_tokens
+
     with pytest.raises(ValueError, match=match):
         recompress(src, dst, lossy=[lossy])
     assert not dst.exists() and not (tmp_path / "bad.zarr.zopt-partial").exists()
+    assert cached_tokens() == []  # the refused job closed the source it had opened
 
 
 def test_cli_lossy_bad_input_is_one_line(ocean, tmp_path):

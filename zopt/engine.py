@@ -830,14 +830,18 @@ def recompress(
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
     lossy_vars: dict[str, Any] = {}
-    if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
-        from zopt.lossy.prepare import prepare_for_recompress
+    try:  # refused here, before anything is written; the sources opened so far are closed
+        if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
+            from zopt.lossy.prepare import prepare_for_recompress
 
-        lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables)
-    if readers:
-        from zopt.readers import check_readers
+            lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables)
+        if readers:
+            from zopt.readers import check_readers
 
-        check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
+            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
+    except BaseException:
+        release(job_id)
+        raise
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
