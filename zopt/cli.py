@@ -181,9 +181,13 @@ def main() -> None:
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
 @click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
+@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
+              "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
+@click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
+              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, no_progress, preset, vs_default) -> None:
+               max_memory, in_place, no_progress, preset, vs_default, lossy, readers) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -198,7 +202,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
-                              "--vs-default": vs_default or None})
+                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers})
         return
     if preset is not None:
         from zopt.presets import get_preset
@@ -220,7 +224,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory,
+            plan=plan, max_memory=max_memory, lossy=list(lossy) or None, readers=readers,
         )
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(_one_line(exc)) from exc
@@ -537,6 +541,15 @@ def plan_show(path, png) -> None:
         plot_plan(p, png)
         console.print(f"wrote {png}")
 
+
+def _register_lossy() -> None:  # zopt.lossy's commands live in their own module
+    from zopt.lossy.cli import lossy_plan, verify
+
+    main.add_command(verify)
+    main.add_command(lossy_plan)
+
+
+_register_lossy()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -474,11 +474,15 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    lossy: Any = None,
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr."""
     data = read_source(src, name, region, token)
     array = zarr.open_array(dst, path=name, mode="r+")
+    if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        data = lossy.prepare(index, data, f"chunk {index}")
     if plan is not None:  # one chunk per task here: check its content against the plan
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         plan.check_chunk(index, data, array.fill_value)
@@ -510,6 +514,7 @@ class _ShardJob:
     chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
+    lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
@@ -553,6 +558,8 @@ class _ShardJob:
             local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
                 self.plan.check_chunk(index, local, fill)
+            if self.lossy is not None:
+                local = self.lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
@@ -703,6 +710,8 @@ def recompress(
     slot_parts: int | None = None,
     plan: Any = None,
     max_memory: int | str | None = None,
+    lossy: Any = None,
+    readers: Sequence[str] | str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -741,6 +750,13 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or
+        ``{"tos": "abs:0.01"}`` (also ``keepbits:K``, ``info:L``, ``info:L:chunk``,
+        ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
+        its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
+    readers : refuse (ValueError, before anything is written) a target chain that one of these
+        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        (``zopt.readers``).
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -800,6 +816,19 @@ def recompress(
     notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
+    lossy_vars: dict[str, Any] = {}
+    try:  # refused here, before anything is written; the sources opened so far are closed
+        if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
+            from zopt.lossy.prepare import prepare_for_recompress
+
+            lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables)
+        if readers:
+            from zopt.readers import check_readers
+
+            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
+    except BaseException:
+        release(job_id)
+        raise
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
@@ -809,9 +838,11 @@ def recompress(
         sync(store.delete_dir(""))
     try:
         splits = {n: _split_for(source[n], codecs, split) for n in names}
+        splits.update({n: split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()})  # zopt.lossy
         layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
                                  root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
-                                 token=job_id)
+                                 token=job_id, attrs={n: lv.attributes() for n, lv in lossy_vars.items()},
+                                 fills={n: lv.fill_value for n, lv in lossy_vars.items()})
         tasks, reports = [], {}
         for name in names:
             var = source[name]
@@ -836,13 +867,13 @@ def recompress(
                 for region in _regions(tuple(var.shape), inner):
                     key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
                     tasks.append((name, dask.delayed(_write_region, pure=False)(
-                        src, name, partial, region, decision, array_plan, job_id, dask_key_name=key)))
+                        src, name, partial, region, decision, array_plan, job_id, lossy_vars.get(name), dask_key_name=key)))
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             job = dask.delayed(
                 _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
-                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store),
+                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store, lossy_vars.get(name)),
                 traverse=False, name=f"zopt-job-{name}-{job_id}",
             )
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
@@ -1114,10 +1145,26 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
     return _masks_of([(0, encoded)]), 1
 
 
+def variable_layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec, plan: Any = None,
+                    explicit: Sequence[str] | None = None) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """(inner chunk shape, shard shape or None) of variable ``name`` in the target: a ``plan``'s
+    chunk shape for the arrays it covers; a 1-D coordinate variable whole unless named in
+    ``explicit``; else ``chunks``/``shards`` (see ``choose_chunks``)."""
+    dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
+    inner_arg = shape_for(chunks, dims, shape)
+    shard_arg = shape_for(shards, dims, shape)
+    if plan is not None and name in plan.arrays:
+        inner_arg = tuple(plan.arrays[name].chunk_shape)
+    elif _is_coordinate(name, var) and name not in (explicit or ()):
+        inner_arg = shard_arg = shape
+    return choose_chunks(shape, var.dtype.itemsize, inner_arg, shard_arg)
+
+
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards, splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None,
-                   plan: Any = None, explicit: Sequence[str] | None = None,
-                   token: str | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   plan: Any = None, explicit: Sequence[str] | None = None, token: str | None = None,
+                   attrs: dict[str, dict[str, Any]] | None = None,
+                   fills: dict[str, Any] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1129,18 +1176,11 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     ``zarr.create_array`` takes them. A store whose root is an array (``root_meta``) gets a root
     array. Chunks: a ``plan``'s chunk shape for the arrays it covers; a 1-D coordinate variable
     whole unless named in ``explicit``; else ``chunks`` (see ``choose_chunks``).
+    ``attrs``: extra attributes per variable and ``fills``: fill values to set for a non-Zarr-v3
+    source (``zopt.lossy``: a lossy chain is designed for one fill value).
     """
-    layouts = {}
-    for name in names:
-        var = source[name]
-        dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
-        inner_arg = shape_for(chunks, dims, shape)
-        shard_arg = shape_for(shards, dims, shape)
-        if plan is not None and name in plan.arrays:
-            inner_arg = tuple(plan.arrays[name].chunk_shape)
-        elif _is_coordinate(name, var) and name not in (explicit or ()):
-            inner_arg = shard_arg = shape
-        layouts[name] = choose_chunks(shape, var.dtype.itemsize, inner_arg, shard_arg)
+    attrs = attrs or {}
+    layouts = {name: variable_layout(name, source[name], chunks, shards, plan, explicit) for name in names}
     if root_meta is not None:
         arr = zarr.open_array(src, mode="r")
         if not names:
@@ -1165,7 +1205,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
             zarr.create_array(
                 partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
                 fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                attributes=dict(arr.attrs), zarr_format=3, **splits[name],
+                attributes={**arr.attrs, **attrs.get(name, {})}, zarr_format=3, **splits[name],
             )
         return layouts
     import dask.array as da
@@ -1175,10 +1215,11 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name, (inner, shard) in layouts.items():
         var = ds[name]
         template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
+        template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, splits, layouts))
+                     encoding=_encodings(ds, names, splits, layouts, fills))
     return layouts
 
 
@@ -1206,7 +1247,8 @@ def _zarr_v3_group(src: str) -> zarr.Group | None:
         return None
 
 
-def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts,
+               fills: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
@@ -1214,6 +1256,8 @@ def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill
+        if fills and fills.get(name) is not None:
+            e["fill_value"] = fills[name]
         if shard is not None:
             e["shards"] = shard
         enc[name] = e
