@@ -31,7 +31,6 @@ How the work is split:
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import math
 import os
@@ -52,7 +51,9 @@ from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.grid import fit_shape as _fit
 from zopt.grid import is_fill, padded
+from zopt.grid import regions as _regions
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -61,6 +62,7 @@ from zopt.paths import (
     recover,
     resolve,
 )
+from zopt.scheduling import compute as _compute
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
@@ -292,7 +294,7 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
     return chain
 
 
-def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
 
     A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
@@ -389,17 +391,6 @@ def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
         out[d] = min(shape[d], side)
         remaining = max(1, remaining // out[d])
     return tuple(out)
-
-
-def _fit(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
-    """A chunk shape of about ``target_elems`` elements, filling the last dimensions first."""
-    out = []
-    remaining = max(1, target_elems)
-    for s in reversed(shape):
-        take = max(1, min(s, remaining))
-        out.append(take)
-        remaining = max(1, remaining // take)
-    return tuple(reversed(out))
 
 
 def choose_chunks(
@@ -699,10 +690,6 @@ def _slot_parts(layout: ShardLayout, parts: int | None) -> list[tuple[int, int]]
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
-def _regions(shape: tuple[int, ...], step: tuple[int, ...]) -> list[tuple[slice, ...]]:
-    ranges = [range(0, s, k) for s, k in zip(shape, step, strict=True)]
-    return [tuple(slice(o, min(o + k, s)) for o, k, s in zip(origin, step, shape, strict=True)) for origin in itertools.product(*ranges)]
-
 
 # -- the job ----------------------------------------------------------------------------------------
 
@@ -803,7 +790,7 @@ def recompress(
             notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
-    split = _split_chain(chain)
+    split = split_chain(chain)
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -851,7 +838,7 @@ def recompress(
         sync(store.delete_dir(""))
     try:
         splits = {n: _split_for(source[n], codecs, split) for n in names}
-        splits.update({n: _split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()})  # zopt.lossy
+        splits.update({n: split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()})  # zopt.lossy
         layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
                                  root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
                                  token=job_id, attrs={n: lv.attributes() for n, lv in lossy_vars.items()},
@@ -1011,7 +998,7 @@ def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[
         return split
     chain = json.loads(json.dumps(DEFAULT_CHAIN))
     chain[1]["configuration"]["codecs"] = [c for c in chain[1]["configuration"]["codecs"] if c["name"] != "shuffle"]
-    return _split_chain(chain)
+    return split_chain(chain)
 
 
 def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress,
@@ -1277,55 +1264,3 @@ def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any
     return enc
 
 
-def _compute(tasks: list, scheduler: str | None, progress, token: str | None = None) -> list:
-    """Run ``tasks``; ``token``: the job's id, whose open sources every worker closes at the end."""
-    import contextlib
-
-    import dask
-
-    if not tasks:
-        return []
-    ctx = progress(len(tasks)) if progress else contextlib.nullcontext()
-    if scheduler and "://" in scheduler:
-        from zopt.cluster import compute_on_cluster
-
-        return compute_on_cluster(tasks, scheduler, ctx, token)
-    get = _local_scheduler(scheduler or "threads")
-    import dask.threaded
-
-    if get is not dask.threaded.get:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get))
-    from concurrent.futures import ThreadPoolExecutor
-
-    import dask.system
-
-    # our own pool, shut down before returning or raising: when a task fails, the tasks still
-    # running finish (and queued ones are cancelled) before the caller removes a partial store,
-    # so no late write can recreate it
-    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
-    try:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get, pool=pool))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _local_scheduler(name: str) -> Any:
-    """The ``get`` function of Dask's local scheduler ``name`` (other names are left to Dask).
-
-    Passing the function rather than its name keeps ``dask.compute`` from importing
-    ``distributed`` to look for a client (0.14 s per process).
-    """
-    import dask.local
-    import dask.threaded
-
-    if name in ("threads", "threading"):
-        return dask.threaded.get
-    if name in ("sync", "synchronous", "single-threaded"):
-        return dask.local.get_sync
-    if name in ("processes", "multiprocessing"):
-        import dask.multiprocessing
-
-        return dask.multiprocessing.get
-    return name
