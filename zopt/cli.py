@@ -119,9 +119,12 @@ def main() -> None:
 @click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
+@click.option("--checksum/--no-checksum", default=None,
+              help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
+                   "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
-               in_place, no_progress) -> None:
+               in_place, checksum, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -133,6 +136,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
+                              "--checksum/--no-checksum": None if checksum is None else checksum or "no",
                               "--layout": None if layout == "compact" else layout})
         return
     if dst is None:
@@ -142,7 +146,7 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory,
+            plan=plan, max_memory=max_memory, checksum=checksum,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -178,6 +182,7 @@ def info(store, arrays) -> None:
 
 def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:
     from zopt.engine import recompress_in_place
+    from zopt.errors import ZoptError
 
     if dst is not None:
         raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
@@ -187,9 +192,11 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     try:
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ZoptError) as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(summary_table(report))
+    for note in report.notes:
+        console.print(f"note: {note}")
 
 
 @main.command()
@@ -197,13 +204,16 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
 @click.argument("arrays", nargs=-1)
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def compact(store, arrays, scheduler, no_progress) -> None:
+@click.option("--grace", type=float, default=2.0, show_default=True,
+              help="Seconds between replacing the shards (sizes kept) and dropping their holes; see docs/reliability.md.")
+def compact(store, arrays, scheduler, no_progress, grace) -> None:
     """Rewrite the fixed-slot shards of STORE packed, atomically, one task per shard."""
     from zopt.compact import compact as run
+    from zopt.errors import ZoptError
 
     try:
-        report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress)
-    except ValueError as exc:
+        report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress, grace=grace)
+    except (ValueError, ZoptError) as exc:
         raise click.ClickException(str(exc)) from exc
     table = Table(title=f"zopt compact {store}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
     for col in ("array", "shards", "compacted", "apparent before", "apparent after", "allocated before", "allocated after"):
@@ -212,6 +222,8 @@ def compact(store, arrays, scheduler, no_progress) -> None:
         table.add_row(a.name, str(a.shards), str(a.compacted), _human(a.apparent_before), _human(a.apparent_after),
                       _human(a.allocated_before), _human(a.allocated_after))
     console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}")
 
 
 def _analysis_options(command):

@@ -52,10 +52,13 @@ import zarr
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.lock import store_lock
+from zopt.rewrite import GRACE_SECONDS, has_inner_checksum, rewrite_shard, same_chunks, shrink_after_grace, unchecked_note
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
     is_fill,
+    is_packed,
     layout_of,
     pack,
     padded,
@@ -319,6 +322,16 @@ def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     if serializer is None:
         raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
     return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
+
+
+def _with_checksum(split: dict[str, Any]) -> dict[str, Any]:
+    """``split`` with zarr's ``crc32c`` codec appended to the bytes→bytes codecs (unless last)."""
+    from zarr.codecs import Crc32cCodec
+
+    compressors = list(split["compressors"] or [])
+    if not (compressors and isinstance(compressors[-1], Crc32cCodec)):
+        compressors.append(Crc32cCodec())
+    return {**split, "compressors": compressors}
 
 
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
@@ -684,6 +697,7 @@ def recompress(
     slot_parts: int | None = None,
     plan: Any = None,
     max_memory: int | str | None = None,
+    checksum: bool | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -722,6 +736,10 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
+        reader that pairs an old shard index with a rewritten file (``zopt compact``,
+        ``--in-place``) gets an error instead of wrong values; default: for ``fixed-slot``
+        (the layout written to be rewritten), not for ``compact``. See docs/reliability.md.
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -751,6 +769,9 @@ def recompress(
                          "so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
+    if checksum not in (None, True, False):
+        raise ValueError(f"checksum: {checksum!r} is not one of [None, True, False]")
+    sharded_split = _with_checksum(split) if (layout == "fixed-slot" if checksum is None else checksum) else split
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -774,7 +795,7 @@ def recompress(
         partial = store
         sync(store.delete_dir(""))
     try:
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split)
+        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split, sharded_split)
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -883,6 +904,7 @@ def recompress_in_place(
     plan: Any = None,
     scheduler: str | None = None,
     progress: Callable[[Any], Any] | None = None,
+    grace: float = GRACE_SECONDS,
 ) -> RecompressReport:
     """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
 
@@ -899,11 +921,17 @@ def recompress_in_place(
     store : a Zarr v3 group in a local directory.
     variables : arrays to rewrite (default: every array with a ``conditional`` codec).
     decision, plan, scheduler, progress : as for ``recompress``.
+    grace : seconds between replacing the shards and dropping the holes that kept their sizes
+        (``zopt.rewrite``; a reader holding a shard index longer may read past a new end).
 
+    The job holds the store's lock (``zopt.lock``); a shard is replaced as ``zopt.rewrite``
+    describes, so a reader pairing an old index with a new file gets an error, not wrong values,
+    when the inner chain ends with ``crc32c`` (``RecompressReport.notes`` names arrays without).
     Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
     not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
     (its chunks cannot change without changing its metadata: use ``recompress``);
-    ``PlanMismatchError`` for a plan made for other arrays or contents.
+    ``PlanMismatchError`` for a plan made for other arrays or contents; StoreLockedError when
+    another job is rewriting the store.
     """
     import dask
 
@@ -925,44 +953,72 @@ def recompress_in_place(
         names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
     t0 = time.perf_counter()
     source_bytes = _source_nbytes(store)
-    tasks, reports = [], {}
+    tasks, reports, notes = [], {}, []
     job_id = uuid.uuid4().hex[:12]
-    for name in names:
-        array = arrays[name]
-        if not conditional_codecs_in(array.metadata.codecs):
-            raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
-                             "changing its metadata; rewrite it into a new store with recompress SRC DST")
-        shard_layout = layout_of(array)
-        inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
-        array_plan = _plan_for(plan, name, array, inner) if plan is not None else None
-        reports[name] = ArrayReport(
-            name=name, shape=tuple(array.shape), dtype=str(array.dtype),
-            chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
-            logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
-            layout="in place, packed" if shard_layout is not None else "in place, unsharded",
-        )
-        if shard_layout is None:
-            write, first = _rewrite_chunk_in_place, (store, name)
-        else:
-            write, first = _write_packed_shard, (dask.delayed(
-                _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
-                          array.metadata.chunk_key_encoding, array_plan),
-                traverse=False, name=f"zopt-job-{name}-{job_id}",
-            ),)
-        for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
-            if os.path.exists(os.path.join(store, name, *array.metadata.encode_chunk_key(coords).split("/"))):
-                label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
-                extra = (decision, array_plan) if shard_layout is None else ()
-                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, dask_key_name=label)))
-    graph_seconds = _run_writes(tasks, reports, store, scheduler, progress)
+    with store_lock(store, job_id) as tmp_dir:
+        shards = []  # (path, layout, key) of every shard rewritten
+        for name in names:
+            array = arrays[name]
+            if not conditional_codecs_in(array.metadata.codecs):
+                raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
+                                 "changing its metadata; rewrite it into a new store with recompress SRC DST")
+            shard_layout = layout_of(array)
+            inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
+            array_plan = _plan_for(plan, name, array, inner) if plan is not None else None
+            reports[name] = ArrayReport(
+                name=name, shape=tuple(array.shape), dtype=str(array.dtype),
+                chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
+                logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
+                layout="in place, packed" if shard_layout is not None else "in place, unsharded",
+            )
+            if shard_layout is None:
+                write, first = _rewrite_chunk_in_place, (store, name)
+            else:
+                if not has_inner_checksum(shard_layout):
+                    notes.append(unchecked_note(name))
+                write, first = _rewrite_shard_in_place, (dask.delayed(
+                    _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
+                              array.metadata.chunk_key_encoding, array_plan),
+                    traverse=False, name=f"zopt-job-{name}-{job_id}",
+                ),)
+            for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
+                key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
+                path = os.path.join(store, *key.split("/"))
+                if os.path.exists(path):
+                    label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
+                    extra = (decision, array_plan) if shard_layout is None else ()
+                    tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, str(tmp_dir), dask_key_name=label)))
+                    if shard_layout is not None:
+                        shards.append((path, shard_layout, key))
+        graph_seconds = _run_writes(tasks, reports, store, scheduler, progress)
+        if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
+            for name, rep in reports.items():
+                rep.stored_after, rep.allocated_after = _stored_sizes(store, name)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
-                            graph_seconds=graph_seconds)
+                            graph_seconds=graph_seconds, notes=notes)
 
 
-def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None):
+def _rewrite_shard_in_place(job: _ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
+    """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.rewrite``,
+    phase A), unless it holds exactly those chunks packed already (a retried task)."""
+    path = job.path(shard_coords)
+    key = os.path.relpath(path, job.src)
+    with open(path, "rb") as f:
+        blob = f.read()
+    old = job.layout.decode_index(
+        blob[: job.layout.index_nbytes] if job.layout.index_location == "start" else blob[len(blob) - job.layout.index_nbytes :], key)
+    encoded = list(job.encode(shard_coords, None, limit=False))
+    chunks = {i: e.data.tobytes() for i, e in encoded}
+    if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
+        rewrite_shard(path, job.layout, chunks, tmp_dir, key, old, len(blob))
+    return _masks_of(encoded), len(encoded)
+
+
+def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+                            tmp_dir: str | None = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
     array = zarr.open_array(store, path=name, mode="r")
     chunks = tuple(array.chunks)
@@ -979,22 +1035,25 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
         return collections.Counter(), 0
     encoder = ChunkEncoder(array.metadata.codecs, chunk_spec(chunks, array.metadata.data_type, array.fill_value))
     encoded = encoder.with_decision(plan if plan is not None else decision).encode(chunk, coords)
-    write_packed(path, encoded.data)
+    write_packed(path, encoded.data, tmp_dir)
     return _masks_of([(0, encoded)]), 1
 
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards,
-                   split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   split: dict[str, Any], sharded_split: dict[str, Any] | None = None,
+                   ) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
     A Zarr v3 source (``source_group``, opened from ``src``) is copied at the Zarr level: each rewritten array keeps the source's data type, fill value, dimension names
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
-    ``to_zarr`` with lazy placeholders for the rewritten variables. Returns ``{name: (inner
-    chunk shape, shard shape or None)}``.
+    ``to_zarr`` with lazy placeholders for the rewritten variables. ``sharded_split``: the
+    codecs of sharded arrays (default ``split``). Returns ``{name: (inner chunk shape, shard
+    shape or None)}``.
     """
+    sharded_split = sharded_split or split
     layouts = {}
     for name in names:
         var = source[name]
@@ -1012,7 +1071,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
             zarr.create_array(
                 partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
                 fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                attributes=dict(arr.attrs), zarr_format=3, **split,
+                attributes=dict(arr.attrs), zarr_format=3, **(sharded_split if shard else split),
             )
         return layouts
     import dask.array as da
@@ -1025,7 +1084,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, split, layouts))
+                     encoding=_encodings(ds, names, split, layouts, sharded_split))
     return layouts
 
 
@@ -1053,11 +1112,12 @@ def _zarr_v3_group(src: str) -> zarr.Group | None:
         return None
 
 
-def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts,
+               sharded_split: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
-        e = {"chunks": inner, **split}
+        e = {"chunks": inner, **(sharded_split or split if shard else split)}
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill

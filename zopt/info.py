@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import math
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,9 @@ def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> l
     if isinstance(node, zarr.Array):
         found = {"": node}
     else:
-        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
+        with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-lock and .zopt-jobs
+            warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+            found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
     if names:
         missing = [n for n in names if n not in found]
         if missing:
