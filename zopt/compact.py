@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from zopt.lock import store_lock
-from zopt.rewrite import GRACE_SECONDS, has_inner_checksum, rewrite_shard, shrink_shard, slack, unchecked_note
+from zopt.rewrite import (
+    GRACE_SECONDS,
+    has_inner_checksum,
+    rewrite_shard,
+    shrink_shard,
+    slack,
+    unchecked_note,
+)
 from zopt.shards import EMPTY, ShardLayout, allocated_bytes, is_packed, layout_of, read_index
 
 __all__ = ["ArrayCompaction", "CompactReport", "compact"]

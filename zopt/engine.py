@@ -53,7 +53,14 @@ from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.lock import store_lock
-from zopt.rewrite import GRACE_SECONDS, has_inner_checksum, rewrite_shard, same_chunks, shrink_after_grace, unchecked_note
+from zopt.rewrite import (
+    GRACE_SECONDS,
+    has_inner_checksum,
+    rewrite_shard,
+    same_chunks,
+    shrink_after_grace,
+    unchecked_note,
+)
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
