@@ -158,12 +158,13 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
 @main.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
-def info(store, arrays) -> None:
+@click.option("--check", is_flag=True, help="Also decode every stored chunk (checksums, codecs); a corrupt one is named.")
+def info(store, arrays, check) -> None:
     """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
     from zopt.info import store_info
 
     try:
-        infos = store_info(store, arrays or None)
+        infos = store_info(store, arrays or None, check=check)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     table = Table(title=f"zopt info {store}")

@@ -69,6 +69,7 @@ from zopt.shards import (
     layout_of,
     pack,
     padded,
+    read_shard,
     tmp_path,
     write_packed,
     write_slots,
@@ -226,8 +227,9 @@ def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
     """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
 
     A raw-stored array of a local Zarr v3 store is read with positional reads of just the
-    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
-    anything else through xarray.
+    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr
+    with zopt's checks (``zopt.checked_read``: corrupt shards and chunks named, a torn read
+    retried once), anything else through xarray.
     """
     from zopt.raw_read import RawChunkReader
 
@@ -240,7 +242,9 @@ def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
         if reader is not None:
             return reader.read_region(region, array.fill_value)
         if array is not None and array.metadata.zarr_format == 3:
-            return np.asarray(array[region])
+            from zopt.checked_read import read_region
+
+            return read_region(array, region, src if os.path.isdir(src) else None)
     return open_source(src)[name].variable[region].values
 
 
@@ -1013,10 +1017,7 @@ def _rewrite_shard_in_place(job: _ShardJob, shard_coords: tuple[int, ...], tmp_d
     phase A), unless it holds exactly those chunks packed already (a retried task)."""
     path = job.path(shard_coords)
     key = os.path.relpath(path, job.src)
-    with open(path, "rb") as f:
-        blob = f.read()
-    old = job.layout.decode_index(
-        blob[: job.layout.index_nbytes] if job.layout.index_location == "start" else blob[len(blob) - job.layout.index_nbytes :], key)
+    old, blob = read_shard(path, job.layout, key)
     encoded = list(job.encode(shard_coords, None, limit=False))
     chunks = {i: e.data.tobytes() for i, e in encoded}
     if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):

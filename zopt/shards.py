@@ -48,7 +48,10 @@ __all__ = [
     "ShardLayout",
     "finalize_slots",
     "layout_of",
+    "check_table",
     "read_index",
+    "read_index_stat",
+    "read_shard",
     "write_packed",
     "write_slots",
 ]
@@ -352,35 +355,74 @@ def write_packed(path: str | os.PathLike, data: bytes | None, tmp_dir: str | os.
 # -- reading and compaction --------------------------------------------------------------------------
 
 
-def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> np.ndarray:
-    """The ``(n_inner, 2)`` uint64 index table of the shard file ``path``.
+def check_table(table: np.ndarray, layout: ShardLayout, file_size: int, key: str) -> np.ndarray:
+    """Check an index table against its file; returns ``table``.
 
-    Raises ShardIndexError naming the shard when the file is shorter than its index, the index
-    does not decode, or an entry points outside the file.
+    Every entry is either empty — exactly ``(2^64-1, 2^64-1)`` — or a non-empty byte range
+    lying wholly inside the chunk data region of the file, clear of the index. Raises
+    ShardIndexError naming ``key`` and the first bad inner chunk otherwise (half-empty entries,
+    zero lengths, ranges past the end, ranges into the index region).
     """
-    key = key or os.fspath(path)
-    size = os.path.getsize(path)
     n = layout.index_nbytes
-    if size < n:
-        raise ShardIndexError(key, f"file has {size} bytes, fewer than its {n}-byte index")
-    with open(path, "rb") as f:
-        if layout.index_location == "end":
-            f.seek(size - n)
-        raw = f.read(n)
-    table = layout.decode_index(raw, key)
-    used = table[:, 0] != EMPTY
+    off_empty, len_empty = table[:, 0] == EMPTY, table[:, 1] == EMPTY
+    half = off_empty != len_empty
+    if half.any():
+        j = int(np.argmax(half))
+        raise ShardIndexError(key, f"index entry of inner chunk {j} (offset {int(table[j, 0])}, {int(table[j, 1])} bytes) is "
+                                   "half empty: an empty chunk has 2^64-1 for both")
+    used = ~off_empty
     if used.any():
-        lo, hi = (n, size) if layout.index_location == "start" else (0, size - n)
+        lo, hi = (n, file_size) if layout.index_location == "start" else (0, file_size - n)
         starts, lengths = table[used, 0], table[used, 1]
-        bad = (starts < lo) | (starts + lengths > hi) | (starts + lengths < starts)
+        bad = (starts < lo) | (lengths == 0) | (lengths > np.uint64(hi)) | (starts > np.uint64(hi) - lengths)
         if bad.any():
             j = int(np.flatnonzero(used)[np.argmax(bad)])
             raise ShardIndexError(
                 key,
                 f"index entry of inner chunk {j} (offset {int(table[j, 0])}, {int(table[j, 1])} bytes) "
-                f"lies outside the chunk data [{lo}, {hi}) of the {size}-byte file",
+                f"lies outside the chunk data [{lo}, {hi}) of the {file_size}-byte file",
             )
     return table
+
+
+def _index_bytes(f: Any, layout: ShardLayout, size: int, key: str) -> bytes:
+    n = layout.index_nbytes
+    if size < n:
+        raise ShardIndexError(key, f"file has {size} bytes, fewer than its {n}-byte index (truncated or empty shard)")
+    f.seek(size - n if layout.index_location == "end" else 0)
+    return f.read(n)
+
+
+def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> np.ndarray:
+    """The ``(n_inner, 2)`` uint64 index table of the shard file ``path``.
+
+    Raises ShardIndexError naming the shard when the file is shorter than its index (an empty
+    file included), the index does not decode, or an entry is not valid (``check_table``).
+    """
+    return read_index_stat(path, layout, key)[0]
+
+
+def read_index_stat(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, os.stat_result]:
+    """``read_index`` and the ``os.stat_result`` of the file the index was read from (its
+    ``st_ino`` tells whether a later open finds the same file or a replacement)."""
+    key = key or os.fspath(path)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        raw = _index_bytes(f, layout, st.st_size, key)
+    return check_table(layout.decode_index(raw, key), layout, st.st_size, key), st
+
+
+def read_shard(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, bytes]:
+    """``(index table, whole file)`` of a shard read with one ``read``: the index and the chunk
+    bytes come from the same file even if it is replaced meanwhile. Errors as ``read_index``."""
+    key = key or os.fspath(path)
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = layout.index_nbytes
+    if len(blob) < n:
+        raise ShardIndexError(key, f"file has {len(blob)} bytes, fewer than its {n}-byte index (truncated or empty shard)")
+    raw = blob[len(blob) - n :] if layout.index_location == "end" else blob[:n]
+    return check_table(layout.decode_index(raw, key), layout, len(blob), key), blob
 
 
 #: most padding bytes a safe rewrite (``zopt.rewrite.place``) puts before one inner chunk
