@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zopt import __version__
+from zopt.errors import disk_full_message, is_disk_full
 
 # piped output (logs, CI) gets a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -27,6 +28,13 @@ def _human(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _largest_file(root: str) -> int:
+    """Size of the largest file under ``root``: what replacing one shard needs free."""
+    from pathlib import Path
+
+    return max((p.stat().st_size for p in Path(root).rglob("*") if p.is_file()), default=0)
 
 
 def _mask_text(masks: Any, n_bits: int = 2) -> str:
@@ -150,6 +158,13 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
         )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:
+        if not is_disk_full(exc) or "://" in dst:
+            raise
+        from zopt.engine import _source_nbytes
+
+        raise click.ClickException(disk_full_message(dst, _source_nbytes(src), "the partial output was removed, "
+                                                     "DST is as it was")) from exc
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
@@ -195,6 +210,11 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
                                      progress=None if no_progress else _RichProgress)
     except (ValueError, FileNotFoundError, ZoptError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise click.ClickException(disk_full_message(src, _largest_file(src), "every shard is whole (old or new), "
+                                                     "temporary files were removed")) from exc
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
@@ -216,6 +236,11 @@ def compact(store, arrays, scheduler, no_progress, grace) -> None:
         report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress, grace=grace)
     except (ValueError, ZoptError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
+                                                     "temporary files were removed")) from exc
     table = Table(title=f"zopt compact {store}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
     for col in ("array", "shards", "compacted", "apparent before", "apparent after", "allocated before", "allocated after"):
         table.add_column(col, justify="left" if col == "array" else "right")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["ChunkDecodeError", "ZoptError"]
+import errno
+import os
+import shutil
+
+__all__ = ["ChunkDecodeError", "ZoptError", "is_disk_full", "disk_full_message"]
 
 
 class ZoptError(Exception):
@@ -25,3 +29,31 @@ class ChunkDecodeError(ZoptError, ValueError):
         where = "a chunk" if key is None else f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
         why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"cannot decode {where}: {f'{codec}: ' if codec else ''}{why}")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an OSError saying the disk (or quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def disk_full_message(target: str | os.PathLike, needed: int | None, removed: str) -> str:
+    """One line for a job that ran out of disk space writing under ``target``.
+
+    needed : bytes the job needs there in all (an estimate), or None; removed : what the job
+    removed, e.g. "the partial output was removed".
+    """
+    where = os.path.abspath(os.fspath(target))
+    probe = where
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    free = shutil.disk_usage(probe).free
+    need = f"about {_size(needed)} needed, " if needed else ""
+    return f"no space left on the device writing {where}: {need}{_size(free)} free there; {removed}"
