@@ -6,7 +6,14 @@ import errno
 import os
 import shutil
 
-__all__ = ["ChunkDecodeError", "ZoptError", "is_disk_full", "disk_full_message"]
+__all__ = [
+    "ChunkDecodeError",
+    "ChunkIndexUnavailableError",
+    "UnsupportedArrayError",
+    "ZoptError",
+    "disk_full_message",
+    "is_disk_full",
+]
 
 
 class ZoptError(Exception):
@@ -29,6 +36,18 @@ class ChunkDecodeError(ZoptError, ValueError):
         where = "a chunk" if key is None else f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
         why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"cannot decode {where}: {f'{codec}: ' if codec else ''}{why}")
+
+
+class ChunkIndexUnavailableError(ZoptError, LookupError):
+    """A ``conditional`` decision needs the chunk's grid coordinates (a mask grid, a plan, a
+    decision function), but the codec pipeline in use does not publish them: only
+    ``zopt.pipeline.ChunkIndexCodecPipeline`` does. The message names the pipeline."""
+
+
+class UnsupportedArrayError(ZoptError, ValueError):
+    """An array whose metadata the installed zarr-python cannot serve (an unknown codec, or a
+    configuration this zarr version refuses). The message names the array, the codec and the
+    zarr-python version."""
 
 
 def is_disk_full(exc: BaseException) -> bool:
