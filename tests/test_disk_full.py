@@ -72,3 +72,11 @@ def test_enospc_from_positional_writes(src, tmp_path, monkeypatch):
     assert "DST is as it was" in out
     assert (dst / "keep.txt").read_text() == "previous output"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "src.zarr"]  # no partial store left
+
+
+def test_an_existing_dst_is_refused_in_cli_words(src, tmp_path):
+    dst = tmp_path / "out.zarr"
+    dst.mkdir()
+    res = CliRunner().invoke(main, ["recompress", str(src), str(dst), "--no-progress"])
+    assert res.exit_code == 1 and "exists; use --overwrite to replace it" in res.output
+    assert "overwrite=True" not in res.output

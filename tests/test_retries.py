@@ -185,3 +185,20 @@ def test_an_unsharded_chunk_rewritten_twice(tmp_path, src):
     once = _files(dst)
     _rewrite_chunk_in_place(str(dst), "v", (0, 0), "always")
     assert _files(dst) == once
+
+
+def test_a_slot_writer_rerun_after_its_finalize_leaves_no_temp_file_in_dst(tmp_path, src, monkeypatch):
+    import zopt.engine as eng
+
+    real = eng._finalize_shard
+
+    def finalize_then_a_writer_again(job, coords, *parts):
+        out = real(job, coords, *parts)
+        eng._write_slot_part(job, coords, eng._slot_parts(job.layout, 2)[0])  # Dask re-ran it: its result was lost
+        return out
+
+    monkeypatch.setattr(eng, "_finalize_shard", finalize_then_a_writer_again)
+    dst = tmp_path / "d.zarr"
+    recompress(src, dst, chunks=(16, 32), shards=(48, 96), layout="fixed-slot", slot_parts=2)
+    assert not [p for p in dst.rglob("*") if ".zopt-" in p.name]
+    np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], _values())

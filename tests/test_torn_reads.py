@@ -66,14 +66,28 @@ class TornStore(LocalStore):
     def with_read_only(self, read_only: bool = False):  # zarr.open may ask for a copy
         return TornStore(self.root, self.old, self.n, read_only=read_only)
 
-    async def get(self, key, prototype, byte_range=None):
+    def _old_index(self, key, byte_range) -> bytes | None:
         old = self.old.get(key)
         if old is not None:
             if isinstance(byte_range, SuffixByteRequest) and byte_range.suffix == self.n:
-                return prototype.buffer.from_bytes(old[-self.n :])
+                return old[-self.n :]
             if isinstance(byte_range, RangeByteRequest) and (byte_range.start, byte_range.end) == (0, self.n):
-                return prototype.buffer.from_bytes(old[: self.n])
+                return old[: self.n]
+        return None
+
+    async def get(self, key, prototype, byte_range=None):
+        index = self._old_index(key, byte_range)
+        if index is not None:
+            return prototype.buffer.from_bytes(index)
         return await super().get(key, prototype, byte_range)
+
+    def get_sync(self, key, *, prototype=None, byte_range=None):  # zarr >= 3.3 reads shards synchronously
+        from zarr.core.buffer import default_buffer_prototype
+
+        index = self._old_index(key, byte_range)
+        if index is not None:
+            return (prototype or default_buffer_prototype()).buffer.from_bytes(index)
+        return super().get_sync(key, prototype=prototype, byte_range=byte_range)
 
 
 def torn_reads(store: Path, old: bytes) -> tuple[int, int, int]:

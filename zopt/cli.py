@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -156,7 +157,9 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
             plan=plan, max_memory=max_memory, checksum=checksum,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+    except FileExistsError as exc:  # the library's message names the Python argument too: say the option only
+        raise click.ClickException(re.sub(r"pass overwrite=True( \(--overwrite\))?", "use --overwrite", str(exc))) from exc
+    except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         if not is_disk_full(exc) or "://" in dst:

@@ -70,6 +70,7 @@ from zopt.shards import (
     layout_of,
     pack,
     read_shard,
+    remove_temp_files,
     tmp_path,
     write_packed,
     write_slots,
@@ -866,6 +867,8 @@ def recompress(
                     task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
         graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress)
+        if store is None:  # e.g. a slot writer Dask re-ran after its shard's finalize: not published
+            remove_temp_files(partial)
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
             warnings.simplefilter("ignore")
             zarr.consolidate_metadata(partial, zarr_format=3)

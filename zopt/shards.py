@@ -53,6 +53,7 @@ __all__ = [
     "read_index",
     "read_index_stat",
     "read_shard",
+    "remove_temp_files",
     "write_packed",
     "write_slots",
 ]
@@ -205,6 +206,17 @@ def layout_of(array: Any) -> ShardLayout | None:
 
 
 # -- file writing ----------------------------------------------------------------------------------
+
+
+def remove_temp_files(root: str | os.PathLike) -> int:
+    """Remove every zopt temporary file (``*.zopt-*``) under the directory ``root`` (a partial
+    store the job owns). Returns how many."""
+    n = 0
+    for p in Path(root).rglob(f"*{TMP_MARK}*"):
+        if p.is_file():
+            p.unlink(missing_ok=True)
+            n += 1
+    return n
 
 
 def tmp_path(path: str | os.PathLike, job: str) -> Path:
