@@ -283,3 +283,64 @@ def test_a_lock_from_another_host_is_refused_and_the_message_says_what_to_remove
     assert res.exit_code == 1
     assert "host 'elsewhere'" in res.output and f"remove {store / LOCK_NAME}" in res.output.replace("\n", "")
     assert "Traceback" not in res.output
+
+
+# -- zopt's own readers: retry once, then name the chunk ------------------------------------------------
+
+
+def test_the_raw_reader_notices_a_replaced_shard_and_reads_its_new_index(tmp_path):
+    from zopt.raw_read import RawChunkReader
+
+    a = values()
+    z = zarr.create_array(tmp_path / "raw.zarr", shape=a.shape, dtype="f4", chunks=(16, 16), shards=(64, 96),
+                          compressors=None, fill_value=0)
+    z[:] = a
+    reader = RawChunkReader.open(tmp_path / "raw.zarr", z)
+    assert reader is not None
+    region = (slice(32, 48), slice(16, 80))
+    np.testing.assert_array_equal(reader.read_region(region, 0.0), a[region])  # index read and kept
+    shard = tmp_path / "raw.zarr" / "c" / "0" / "0"
+    lay = layout_of(z)
+    table, blob = read_index(shard, lay), shard.read_bytes()
+    chunks = {int(i): blob[int(table[i, 0]) : int(table[i, 0] + table[i, 1])] for i in np.flatnonzero(table[:, 0] != EMPTY)}
+    rewrite_shard(shard, lay, chunks, tmp_path, "c/0/0", table, len(blob))
+    assert not np.array_equal(read_index(shard, lay)[:, 0], table[:, 0])  # chunks moved
+    np.testing.assert_array_equal(reader.read_region(region, 0.0), a[region])  # not the old offsets
+    samples, absent = reader.read_windows((16, 16), [(2, 3)], 1, 1, np.float32(0))
+    assert samples[0].view("f4").tolist() == a[32:48, 48:64].ravel().tolist() and not absent[0]
+
+
+def test_checked_reads_retry_once_then_name_the_chunk(tmp_path):
+    from zopt.checked_read import read_region
+    from zopt.errors import ChunkDecodeError
+
+    store = fixed_slot_store(tmp_path, "end")
+    z = zarr.open_array(store, path="v")
+
+    class Flaky:  # fails once, like a torn read during a rewrite
+        def __init__(self, array, failures):
+            self.array, self.failures = array, failures
+            self.metadata, self.path = array.metadata, array.path
+
+        def __getitem__(self, region):
+            if self.failures:
+                self.failures -= 1
+                raise ValueError("Stored and computed checksum do not match")
+            return self.array[region]
+
+    region = (slice(0, 64), slice(0, 96))
+    np.testing.assert_array_equal(read_region(Flaky(z, 1), region, str(store)), values())
+    # a chunk that stays corrupt: named after the retry
+    shard = store / "v" / "c" / "0" / "0"
+    lay = layout_of(z)
+    table = read_index(shard, lay)
+    data = bytearray(shard.read_bytes())
+    data[int(table[7, 0]) + 5] ^= 0xFF  # inner chunk 7 = (1, 1)
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ChunkDecodeError, match=r"inner chunk \(1, 1\) of shard 'v/c/0/0'"):
+        read_region(zarr.open_array(store, path="v"), region, str(store))
+    from zopt.engine import recompress
+
+    with pytest.raises(ChunkDecodeError, match=r"inner chunk \(1, 1\) of shard 'v/c/0/0'"):
+        recompress(store, tmp_path / "out.zarr", chunks=(16, 16), shards=(64, 96))
+    assert not (tmp_path / "out.zarr").exists()

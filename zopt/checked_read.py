@@ -11,7 +11,8 @@ can pair an old index with the new file and fail its checksum (see ``zopt.rewrit
 2. reads the region through zarr; when that fails, reads it once more (a torn read resolves:
    the second read gets the new index);
 3. when the second read fails too, reads the region's chunks one by one to find the first that
-   fails, and raises ``ChunkDecodeError`` naming its key (and inner chunk for shards).
+   fails, and raises ``ChunkDecodeError`` naming its key (and inner chunk for shards); when
+   none fails alone, the second read's error is raised as it is.
 """
 
 from __future__ import annotations
@@ -86,4 +87,4 @@ def read_region(array: Any, region: tuple[slice, ...], root: str | None = None) 
             array[sub]
         except Exception as exc:  # noqa: BLE001
             raise ChunkDecodeError(prefix + key, inner, exc) from exc
-    raise ChunkDecodeError(prefix + next(shard_keys(array, region))[1], None, first) from first
+    raise first  # no single chunk fails: not a corrupt chunk, let the error speak for itself

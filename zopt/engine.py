@@ -962,6 +962,8 @@ def recompress_in_place(
     import dask
 
     store = os.fspath(store)
+    if not grace >= 0:
+        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
     group = _zarr_v3_group(store)
     if group is None:
         raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
