@@ -18,7 +18,7 @@ __all__ = [
     "current_chunk",
     "current_chunk_index",
     "describe_current_chunk",
-    "reset_current_chunk",
+    "restore_current_chunk",
     "set_current_chunk",
 ]
 
@@ -83,12 +83,18 @@ class chunk_context:  # noqa: N801 - used as a context manager, like contextlib 
         _CURRENT.reset(self._token)
 
 
-def set_current_chunk(ctx: ChunkContext | None) -> contextvars.Token:
-    """Make ``ctx`` the current chunk; returns the token for ``reset_current_chunk``, which
-    must run in the same asyncio task or thread (``contextvars`` rule)."""
-    return _CURRENT.set(ctx)
+def set_current_chunk(ctx: ChunkContext | None) -> ChunkContext | None:
+    """Make ``ctx`` the current chunk; returns the previous one for ``restore_current_chunk``."""
+    previous = _CURRENT.get()
+    _CURRENT.set(ctx)
+    return previous
 
 
-def reset_current_chunk(token: contextvars.Token) -> None:
-    """Restore the chunk that was current before ``set_current_chunk`` returned ``token``."""
-    _CURRENT.reset(token)
+def restore_current_chunk(previous: ChunkContext | None) -> None:
+    """Make ``previous`` (from ``set_current_chunk``) current again.
+
+    By value with ``set()``, not ``reset(token)``: a coroutine destroyed unfinished (its read
+    failed elsewhere, the process exits) runs its ``finally`` in another context, where a token
+    is refused with a traceback.
+    """
+    _CURRENT.set(previous)

@@ -37,7 +37,7 @@ from zopt._context import (
     current_chunk,
     current_chunk_index,
     describe_current_chunk,
-    reset_current_chunk,
+    restore_current_chunk,
     set_current_chunk,
 )
 from zopt._zarr_compat import chunk_result, fill_value_or_default, joined_results, supports_sync
@@ -246,14 +246,14 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
                 await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items))
             )
         byte_setter, chunk_spec = items[0][0], items[0][1]
-        token = set_current_chunk(_context_for(byte_setter, tuple(chunk_spec.shape)))
+        previous = set_current_chunk(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
             if self._whole_chunk_write(items[0], value, drop_axes):
                 await self._write_whole_chunk(items[0], value)
                 return None
             return await super().write_batch(items, value, drop_axes)
         finally:
-            reset_current_chunk(token)
+            restore_current_chunk(previous)
 
     async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> Any:
         """Read, decode and place one chunk; returns zarr's per-chunk result (see
@@ -283,7 +283,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             )
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
-        token = set_current_chunk(ctx)
+        previous = set_current_chunk(ctx)
         try:
             if self._sync_chain and not self.supports_partial_decode:
                 result = await self._read_chunk(items[0], out, drop_axes)
@@ -294,7 +294,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         except Exception as exc:
             raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
         finally:
-            reset_current_chunk(token)
+            restore_current_chunk(previous)
 
 
 register_pipeline(ChunkIndexCodecPipeline)
