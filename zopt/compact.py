@@ -118,8 +118,8 @@ def compact(
     """
     import dask
 
-    from zopt.engine import _compute
     from zopt.info import arrays_in, chunk_files
+    from zopt.scheduling import compute
 
     if not grace >= 0:
         raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
@@ -142,11 +142,11 @@ def compact(
                 name = f"zopt-shard-compact-{entry.name}-{'.'.join(map(str, coords))}-{job}"
                 shards.append((entry, str(path), layout, key))
                 tasks.append(dask.delayed(_compact_one, pure=False)(str(path), layout, key, str(tmp_dir), dask_key_name=name))
-        results = _compute(tasks, scheduler, progress)
+        results = compute(tasks, scheduler, progress)
         holes = [s for s, res in zip(shards, results, strict=True) if res["shrink"]]
         if holes:
             time.sleep(grace)
-            _compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job}")
+            compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job}")
                       for _, p, lay, key in holes], scheduler, None)
     for (entry, path, _, _), res in zip(shards, results, strict=True):
         entry.shards += 1

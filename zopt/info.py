@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import math
 import os
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +31,12 @@ from zopt.shards import (
     allocated_bytes,
     classify,
     layout_of,
+    read_index,
     read_shard,
 )
+from zopt.sources import arrays_in
 
-__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "store_info"]
+__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "store_info"]
 
 
 @dataclass
@@ -64,26 +65,6 @@ class ArrayInfo:
     layouts: collections.Counter = field(default_factory=collections.Counter)
     masks: collections.Counter = field(default_factory=collections.Counter)
     temp_files: int = 0
-
-
-def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
-    """The Zarr arrays of a local store (the store itself if it is an array), by path.
-
-    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
-    """
-    node = zarr.open(os.fspath(store), mode="r")
-    if isinstance(node, zarr.Array):
-        found = {"": node}
-    else:
-        with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-lock and .zopt-jobs
-            warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
-            found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
-    if names:
-        missing = [n for n in names if n not in found]
-        if missing:
-            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
-        return [found[n] for n in names]
-    return [found[k] for k in sorted(found)]
 
 
 def chunk_files(store: str | os.PathLike, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], Path]]:
@@ -237,3 +218,45 @@ def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> None:
     for coords, _ in chunk_files(store, array):
         region = tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, step, array.shape, strict=True))
         read_region(array, region, os.fspath(store))
+
+
+def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per inner chunk of ``array`` in a local store: ``(masks, ratios)`` over the inner-chunk grid.
+
+    masks : int16, the ``conditional`` mask read from each stored chunk's header, -1 where the
+        chunk is not stored (it equals the fill value); None when the chain has no conditional
+        codec. ratios : float64, raw chunk bytes / stored bytes, NaN where not stored.
+    Raises ShardIndexError naming a shard whose index is corrupt.
+    """
+    inner = _inner_shape(array)
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True))
+    raw = math.prod(inner) * array.dtype.itemsize
+    masks = np.full(grid, -1, dtype=np.int16)
+    ratios = np.full(grid, np.nan)
+    layout = layout_of(array)
+    if layout is not None:
+        reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
+        for shard, path in chunk_files(store, array):
+            key = os.path.relpath(path, store)
+            if reader.codec is not None:
+                table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
+            else:
+                table, blob = read_index(path, layout, key), b""
+            for i in np.flatnonzero(table[:, 0] != EMPTY):
+                local = np.unravel_index(int(i), layout.chunks_per_shard)
+                index = tuple(s * n + c for s, n, c in zip(shard, layout.chunks_per_shard, local, strict=True))
+                start, n = int(table[i, 0]), int(table[i, 1])
+                ratios[index] = raw / n
+                if reader.codec is not None:
+                    masks[index] = reader.mask(blob[start : start + n], key, tuple(int(c) for c in local))
+        return (masks if reader.codec is not None else None), ratios
+    meta = array.metadata
+    codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
+    reader = _MaskReader(codecs, chunk_spec(inner, meta.data_type, meta.fill_value)) if codecs is not None else None
+    has_masks = reader is not None and reader.codec is not None
+    for coords, path in chunk_files(store, array):
+        data = path.read_bytes()
+        ratios[coords] = raw / max(len(data), 1)
+        if has_masks:
+            masks[coords] = reader.mask(data, os.path.relpath(path, store))
+    return (masks if has_masks else None), ratios

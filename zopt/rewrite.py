@@ -193,7 +193,7 @@ def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str,
     then drop every hole (one Dask task per shard). Returns True when it shrank any."""
     import dask
 
-    from zopt.engine import _compute
+    from zopt.scheduling import compute
     from zopt.shards import read_index
 
     if not grace >= 0:
@@ -205,6 +205,6 @@ def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str,
     if not holes:
         return False
     time.sleep(grace)
-    _compute([dask.delayed(shrink_shard, pure=False)(p, lay, tmp_dir, key, dask_key_name=f"zopt-shrink-{key}-{tmp_dir}")
+    compute([dask.delayed(shrink_shard, pure=False)(p, lay, tmp_dir, key, dask_key_name=f"zopt-shrink-{key}-{tmp_dir}")
               for p, lay, key in holes], scheduler, None)
     return True

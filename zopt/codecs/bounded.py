@@ -18,7 +18,7 @@ import numpy as np
 
 from zopt.errors import ChunkDecodeError
 
-__all__ = ["decode_error", "zstd_content_size", "zstd_decode_bounded"]
+__all__ = ["bytes_bound", "decode_error", "raw_nbytes", "zstd_content_size", "zstd_decode_bounded"]
 
 _MAGIC = 0xFD2FB528
 
@@ -43,20 +43,47 @@ def zstd_content_size(data: np.ndarray) -> int | None:
     return value + 256 if size == 2 else value
 
 
-def zstd_decode_bounded(nc: object, data: np.ndarray, limit: int) -> np.ndarray:
-    """Decode the zstd frame ``data`` (1-D uint8) with the numcodecs codec ``nc`` into at most
-    ``limit`` bytes. Raises ValueError when the frame claims, or yields, more than ``limit``."""
+def zstd_decode_bounded(data: np.ndarray, limit: int) -> np.ndarray:
+    """Decode the zstd frame ``data`` (1-D uint8) into at most ``limit`` bytes (numcodecs'
+    ``Zstd``). Raises ValueError when the frame claims, or yields, more than ``limit``."""
+    import numcodecs
+
+    nc = numcodecs.Zstd()
     claimed = zstd_content_size(data)
     if claimed is not None:
         if claimed > limit:
             raise ValueError(f"zstd frame claims {claimed} bytes of content, more than the {limit} this chunk can hold")
         out = np.empty(claimed, dtype=np.uint8)
-        nc.decode(np.ascontiguousarray(data), out=out)  # type: ignore[attr-defined]
+        nc.decode(np.ascontiguousarray(data), out=out)
         return out
-    out = np.frombuffer(nc.decode(np.ascontiguousarray(data)), dtype=np.uint8)  # type: ignore[attr-defined]
+    out = np.frombuffer(nc.decode(np.ascontiguousarray(data)), dtype=np.uint8)
     if out.size > limit:
         raise ValueError(f"zstd frame holds {out.size} bytes of content, more than the {limit} this chunk can hold")
     return out
+
+
+def raw_nbytes(spec: object) -> int:
+    """Bytes of one decoded chunk of ``spec`` (a zarr ``ArraySpec``): shape × item size."""
+    n = int(np.prod(spec.shape, dtype=np.int64))  # type: ignore[attr-defined]
+    dtype = spec.dtype  # type: ignore[attr-defined]
+    size = getattr(dtype, "item_size", None)
+    return n * (size if size is not None else dtype.to_native_dtype().itemsize)
+
+
+def bytes_bound(codec: object, n: int, spec: object) -> int | None:
+    """Most bytes a bytes→bytes ``codec`` makes of ``n`` bytes, or None when unknown."""
+    name = type(codec).__name__
+    if name == "ZstdCodec":
+        bound = n + (n >> 8) + (((128 << 10) - n) >> 11 if n < (128 << 10) else 0)  # ZSTD_COMPRESSBOUND
+        return bound + (4 if getattr(codec, "checksum", False) else 0)
+    if name == "BloscCodec":
+        return n + 16
+    if name == "GzipCodec":
+        return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 18
+    try:
+        return int(codec.compute_encoded_size(n, spec))  # type: ignore[attr-defined]
+    except (NotImplementedError, AttributeError, TypeError, ValueError):
+        return None
 
 
 def decode_error(codec: str, exc: BaseException) -> ChunkDecodeError:

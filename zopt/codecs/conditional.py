@@ -257,21 +257,15 @@ class ConditionalCodec(BytesBytesCodec):
         """Decode ``data`` with ``codecs[i]``; a zstd frame into a buffer bounded by what entered
         codec ``i`` at most (the raw chunk through the codecs before it, plus 1 KiB for codecs
         outside this one)."""
-        import numcodecs
+        from zopt.codecs.bounded import bytes_bound, raw_nbytes, zstd_decode_bounded
 
-        from zopt.codecs.bounded import zstd_decode_bounded
-        from zopt.codecs.chain import _bytes_bound, _raw_nbytes
-        from zopt.codecs.sync import _numcodec
-
-        nc = _numcodec(self.codecs[i])
-        if isinstance(nc, numcodecs.Zstd):
-            limit = _raw_nbytes(spec)
-            try:
-                for c in self.codecs[:i]:
-                    limit = _bytes_bound(c, limit, spec)
-            except ValueError:  # a codec before it without a known bound: no bound to check
-                return sync_decoder(self.codecs[i], spec)(data)
-            return zstd_decode_bounded(nc, data, limit + 1024)
+        codec = self.codecs[i]
+        if type(codec).__name__ == "ZstdCodec":  # zarr's zstd; decoding needs no level
+            limit: int | None = raw_nbytes(spec)
+            for c in self.codecs[:i]:
+                limit = bytes_bound(c, limit, spec) if limit is not None else None
+            if limit is not None:
+                return zstd_decode_bounded(data, limit + 1024)
         return sync_decoder(self.codecs[i], spec)(data)
 
     def encode_chunk(
