@@ -49,8 +49,10 @@ def test_a_full_tmpfs_gives_one_line_and_leaves_nothing(src, small_disk, layout)
     dst = small_disk / "out.zarr"
     res = CliRunner().invoke(main, ["recompress", str(src), str(dst), "--codecs", '[{"name": "bytes"}]',
                                     "--chunks", "64,256", "--shards", "128,1024", "--layout", layout, "--no-progress"])
-    _one_line_error(res, dst)
-    assert list(small_disk.iterdir()) == []  # the partial store was removed
+    out = _one_line_error(res, dst)
+    left = [p.name for p in small_disk.iterdir()]
+    # the partial store is removed, or kept (and said so) for a resume once there is space
+    assert left == [] or (left == ["out.zarr.zopt-partial"] and "run the same command to resume" in out.replace("\n", ""))
     assert zarr.open_array(src, path="v")[:].shape == (512, 1024)
 
 
@@ -69,9 +71,11 @@ def test_enospc_from_positional_writes(src, tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["recompress", str(src), str(dst), "--overwrite", "--chunks", "64,256",
                                     "--shards", "128,1024", "--layout", "fixed-slot", "--no-progress"])
     out = _one_line_error(res, dst)
-    assert "DST is as it was" in out
+    assert "DST is as it was" in out.replace("\n", "")
     assert {str(p.relative_to(dst)): p.read_bytes() for p in dst.rglob("*") if p.is_file()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "src.zarr"]  # no partial store left
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["out.zarr", "src.zarr"] or (left == ["out.zarr", "out.zarr.zopt-partial", "src.zarr"]
+                                                 and "resume" in out.replace("\n", ""))
 
 
 def test_an_existing_dst_is_refused_in_cli_words(src, tmp_path):

@@ -191,8 +191,8 @@ def test_a_slot_writer_rerun_after_its_finalize_leaves_no_temp_file_in_dst(tmp_p
 
     real = eng._finalize_shard
 
-    def finalize_then_a_writer_again(job, coords, *parts):
-        out = real(job, coords, *parts)
+    def finalize_then_a_writer_again(job, coords, *parts, **kwargs):
+        out = real(job, coords, *parts, **kwargs)
         eng._write_slot_part(job, coords, eng._slot_parts(job.layout, 2)[0])  # Dask re-ran it: its result was lost
         return out
 
