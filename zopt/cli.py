@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zopt import __version__
-from zopt.errors import ZoptError
+from zopt.errors import ZoptError, disk_full_message, is_disk_full
 from zopt.tables import console
 from zopt.tables import human as _human
 from zopt.tables import mask_text as _mask_text
@@ -61,7 +62,24 @@ def work_table(report: Any) -> Table:
     return table
 
 
+def _cli_words(message: str) -> str:
+    """A library message in CLI words: the option, not the Python argument."""
+    return re.sub(r"use --overwrite \(overwrite=True\)|pass overwrite=True( \(--overwrite\))?", "use --overwrite", message)
 
+
+def _tree_bytes(path: str) -> int:
+    """Bytes of the file ``path``, or of every file under the directory ``path``."""
+    from pathlib import Path
+
+    p = Path(path)
+    return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def _largest_file(root: str) -> int:
+    """Size of the largest file under ``root``: what replacing one shard needs free."""
+    from pathlib import Path
+
+    return max((p.stat().st_size for p in Path(root).rglob("*") if p.is_file()), default=0)
 
 
 class _RichProgress:
@@ -194,6 +212,9 @@ def main() -> None:
 @click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
+@click.option("--checksum/--no-checksum", default=None,
+              help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
+                   "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
@@ -207,7 +228,7 @@ def main() -> None:
               "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, no_progress, preset, vs_default, dry_run, lossy, readers) -> None:
+               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -225,6 +246,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
+                              "--checksum/--no-checksum": None if checksum is None else checksum or "no",
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
                               "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers})
         return
@@ -248,13 +270,21 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory, dry_run=dry_run, lossy=list(lossy) or None, readers=readers,
+            plan=plan, max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None,
+            readers=readers,
         )
+    except OSError as exc:
+        if is_disk_full(exc) and "://" not in dst:
+            partial = dst.rstrip("/") + ".zopt-partial"
+            kept = (f"the partial output {partial} is kept: free space and run the same command to resume"
+                    if os.path.exists(partial) else "the partial output was removed")
+            raise click.ClickException(disk_full_message(dst, _tree_bytes(src), kept + ", DST is as it was")) from exc
+        raise click.ClickException(_cli_words(_one_line(exc))) from exc
     except Exception as exc:
         from zopt.journal import keeps_partial
 
         if isinstance(exc, ValueError | OSError | ZoptError) or keeps_partial(exc):  # e.g. a lost worker
-            raise click.ClickException(_one_line(exc)) from exc
+            raise click.ClickException(_cli_words(_one_line(exc))) from exc
         raise
     if dry_run:
         console.print(work_table(report))
@@ -293,7 +323,8 @@ def presets_command(as_json) -> None:
 @click.argument("arrays", nargs=-1)
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
               help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
-def info(store, arrays, png) -> None:
+@click.option("--check", is_flag=True, help="Also decode every stored chunk (checksums, codecs); a corrupt one is named.")
+def info(store, arrays, png, check) -> None:
     """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
     from zopt.info import arrays_in, store_info
 
@@ -301,7 +332,7 @@ def info(store, arrays, png) -> None:
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
     try:
-        infos = store_info(store, arrays or None)
+        infos = store_info(store, arrays or None, check=check)
         if png:
             from zopt.plot import plot_store
 
@@ -335,9 +366,16 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     try:
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
-    except (ValueError, OSError, ZoptError) as exc:
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise click.ClickException(disk_full_message(src, _largest_file(src), "every shard is whole (old or new), "
+                                                         "temporary files were removed")) from exc
+        raise click.ClickException(_one_line(exc)) from exc
+    except (ValueError, ZoptError) as exc:
         raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
+    for note in report.notes:
+        console.print(f"note: {note}")
 
 
 @main.command()
@@ -345,14 +383,21 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
 @click.argument("arrays", nargs=-1)
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def compact(store, arrays, scheduler, no_progress) -> None:
+@click.option("--grace", type=float, default=2.0, show_default=True,
+              help="Seconds between replacing the shards (sizes kept) and dropping their holes; see docs/reliability.md.")
+def compact(store, arrays, scheduler, no_progress, grace) -> None:
     """Rewrite the fixed-slot shards of STORE packed, atomically, one task per shard."""
     from zopt.compact import compact as run
 
     try:
-        report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+        report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress, grace=grace)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
+                                                         "temporary files were removed")) from exc
+        raise click.ClickException(_one_line(exc)) from exc
+    except (ValueError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
     table = Table(title=f"zopt compact {store}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
     for col in ("array", "shards", "compacted", "apparent before", "apparent after", "allocated before", "allocated after"):
         table.add_column(col, justify="left" if col == "array" else "right")
@@ -360,6 +405,8 @@ def compact(store, arrays, scheduler, no_progress) -> None:
         table.add_row(a.name, str(a.shards), str(a.compacted), _human(a.apparent_before), _human(a.apparent_after),
                       _human(a.allocated_before), _human(a.allocated_after))
     console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}")
 
 
 def _analysis_options(command):

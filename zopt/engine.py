@@ -61,6 +61,7 @@ from zopt.graph import shard_tasks
 from zopt.grid import is_fill, padded
 from zopt.grid import regions as _regions
 from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
+from zopt.lock import store_lock
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -69,12 +70,23 @@ from zopt.paths import (
     recover,
     resolve,
 )
+from zopt.rewrite import (
+    GRACE_SECONDS,
+    has_inner_checksum,
+    rewrite_shard,
+    same_chunks,
+    shrink_after_grace,
+    unchecked_note,
+)
 from zopt.scheduling import compute as _compute
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
+    is_packed,
     layout_of,
     pack,
+    read_shard,
+    remove_temp_files,
     tmp_path,
     write_packed,
     write_slots,
@@ -286,6 +298,19 @@ def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     if serializer is None:
         raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
     return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
+
+
+def _with_checksum(split: dict[str, Any]) -> dict[str, Any]:
+    """``split`` with zarr's ``crc32c`` codec appended to the bytes→bytes codecs (unless last)."""
+    from zarr.codecs import Crc32cCodec
+
+    compressors = list(split["compressors"] or [])
+    if not (compressors and isinstance(compressors[-1], Crc32cCodec)):
+        compressors.append(Crc32cCodec())
+    return {**split, "compressors": compressors}
+
+
+# -- decisions on opened arrays ----------------------------------------------------------------------
 
 
 def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = None) -> zarr.Array:
@@ -580,6 +605,7 @@ def recompress(
     dry_run: bool = False,
     lossy: Any = None,
     readers: Sequence[str] | str | None = None,
+    checksum: bool | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -628,6 +654,10 @@ def recompress(
         readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
         (``zopt.readers``).
 
+    checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
+        reader that pairs an old shard index with a rewritten file (``zopt compact``,
+        ``--in-place``) gets an error instead of wrong values; default: for ``fixed-slot``
+        (the layout written to be rewritten), not for ``compact``. See docs/reliability.md.
     dry_run : build the plan of work (target metadata in memory, the Dask graph) and return it
         without writing anything: the report's arrays give shapes, units (shards), tasks,
         logical and source bytes, projected memory per task, and units an interrupted run of
@@ -674,6 +704,9 @@ def recompress(
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = split_chain(chain)
+    if checksum not in (None, True, False):
+        raise ValueError(f"checksum: {checksum!r} is not one of [None, True, False]")
+    want_checksum = layout == "fixed-slot" if checksum is None else checksum
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -719,7 +752,7 @@ def recompress(
         journal = Journal(partial)
         fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
                                       "variables": variables, "layout": layout, "slot_parts": slot_parts, "plan": plan,
-                                      "lossy": lossy, "readers": readers})
+                                      "lossy": lossy, "readers": readers, "checksum": want_checksum})
         record = journal.read()
         if record is not None:
             journal.check(record, fp, dst)  # ResumeMismatchError: nothing touched
@@ -742,7 +775,7 @@ def recompress(
             layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
                                      root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
                                      token=job_id, attrs={n: lv.attributes() for n, lv in lossy_vars.items()},
-                                     fills={n: lv.fill_value for n, lv in lossy_vars.items()})
+                                     fills={n: lv.fill_value for n, lv in lossy_vars.items()}, checksum=want_checksum)
             if journal is not None:
                 journal.begin(fp, job_id, layouts)
         else:
@@ -823,6 +856,8 @@ def recompress(
             return RecompressReport(dst=dst_text, arrays=list(reports.values()),
                                     seconds=time.perf_counter() - t0, source_bytes=_source_nbytes(src), notes=notes)
         graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress, token=job_id)
+        if store is None:  # e.g. a slot writer Dask re-ran after its shard's finalize: not published
+            remove_temp_files(partial)
         for child in children:  # each child group is a store of its own inside the new one
             if record is not None and os.path.exists(os.path.join(partial, child, "zarr.json")):
                 notes.append(f"{child}: already rewritten by the interrupted run")  # published into the partial store
@@ -830,7 +865,7 @@ def recompress(
             sub = recompress(
                 os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
                 decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
-                max_memory=max_memory,
+                max_memory=max_memory, checksum=checksum,
                 variables=None if variables is None else [v.split("/", 1)[1] for v in variables if v.startswith(child + "/")],
             )
             for a in sub.arrays:
@@ -979,6 +1014,7 @@ def recompress_in_place(
     plan: Any = None,
     scheduler: str | None = None,
     progress: Callable[[Any], Any] | None = None,
+    grace: float = GRACE_SECONDS,
 ) -> RecompressReport:
     """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
 
@@ -995,15 +1031,22 @@ def recompress_in_place(
     store : a Zarr v3 group in a local directory.
     variables : arrays to rewrite (default: every array with a ``conditional`` codec).
     decision, plan, scheduler, progress : as for ``recompress``.
+    grace : seconds between replacing the shards and dropping the holes that kept their sizes
+        (``zopt.rewrite``; a reader holding a shard index longer may read past a new end).
 
+    The job holds the store's lock (``zopt.lock``); a shard is replaced as ``zopt.rewrite``
+    describes, so a reader pairing an old index with a new file gets an error, not wrong values,
+    when the inner chain ends with ``crc32c`` (``RecompressReport.notes`` names arrays without).
     Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
     not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
     (its chunks cannot change without changing its metadata: use ``recompress``), or no array
-    has one;
-    ``PlanMismatchError`` for a plan made for other arrays or contents.
+    has one; ``PlanMismatchError`` for a plan made for other arrays or contents;
+    StoreLockedError when another job is rewriting the store.
     """
     import dask
 
+    if not grace >= 0:
+        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
     store = resolve(store)  # on the client: Dask workers may run in another directory
     group = zarr_v3_group(store)
     if group is None:
@@ -1025,44 +1068,69 @@ def recompress_in_place(
                              "re-decide; rewrite it into a new store with recompress SRC DST")
     t0 = time.perf_counter()
     source_bytes = _source_nbytes(store)
-    tasks, reports = [], {}
+    tasks, reports, notes = [], {}, []
     job_id = uuid.uuid4().hex[:12]
-    for name in names:
-        array = arrays[name]
-        if not conditional_codecs_in(array.metadata.codecs):
-            raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
-                             "changing its metadata; rewrite it into a new store with recompress SRC DST")
-        shard_layout = layout_of(array)
-        inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
-        array_plan = _plan_for(plan, name, array, inner) if plan is not None else None
-        reports[name] = ArrayReport(
-            name=name, shape=tuple(array.shape), dtype=str(array.dtype),
-            chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
-            logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
-            layout="in place, packed" if shard_layout is not None else "in place, unsharded",
-        )
-        if shard_layout is None:
-            write, first = _rewrite_chunk_in_place, (store, name)
-        else:
-            write, first = _write_packed_shard, (dask.delayed(
-                _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
-                          array.metadata.chunk_key_encoding, array_plan),
-                traverse=False, name=f"zopt-job-{name}-{job_id}",
-            ),)
-        for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
-            if os.path.exists(os.path.join(store, name, *array.metadata.encode_chunk_key(coords).split("/"))):
-                label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
-                extra = (decision, array_plan) if shard_layout is None else ()
-                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, dask_key_name=label)))
-    graph_seconds = _run_writes(tasks, reports, store, scheduler, progress, token=job_id)
+    with store_lock(store, job_id) as tmp_dir:
+        shards = []  # (path, layout, key) of every shard rewritten
+        for name in names:
+            array = arrays[name]
+            if not conditional_codecs_in(array.metadata.codecs):
+                raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
+                                 "changing its metadata; rewrite it into a new store with recompress SRC DST")
+            shard_layout = layout_of(array)
+            inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
+            array_plan = _plan_for(plan, name, array, inner) if plan is not None else None
+            reports[name] = ArrayReport(
+                name=name, shape=tuple(array.shape), dtype=str(array.dtype),
+                chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
+                logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
+                layout="in place, packed" if shard_layout is not None else "in place, unsharded",
+            )
+            if shard_layout is None:
+                write, first = _rewrite_chunk_in_place, (store, name)
+            else:
+                if not has_inner_checksum(shard_layout):
+                    notes.append(unchecked_note(name))
+                write, first = _rewrite_shard_in_place, (dask.delayed(
+                    _ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
+                              array.metadata.chunk_key_encoding, array_plan),
+                    traverse=False, name=f"zopt-job-{name}-{job_id}",
+                ),)
+            for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
+                key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
+                path = os.path.join(store, *key.split("/"))
+                if os.path.exists(path):
+                    label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
+                    extra = (decision, array_plan) if shard_layout is None else ()
+                    tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, str(tmp_dir), dask_key_name=label)))
+                    if shard_layout is not None:
+                        shards.append((path, shard_layout, key))
+        graph_seconds = _run_writes(tasks, reports, store, scheduler, progress, token=job_id)
+        if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
+            for name, rep in reports.items():
+                rep.stored_after, rep.allocated_after = _stored_sizes(store, name)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
-                            graph_seconds=graph_seconds)
+                            graph_seconds=graph_seconds, notes=notes)
 
 
-def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None):
+def _rewrite_shard_in_place(job: _ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
+    """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.rewrite``,
+    phase A), unless it holds exactly those chunks packed already (a retried task)."""
+    path = job.path(shard_coords)
+    key = os.path.relpath(path, job.src)
+    old, blob = read_shard(path, job.layout, key)
+    encoded = list(job.encode(shard_coords, None, limit=False))
+    chunks = {i: e.data.tobytes() for i, e in encoded}
+    if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
+        rewrite_shard(path, job.layout, chunks, tmp_dir, key, old, len(blob))
+    return _masks_of(encoded), len(encoded)
+
+
+def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+                            tmp_dir: str | None = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
     array = open_array(store, path=name, mode="r")
     chunks = tuple(array.chunks)
@@ -1079,15 +1147,15 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
         return collections.Counter(), 0
     encoder = ChunkEncoder(array.metadata.codecs, chunk_spec(chunks, array.metadata.data_type, array.fill_value))
     encoded = encoder.with_decision(plan if plan is not None else decision).encode(chunk, coords)
-    write_packed(path, encoded.data)
+    write_packed(path, encoded.data, tmp_dir)
     return _masks_of([(0, encoded)]), 1
 
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards, splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None,
                    plan: Any = None, explicit: Sequence[str] | None = None, token: str | None = None,
-                   attrs: dict[str, dict[str, Any]] | None = None,
-                   fills: dict[str, Any] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   attrs: dict[str, dict[str, Any]] | None = None, fills: dict[str, Any] | None = None,
+                   checksum: bool = False) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1100,10 +1168,13 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     array. Chunks: a ``plan``'s chunk shape for the arrays it covers; a 1-D coordinate variable
     whole unless named in ``explicit``; else ``chunks`` (see ``choose_chunks``).
     ``attrs``: extra attributes per variable and ``fills``: fill values to set for a non-Zarr-v3
-    source (``zopt.lossy``: a lossy chain is designed for one fill value).
+    source (``zopt.lossy``: a lossy chain is designed for one fill value). ``checksum``: sharded
+    arrays get ``crc32c`` at the end of their inner chain (``_with_checksum``).
     """
     attrs = attrs or {}
     layouts = {name: variable_layout(name, source[name], chunks, shards, plan, explicit) for name in names}
+    if checksum:
+        splits = {n: _with_checksum(sp) if layouts.get(n, (None, None))[1] is not None else sp for n, sp in splits.items()}
     if root_meta is not None:
         arr = zarr.open_array(src, mode="r")
         if not names:

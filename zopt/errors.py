@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["ChunkDecodeError", "ChunkIndexUnavailableError", "UnsupportedArrayError", "ZoptError"]
+import errno
+import os
+import shutil
+
+__all__ = [
+    "ChunkDecodeError",
+    "ChunkIndexUnavailableError",
+    "UnsupportedArrayError",
+    "ZoptError",
+    "disk_full_message",
+    "is_disk_full",
+]
 
 
 class ZoptError(Exception):
@@ -12,15 +23,19 @@ class ZoptError(Exception):
 class ChunkDecodeError(ZoptError, ValueError):
     """A stored chunk could not be decoded: corrupt, truncated or over-long bytes.
 
-    key : store key of the chunk (or of the shard holding it).
+    key : store key of the chunk (or of the shard holding it), or None when unknown.
     inner : coordinates of the inner chunk within that shard, or None.
+    codec : name of the codec whose decoding failed, or None.
     """
 
-    def __init__(self, key: str, inner: tuple[int, ...] | None, cause: BaseException) -> None:
+    def __init__(self, key: str | None, inner: tuple[int, ...] | None, cause: BaseException | str,
+                 codec: str | None = None) -> None:
         self.key = key
         self.inner = inner
-        where = f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
-        super().__init__(f"cannot decode {where}: {type(cause).__name__}: {cause}")
+        self.codec = codec
+        where = "a chunk" if key is None else f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
+        why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"cannot decode {where}: {f'{codec}: ' if codec else ''}{why}")
 
 
 class ChunkIndexUnavailableError(ZoptError, LookupError):
@@ -33,3 +48,31 @@ class UnsupportedArrayError(ZoptError, ValueError):
     """An array whose metadata the installed zarr-python cannot serve (an unknown codec, or a
     configuration this zarr version refuses). The message names the array, the codec and the
     zarr-python version."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an OSError saying the disk (or quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def disk_full_message(target: str | os.PathLike, needed: int | None, removed: str) -> str:
+    """One line for a job that ran out of disk space writing under ``target``.
+
+    needed : bytes the job needs there in all (an estimate), or None; removed : what the job
+    removed, e.g. "the partial output was removed".
+    """
+    where = os.path.abspath(os.fspath(target))
+    probe = where
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    free = shutil.disk_usage(probe).free
+    need = f"about {_size(needed)} needed, " if needed else ""
+    return f"no space left on the device writing {where}: {need}{_size(free)} free there; {removed}"

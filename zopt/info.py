@@ -23,6 +23,7 @@ import zarr
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
 from zopt.codecs.sync import sync_decoder
+from zopt.errors import ChunkDecodeError
 from zopt.shards import (
     EMPTY,
     TMP_MARK,
@@ -31,6 +32,7 @@ from zopt.shards import (
     classify,
     layout_of,
     read_index,
+    read_shard,
 )
 from zopt.sources import arrays_in
 
@@ -81,6 +83,13 @@ def _temp_files(store: str | os.PathLike, array: zarr.Array) -> int:
     return sum(1 for p in root.rglob(f"*{TMP_MARK}*") if p.is_file())
 
 
+def _codec_name(codec: Any) -> str:
+    try:
+        return str(codec.to_dict()["name"])
+    except Exception:  # noqa: BLE001 - a codec without to_dict
+        return type(codec).__name__
+
+
 class _MaskReader:
     """Reads the ``conditional`` mask of a stored chunk: decodes the bytes→bytes codecs after
     the conditional codec (e.g. crc32c), then parses its header."""
@@ -91,16 +100,24 @@ class _MaskReader:
         self.after: list = []
         for codec, s in enc.bytes_bytes:
             if self.codec is not None:
-                self.after.append(sync_decoder(codec, s))
+                self.after.append((_codec_name(codec), sync_decoder(codec, s)))
             elif isinstance(codec, ConditionalCodec):
                 self.codec = codec
 
-    def mask(self, data: bytes) -> int:
+    def mask(self, data: bytes, key: str, inner: tuple[int, ...] | None = None) -> int:
+        """The mask of the stored chunk ``data``; ChunkDecodeError naming ``key``, the inner chunk
+        and the codec when a checksum does not match or the header is not valid."""
         assert self.codec is not None
         raw = np.frombuffer(data, dtype=np.uint8)
-        for dec in reversed(self.after):
-            raw = dec(raw)
-        return parse_header(raw[: self.codec.header_nbytes], self.codec.header_bits, len(self.codec.codecs))
+        for name, dec in reversed(self.after):
+            try:
+                raw = dec(raw)
+            except Exception as exc:  # noqa: BLE001 - zarr's codecs raise many types
+                raise ChunkDecodeError(key, inner, exc, codec=name) from exc
+        try:
+            return parse_header(raw[: self.codec.header_nbytes], self.codec.header_bits, len(self.codec.codecs))
+        except ValueError as exc:
+            raise ChunkDecodeError(key, inner, exc, codec="conditional") from exc
 
 
 def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayout, info: ArrayInfo) -> None:
@@ -116,7 +133,7 @@ def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayo
         size = os.path.getsize(path)
         info.apparent_bytes += size
         info.allocated_bytes += allocated_bytes(path)
-        table = read_index(path, layout, key)
+        table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
         kind = classify(table, layout, size)
         info.layouts[kind] += 1
         used = np.flatnonzero(table[:, 0] != EMPTY)
@@ -125,21 +142,25 @@ def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayo
             slot_used += int(table[used, 1].sum())
             slot_chunks += int(used.size)
         if reader.codec is not None and used.size:
-            with open(path, "rb") as f:
-                blob = f.read()
             for i in used:
                 start, n = int(table[i, 0]), int(table[i, 1])
-                info.masks[reader.mask(blob[start : start + n])] += 1
+                inner = tuple(int(c) for c in np.unravel_index(i, layout.chunks_per_shard))
+                info.masks[reader.mask(blob[start : start + n], key, inner)] += 1
     if slot_chunks and info.slot_size:
         info.slot_fill = slot_used / (slot_chunks * info.slot_size)
     kinds = {k for k in info.layouts if k != "empty"}
     info.layout = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "empty")
 
 
-def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None) -> list[ArrayInfo]:
+def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
     """``ArrayInfo`` for each array of a local Zarr v3 store (or the named ``arrays``).
 
-    Raises ShardIndexError naming a shard whose index is corrupt or does not match its file.
+    check : also decode every stored chunk (``zopt.checked_read``: a chunk that fails twice in a
+        row is named), so checksums and codecs are verified, not only the shard indexes.
+    Raises ShardIndexError naming a shard whose index is corrupt (an empty or short file, a
+    half-empty entry, an entry outside the chunk data or into the index) or does not match its
+    file; ChunkDecodeError naming the chunk (shard and inner chunk) and the codec when a stored
+    chunk does not decode.
     """
     out = []
     for array in arrays_in(store, arrays):
@@ -163,6 +184,8 @@ def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None) ->
             _info_sharded(store, array, layout, info)
         else:
             _info_unsharded(store, array, info)
+        if check:
+            _check_chunks(store, array)
         out.append(info)
     return out
 
@@ -185,7 +208,17 @@ def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo
         info.apparent_bytes += os.path.getsize(path)
         info.allocated_bytes += allocated_bytes(path)
         if reader is not None and reader.codec is not None:
-            info.masks[reader.mask(path.read_bytes())] += 1
+            info.masks[reader.mask(path.read_bytes(), os.path.relpath(path, store))] += 1
+
+
+def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> None:
+    """Decode every stored chunk (shard) file of ``array``, one read per file."""
+    from zopt.checked_read import read_region
+
+    step = tuple(array.metadata.chunk_grid.chunk_shape)
+    for coords, _ in chunk_files(store, array):
+        region = tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, step, array.shape, strict=True))
+        read_region(array, region, os.fspath(store))
 
 
 def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
@@ -205,15 +238,18 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
     if layout is not None:
         reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
         for shard, path in chunk_files(store, array):
-            table = read_index(path, layout, os.path.relpath(path, store))
-            blob = path.read_bytes() if reader.codec is not None else b""
+            key = os.path.relpath(path, store)
+            if reader.codec is not None:
+                table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
+            else:
+                table, blob = read_index(path, layout, key), b""
             for i in np.flatnonzero(table[:, 0] != EMPTY):
                 local = np.unravel_index(int(i), layout.chunks_per_shard)
                 index = tuple(s * n + c for s, n, c in zip(shard, layout.chunks_per_shard, local, strict=True))
                 start, n = int(table[i, 0]), int(table[i, 1])
                 ratios[index] = raw / n
                 if reader.codec is not None:
-                    masks[index] = reader.mask(blob[start : start + n])
+                    masks[index] = reader.mask(blob[start : start + n], key, tuple(int(c) for c in local))
         return (masks if reader.codec is not None else None), ratios
     meta = array.metadata
     codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
@@ -223,5 +259,5 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
         data = path.read_bytes()
         ratios[coords] = raw / max(len(data), 1)
         if has_masks:
-            masks[coords] = reader.mask(data)
+            masks[coords] = reader.mask(data, os.path.relpath(path, store))
     return (masks if has_masks else None), ratios

@@ -56,6 +56,10 @@ def sampled_bytes(raw: np.ndarray, fraction: int, windows: int) -> np.ndarray:
     return np.concatenate([raw[s : s + n] for s, n in spans])
 
 
+class _ShardReplaced(Exception):
+    """A shard file was replaced (``zopt compact``, ``--in-place``) after its index was read."""
+
+
 def _pread(fd: int, path: str, offset: int, out: np.ndarray) -> None:
     """Fill ``out`` (contiguous) from ``fd`` at ``offset``; OSError naming ``path`` when short."""
     got = os.preadv(fd, [out.reshape(-1).view(np.uint8)], offset)
@@ -80,6 +84,7 @@ class RawChunkReader:
         self.itemsize = int(array.metadata.data_type.item_size)
         self.native = np.dtype(array.dtype)
         self._indexes: dict[tuple[int, ...], np.ndarray | None] = {}
+        self._inodes: dict[str, tuple[tuple[int, ...], int]] = {}  # shard path -> (coords, inode its index came from)
 
     @classmethod
     def open(cls, store: str | os.PathLike, array: Any) -> RawChunkReader | None:
@@ -128,9 +133,15 @@ class RawChunkReader:
         key = meta.chunk_key_encoding.encode_chunk_key(shard)
         path = os.path.join(self.root, self.array.path, key)
         if shard not in self._indexes:
-            from zopt.shards import read_index
+            from zopt.shards import read_index_stat
 
-            self._indexes[shard] = read_index(path, self.layout, key) if os.path.exists(path) else None
+            try:
+                table, st = read_index_stat(path, self.layout, key)
+            except FileNotFoundError:
+                table = None
+            else:
+                self._inodes[path] = (shard, st.st_ino)
+            self._indexes[shard] = table
         table = self._indexes[shard]
         if table is None:
             return path, None
@@ -197,20 +208,44 @@ class RawChunkReader:
             groups.setdefault(key, []).append(k)
         fill_row = None
         for key, members in groups.items():
-            path, base = self._file(key)
-            if base is None or not os.path.exists(path):
-                if fill_row is None:
-                    fill_row = np.resize(np.ascontiguousarray(fill).view(np.uint8), width)
-                out[members] = fill_row
-                absent[members] = True
-                continue
-            self._read_group(path, base, members, byte_off, nbytes, dests, out)
+            for attempt in range(2):
+                path, base = self._file(key)
+                if base is None or not os.path.exists(path):
+                    if fill_row is None:
+                        fill_row = np.resize(np.ascontiguousarray(fill).view(np.uint8), width)
+                    out[members] = fill_row
+                    absent[members] = True
+                    break
+                try:
+                    self._read_group(path, base, members, byte_off, nbytes, dests, out)
+                    break
+                except _ShardReplaced as exc:
+                    self._replaced(path, exc, attempt)
         if self.swap:
             out.view(f"u{item}")[...] = out.view(f"u{item}").byteswap()
         return out, absent
 
-    @staticmethod
-    def _read_group(path: str, base: int, members: list[int], byte_off: np.ndarray, nbytes: np.ndarray,
+    def _open(self, path: str) -> int:
+        """An fd of ``path``; raises _ShardReplaced when it is not the file its index came from."""
+        fd = os.open(path, os.O_RDONLY)
+        known = self._inodes.get(path)
+        if known is not None and os.fstat(fd).st_ino != known[1]:
+            os.close(fd)
+            raise _ShardReplaced(path)
+        return fd
+
+    def _replaced(self, path: str, exc: _ShardReplaced, attempt: int) -> None:
+        """Forget the index of a replaced shard (read again on the retry); the second time, raise
+        ChunkDecodeError naming the shard."""
+        shard, _ = self._inodes.pop(path)
+        self._indexes.pop(shard, None)
+        if attempt:
+            from zopt.errors import ChunkDecodeError
+
+            key = os.path.relpath(path, self.root)
+            raise ChunkDecodeError(key, None, RuntimeError("the shard was replaced twice while it was being read")) from exc
+
+    def _read_group(self, path: str, base: int, members: list[int], byte_off: np.ndarray, nbytes: np.ndarray,
                     dests: np.ndarray, out: np.ndarray) -> None:
         """Read the segments of chunks ``members`` (all in one file) into their rows of ``out``."""
         m = np.asarray(members)
@@ -233,7 +268,7 @@ class RawChunkReader:
         seg_len = int(lens[0])
         aligned = seg_len > 0 and not (lens != seg_len).any() and out.shape[1] % seg_len == 0
         big = np.empty(int(-(-at[-1] // seg_len) * seg_len) if aligned else int(at[-1]), dtype=np.uint8)
-        fd = os.open(path, os.O_RDONLY)
+        fd = self._open(path)
         try:
             for lo, hi, pos in zip(r_start.tolist(), r_end.tolist(), at.tolist(), strict=False):
                 _pread(fd, path, lo, big[pos : pos + hi - lo])
@@ -270,17 +305,26 @@ class RawChunkReader:
             lo = [max(r.start, k * n) for r, k, n in zip(region, stored, s, strict=True)]
             hi = [min(r.stop, (k + 1) * n) for r, k, n in zip(region, stored, s, strict=True)]
             dest = tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region, strict=True))
-            path, base = self._file(stored)
-            if base is None or not os.path.exists(path):
-                out[dest] = fill
-                continue
             r0, r1 = lo[0] - stored[0] * s[0], hi[0] - stored[0] * s[0]
             rows = np.empty((r1 - r0, *s[1:]), dtype=self.native)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                _pread(fd, path, base + r0 * row_elems * self.itemsize, rows)
-            finally:
-                os.close(fd)
+            for attempt in range(2):
+                path, base = self._file(stored)
+                if base is None or not os.path.exists(path):
+                    rows = None
+                    break
+                try:
+                    fd = self._open(path)
+                except _ShardReplaced as exc:
+                    self._replaced(path, exc, attempt)
+                    continue
+                try:
+                    _pread(fd, path, base + r0 * row_elems * self.itemsize, rows)
+                finally:
+                    os.close(fd)
+                break
+            if rows is None:
+                out[dest] = fill
+                continue
             inner = (slice(None),) + tuple(slice(a - k * n, b - k * n) for a, b, k, n in zip(lo[1:], hi[1:], stored[1:], s[1:], strict=True))
             part = rows[inner]
             out[dest] = part.byteswap() if self.swap else part

@@ -19,7 +19,9 @@ both:
 Fixed-slot shards are assembled under a temporary key (``<key>.zopt-slots-<job>``) and renamed
 onto the shard key (``os.replace``, atomic on POSIX) by ``finalize_slots`` after the index is
 written, so a reader sees the previous shard or none, never a half-written one.
-``compact_shard`` rewrites a fixed-slot shard packed, also through a temporary file and a rename.
+Rewriting a shard that readers may be reading (``zopt compact``, ``recompress --in-place``)
+follows ``zopt.rewrite``, which makes a torn read (old index, new file) fail instead of
+returning wrong values.
 
 Only local directory stores are written here (the engine writes other stores through zarr).
 """
@@ -45,10 +47,13 @@ __all__ = [
     "EMPTY",
     "ShardIndexError",
     "ShardLayout",
-    "compact_shard",
     "finalize_slots",
     "layout_of",
+    "check_table",
     "read_index",
+    "read_index_stat",
+    "read_shard",
+    "remove_temp_files",
     "write_packed",
     "write_slots",
 ]
@@ -203,6 +208,17 @@ def layout_of(array: Any) -> ShardLayout | None:
 # -- file writing ----------------------------------------------------------------------------------
 
 
+def remove_temp_files(root: str | os.PathLike) -> int:
+    """Remove every zopt temporary file (``*.zopt-*``) under the directory ``root`` (a partial
+    store the job owns). Returns how many."""
+    n = 0
+    for p in Path(root).rglob(f"*{TMP_MARK}*"):
+        if p.is_file():
+            p.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
 def tmp_path(path: str | os.PathLike, job: str) -> Path:
     """The temporary path a shard is assembled under before its rename."""
     return Path(f"{os.fspath(path)}{TMP_MARK}slots-{job}")
@@ -241,6 +257,11 @@ def finalize_slots(
     written : ``(i, nbytes)`` of every inner chunk stored in ``tmp``; the others are empty.
     With none, ``tmp`` and ``path`` are removed (the shard equals the fill value).
     Returns the shard file's size in bytes (0 when removed).
+
+    Idempotent (Dask retries tasks): when ``path`` already holds this index — a finalize that
+    completed before — ``tmp`` (possibly recreated by a retried slot writer, so holding only
+    some slots) is removed and ``path`` is left as it is. Raises ShardIndexError naming
+    ``path`` when ``tmp`` is gone and ``path`` holds another index (its slots cannot be found).
     """
     table = np.full((layout.n_inner, 2), EMPTY, dtype=np.uint64)
     for i, nbytes in written:
@@ -251,7 +272,13 @@ def finalize_slots(
         return 0
     index = layout.encode_index(table)
     where = 0 if layout.index_location == "start" else layout.n_inner * layout.slot_size
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
+    if _holds_index(path, layout, index, where):
+        Path(tmp).unlink(missing_ok=True)
+        return os.path.getsize(path)
+    if not os.path.exists(tmp):
+        raise ShardIndexError(os.fspath(path), f"its slots' temporary file {os.fspath(tmp)!r} is gone and the shard "
+                              "does not hold the index being finalized; run the job again")
+    fd = os.open(tmp, os.O_WRONLY)
     try:
         os.pwrite(fd, index, where)
         os.ftruncate(fd, where + len(index) if layout.index_location == "end" else layout.fixed_slot_nbytes)
@@ -259,6 +286,20 @@ def finalize_slots(
         os.close(fd)
     os.replace(tmp, path)
     return os.path.getsize(path)
+
+
+def _holds_index(path: str | os.PathLike, layout: ShardLayout, index: bytes, where: int) -> bool:
+    """True when the file ``path`` exists, has the size of a finalized fixed-slot shard with
+    ``index`` at byte ``where``, and holds exactly those index bytes there."""
+    size = where + len(index) if layout.index_location == "end" else layout.fixed_slot_nbytes
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != size:
+                return False
+            f.seek(where)
+            return f.read(len(index)) == index
+    except FileNotFoundError:
+        return False
 
 
 def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | memoryview]]) -> bytes | None:
@@ -279,14 +320,17 @@ def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | m
     return b"".join([index, *parts] if layout.index_location == "start" else [*parts, index])
 
 
-def write_packed(path: str | os.PathLike, data: bytes | None) -> int:
-    """Atomically replace the shard file ``path`` with ``data`` (None: remove it). Returns bytes."""
+def write_packed(path: str | os.PathLike, data: bytes | None, tmp_dir: str | os.PathLike | None = None) -> int:
+    """Atomically replace the file ``path`` with ``data`` (None: remove it). Returns bytes.
+
+    The temporary file is written in ``tmp_dir`` (same filesystem), else next to ``path``.
+    """
     path = Path(path)
     if data is None:
         path.unlink(missing_ok=True)
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(f"{path}{TMP_MARK}packed-{uuid.uuid4().hex}")
+    tmp = Path(tmp_dir or path.parent) / f"{path.name}{TMP_MARK}packed-{uuid.uuid4().hex}"
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -300,54 +344,106 @@ def write_packed(path: str | os.PathLike, data: bytes | None) -> int:
 # -- reading and compaction --------------------------------------------------------------------------
 
 
-def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> np.ndarray:
-    """The ``(n_inner, 2)`` uint64 index table of the shard file ``path``.
+def check_table(table: np.ndarray, layout: ShardLayout, file_size: int, key: str) -> np.ndarray:
+    """Check an index table against its file; returns ``table``.
 
-    Raises ShardIndexError naming the shard when the file is shorter than its index, the index
-    does not decode, or an entry points outside the file.
+    Every entry is either empty — exactly ``(2^64-1, 2^64-1)`` — or a non-empty byte range
+    lying wholly inside the chunk data region of the file, clear of the index. Raises
+    ShardIndexError naming ``key`` and the first bad inner chunk otherwise (half-empty entries,
+    zero lengths, ranges past the end, ranges into the index region).
     """
-    key = key or os.fspath(path)
-    size = os.path.getsize(path)
     n = layout.index_nbytes
-    if size < n:
-        raise ShardIndexError(key, f"file has {size} bytes, fewer than its {n}-byte index")
-    with open(path, "rb") as f:
-        if layout.index_location == "end":
-            f.seek(size - n)
-        raw = f.read(n)
-    table = layout.decode_index(raw, key)
-    used = table[:, 0] != EMPTY
+    off_empty, len_empty = table[:, 0] == EMPTY, table[:, 1] == EMPTY
+    half = off_empty != len_empty
+    if half.any():
+        j = int(np.argmax(half))
+        raise ShardIndexError(key, f"index entry of inner chunk {j} (offset {int(table[j, 0])}, {int(table[j, 1])} bytes) is "
+                                   "half empty: an empty chunk has 2^64-1 for both")
+    used = ~off_empty
     if used.any():
-        lo, hi = (n, size) if layout.index_location == "start" else (0, size - n)
+        lo, hi = (n, file_size) if layout.index_location == "start" else (0, file_size - n)
         starts, lengths = table[used, 0], table[used, 1]
-        bad = (starts < lo) | (starts + lengths > hi) | (starts + lengths < starts)
+        bad = (starts < lo) | (lengths == 0) | (lengths > np.uint64(hi)) | (starts > np.uint64(hi) - lengths)
         if bad.any():
             j = int(np.flatnonzero(used)[np.argmax(bad)])
             raise ShardIndexError(
                 key,
                 f"index entry of inner chunk {j} (offset {int(table[j, 0])}, {int(table[j, 1])} bytes) "
-                f"lies outside the chunk data [{lo}, {hi}) of the {size}-byte file",
+                f"lies outside the chunk data [{lo}, {hi}) of the {file_size}-byte file",
             )
     return table
+
+
+def _index_bytes(f: Any, layout: ShardLayout, size: int, key: str) -> bytes:
+    n = layout.index_nbytes
+    if size < n:
+        raise ShardIndexError(key, f"file has {size} bytes, fewer than its {n}-byte index (truncated or empty shard)")
+    f.seek(size - n if layout.index_location == "end" else 0)
+    return f.read(n)
+
+
+def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> np.ndarray:
+    """The ``(n_inner, 2)`` uint64 index table of the shard file ``path``.
+
+    Raises ShardIndexError naming the shard when the file is shorter than its index (an empty
+    file included), the index does not decode, or an entry is not valid (``check_table``).
+    """
+    return read_index_stat(path, layout, key)[0]
+
+
+def read_index_stat(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, os.stat_result]:
+    """``read_index`` and the ``os.stat_result`` of the file the index was read from (its
+    ``st_ino`` tells whether a later open finds the same file or a replacement)."""
+    key = key or os.fspath(path)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        raw = _index_bytes(f, layout, st.st_size, key)
+    return check_table(layout.decode_index(raw, key), layout, st.st_size, key), st
+
+
+def read_shard(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, bytes]:
+    """``(index table, whole file)`` of a shard read with one ``read``: the index and the chunk
+    bytes come from the same file even if it is replaced meanwhile. Errors as ``read_index``."""
+    key = key or os.fspath(path)
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = layout.index_nbytes
+    if len(blob) < n:
+        raise ShardIndexError(key, f"file has {len(blob)} bytes, fewer than its {n}-byte index (truncated or empty shard)")
+    raw = blob[len(blob) - n :] if layout.index_location == "end" else blob[:n]
+    return check_table(layout.decode_index(raw, key), layout, len(blob), key), blob
+
+
+#: most padding bytes a safe rewrite (``zopt.rewrite.place``) puts before one inner chunk
+PAD_LIMIT = 64
+
+
+def is_packed(table: np.ndarray, layout: ShardLayout) -> bool:
+    """True when the chunks of ``table`` lie back to back from ``data_offset``, in any order,
+    with at most ``PAD_LIMIT`` bytes of padding before each (whatever follows the last one)."""
+    used = np.flatnonzero(table[:, 0] != EMPTY)
+    if used.size == 0:
+        return True
+    starts, lengths = table[used, 0].astype(np.int64), table[used, 1].astype(np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, ln = starts[order], lengths[order]
+    gaps = np.diff(np.concatenate(([layout.data_offset], s))) - np.concatenate(([0], ln[:-1]))
+    return bool(np.all((gaps >= 0) & (gaps <= PAD_LIMIT)))
 
 
 def classify(table: np.ndarray, layout: ShardLayout, file_size: int) -> str:
     """``"fixed-slot"``, ``"compact"``, ``"empty"`` or ``"other"`` for one shard.
 
-    table : its ``(n_inner, 2)`` index; file_size : its file's size in bytes. A shard with no
-    unused bytes is ``compact`` even if its chunks also sit at their slot offsets.
+    table : its ``(n_inner, 2)`` index; file_size : its file's size in bytes. ``compact``: packed
+    (``is_packed``) and no bytes after the last chunk but the index; such a shard is
+    ``compact`` even if its chunks also sit at their slot offsets.
     """
     used = np.flatnonzero(table[:, 0] != EMPTY)
     if used.size == 0:
         return "empty"
     starts, lengths = table[used, 0], table[used, 1]
-    order = np.argsort(starts, kind="stable")
-    s, ln = starts[order], lengths[order]
     data_end = file_size - (layout.index_nbytes if layout.index_location == "end" else 0)
-    packed = bool(
-        s[0] == layout.data_offset and np.all(s[1:] == s[:-1] + ln[:-1]) and int(s[-1] + ln[-1]) == data_end
-    )
-    if packed:
+    if is_packed(table, layout) and int((starts + lengths).max()) == data_end:
         return "compact"
     try:
         slot = layout.slot_size
@@ -361,31 +457,3 @@ def allocated_bytes(path: str | os.PathLike) -> int:
     """Bytes the file occupies on disk (``st_blocks * 512``; less than its size when sparse)."""
     st = os.stat(path)
     return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size
-
-
-def compact_shard(
-    path: str | os.PathLike, layout: ShardLayout, key: str | None = None, table: np.ndarray | None = None
-) -> dict[str, int]:
-    """Rewrite one shard file packed (chunks in C order), atomically; bytes copied unchanged.
-
-    table : the shard's index if the caller has read it already (``read_index``).
-    Returns apparent and allocated sizes before and after (bytes):
-    ``{"apparent_before", "allocated_before", "apparent_after", "allocated_after"}``.
-    Raises ShardIndexError naming the shard when its index is inconsistent.
-    """
-    before = (os.path.getsize(path), allocated_bytes(path))
-    if table is None:
-        table = read_index(path, layout, key)
-    used = np.flatnonzero(table[:, 0] != EMPTY)
-    with open(path, "rb") as f:
-        blob = f.read()
-    view = memoryview(blob)
-    data = pack(layout, ((int(i), view[int(table[i, 0]) : int(table[i, 0] + table[i, 1])]) for i in used))
-    write_packed(path, data)
-    after = (os.path.getsize(path), allocated_bytes(path)) if data is not None else (0, 0)
-    return {
-        "apparent_before": before[0],
-        "allocated_before": before[1],
-        "apparent_after": after[0],
-        "allocated_after": after[1],
-    }

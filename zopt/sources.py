@@ -168,7 +168,9 @@ def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> l
     if isinstance(node, zarr.Array):
         found = {"": node}
     else:
-        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
+        with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-lock and .zopt-jobs
+            warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+            found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
     if names:
         missing = [n for n in names if n not in found]
         if missing:
@@ -228,8 +230,9 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
     """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
 
     A raw-stored array of a local Zarr v3 store is read with positional reads of just the
-    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
-    anything else through xarray (``open_source(src, token)``).
+    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr
+    with zopt's checks (``zopt.checked_read``: corrupt shards and chunks named, a torn read
+    retried once), anything else through xarray (``open_source(src, token)``).
     """
     from zopt.raw_read import RawChunkReader
 
@@ -241,7 +244,11 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
         reader = RawChunkReader.open(src, array) if array is not None else None
         if reader is not None:
             return reader.read_region(region, array.fill_value)
-        if array is not None and (array.metadata.zarr_format == 3 or not name):  # a root array: no xarray view
+        if array is not None and array.metadata.zarr_format == 3:
+            from zopt.checked_read import read_region
+
+            return read_region(array, region, src if os.path.isdir(src) else None)
+        if array is not None and not name:  # a root array: no xarray view
             return np.asarray(array[region])
     return open_source(src, token)[name].variable[region].values
 

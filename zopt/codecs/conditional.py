@@ -40,6 +40,10 @@ __all__ = ["ConditionalCodec", "OptionalAliasCodec", "parse_header", "format_hea
 _CONFIG_KEYS = {"codecs", "header_bits"}
 
 
+#: largest header_bits accepted: masks are handled as 64-bit integers (plans store them so)
+MAX_HEADER_BITS = 64
+
+
 def default_header_bits(n_codecs: int) -> int:
     """``ceil(n / 8) * 8`` (spec "Codec Configuration")."""
     return math.ceil(n_codecs / 8) * 8
@@ -89,6 +93,11 @@ def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
                 "codec wraps bytes→bytes codecs only (e.g. shuffle, zstd, blosc, gzip, crc32c)"
             )
         parsed.append(c)
+    if not parsed:
+        raise ValueError("codecs: [] is not allowed; the conditional codec needs 1 to "
+                         f"{MAX_HEADER_BITS} bytes→bytes codecs to choose from")
+    if len(parsed) > MAX_HEADER_BITS:
+        raise ValueError(f"codecs: {len(parsed)} codecs are more than the {MAX_HEADER_BITS} a header can flag")
     return tuple(parsed)
 
 
@@ -98,10 +107,10 @@ def _parse_header_bits(header_bits: Any, n_codecs: int) -> int:
     if isinstance(header_bits, bool) or not isinstance(header_bits, int | np.integer):
         raise ValueError(f"header_bits: expected an integer, got {header_bits!r}")
     header_bits = int(header_bits)
-    if header_bits % 8 or header_bits < n_codecs:
+    if header_bits % 8 or not max(n_codecs, 8) <= header_bits <= MAX_HEADER_BITS:
         raise ValueError(
-            f"header_bits: {header_bits} is not allowed; it must be a multiple of 8 and "
-            f">= the number of codecs ({n_codecs}), e.g. {default_header_bits(n_codecs)}"
+            f"header_bits: {header_bits} is not allowed; it must be a multiple of 8 from "
+            f"max(8, number of codecs = {n_codecs}) to {MAX_HEADER_BITS}, e.g. {default_header_bits(n_codecs)}"
         )
     return header_bits
 
@@ -223,13 +232,41 @@ class ConditionalCodec(BytesBytesCodec):
         return self.decision.choose(chunk_index, self.codec_refs(), data, lambda i, d: encoders[i](d))
 
     def decode_bytes(self, stored: np.ndarray, spec: ArraySpec) -> tuple[int, np.ndarray]:
-        """Split and decode a stored chunk (1-D uint8); returns ``(mask, decoded bytes)``."""
-        mask = parse_header(stored, self.header_bits, len(self.codecs))
+        """Split and decode a stored chunk (1-D uint8); returns ``(mask, decoded bytes)``.
+
+        A zstd frame is decoded into at most the bytes the chunk can hold (``spec``'s shape and
+        data type through the codecs before it; ``zopt.codecs.bounded``). Raises
+        ChunkDecodeError (ZoptError, ValueError) naming the codec and the current chunk.
+        """
+        from zopt.codecs.bounded import decode_error
+
+        try:
+            mask = parse_header(stored, self.header_bits, len(self.codecs))
+        except ValueError as exc:
+            raise decode_error("conditional", exc) from exc
         data = stored[self.header_nbytes :]
         for i in reversed(range(len(self.codecs))):
             if mask >> i & 1:
-                data = sync_decoder(self.codecs[i], spec)(data)
+                try:
+                    data = self._decode_one(i, data, spec)
+                except Exception as exc:  # noqa: BLE001 - numcodecs, zarr and numpy raise many types
+                    raise decode_error(self.codecs[i].to_dict()["name"], exc) from exc
         return mask, data
+
+    def _decode_one(self, i: int, data: np.ndarray, spec: ArraySpec) -> np.ndarray:
+        """Decode ``data`` with ``codecs[i]``; a zstd frame into a buffer bounded by what entered
+        codec ``i`` at most (the raw chunk through the codecs before it, plus 1 KiB for codecs
+        outside this one)."""
+        from zopt.codecs.bounded import bytes_bound, raw_nbytes, zstd_decode_bounded
+
+        codec = self.codecs[i]
+        if type(codec).__name__ == "ZstdCodec":  # zarr's zstd; decoding needs no level
+            limit: int | None = raw_nbytes(spec)
+            for c in self.codecs[:i]:
+                limit = bytes_bound(c, limit, spec) if limit is not None else None
+            if limit is not None:
+                return zstd_decode_bounded(data, limit + 1024)
+        return sync_decoder(self.codecs[i], spec)(data)
 
     def encode_chunk(
         self, data: np.ndarray, spec: ArraySpec, chunk_index: tuple[int, ...] | None = None

@@ -287,6 +287,12 @@ class PackBitsCodec(ArrayBytesCodec):
     def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
         self.bit_range(dtype)
 
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        # zarr validates only the outer chain; inside sharding_indexed this is where the inner
+        # chunks' data type is seen: check first_bit/last_bit against it here
+        self.bit_range(array_spec.dtype)
+        return self
+
     def _bits_per_element(self, dtype: Any) -> int:
         layout, first, last = self.bit_range(dtype)
         return layout.components * (last - first + 1)
@@ -313,7 +319,8 @@ class PackBitsCodec(ArrayBytesCodec):
     def decode_array(self, data: np.ndarray, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
         """Decode packed bytes (1-D uint8) into an array of ``shape`` and ``dtype``.
 
-        Raises ValueError when the length or the padding byte does not match ``shape``.
+        Raises ValueError when the length or the padding byte does not match ``shape``, or a
+        padding bit of the last byte is not zero (spec: "padded with 0 bits").
         """
         layout, first, last = self.bit_range(dtype)
         b = last - first + 1
@@ -328,6 +335,9 @@ class PackBitsCodec(ArrayBytesCodec):
             if pad != (-nbits) % 8:
                 raise ValueError(f"packbits: padding byte says {pad} padding bits, the element count implies {(-nbits) % 8}")
             data = data[1:] if self.padding_encoding == "first_byte" else data[:-1]
+        if nbits % 8 and data[-1] >> (nbits % 8):  # the spec pads with 0 bits (the high bits: LSB first)
+            raise ValueError(f"packbits: the {8 - nbits % 8} padding bits of the last byte are not zero "
+                             f"(last byte 0x{int(data[-1]):02x})")
         u = unpack_bits(data, count, b)
         ut = _uint_for(layout.bits)
         u = u.astype(ut, copy=False)
@@ -341,8 +351,13 @@ class PackBitsCodec(ArrayBytesCodec):
         return layout.from_uint(u, shape)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        from zopt.codecs.bounded import decode_error
+
         raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
-        out = self.decode_array(raw, chunk_spec.dtype, tuple(chunk_spec.shape))
+        try:
+            out = self.decode_array(raw, chunk_spec.dtype, tuple(chunk_spec.shape))
+        except Exception as exc:  # noqa: BLE001 - numpy errors too: each becomes ChunkDecodeError
+            raise decode_error("packbits", exc) from exc
         return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:

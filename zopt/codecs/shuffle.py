@@ -52,6 +52,10 @@ def _shuffle(data: np.ndarray, size: int, inverse: bool) -> np.ndarray:
     return shuffle_rows(data.reshape(1, -1), size, inverse).reshape(-1)
 
 
+#: largest element size accepted (bytes): far above any data type's, small enough to allocate
+MAX_ELEMENT_SIZE = 2**16
+
+
 @dataclass(frozen=True)
 class ShuffleCodec(BytesBytesCodec):
     """Byte shuffle. ``element_size``: bytes per element, a positive integer, or None."""
@@ -63,9 +67,9 @@ class ShuffleCodec(BytesBytesCodec):
         if element_size is not None and (
             isinstance(element_size, bool)
             or not isinstance(element_size, int | np.integer)
-            or element_size < 1
+            or not 1 <= element_size <= MAX_ELEMENT_SIZE
         ):
-            raise ValueError(f"element_size: expected a positive integer, got {element_size!r}")
+            raise ValueError(f"element_size: {element_size!r} is not allowed; expected an integer from 1 to {MAX_ELEMENT_SIZE}")
         object.__setattr__(self, "element_size", None if element_size is None else int(element_size))
 
     @classmethod
@@ -92,8 +96,13 @@ class ShuffleCodec(BytesBytesCodec):
         return _shuffle(np.ascontiguousarray(data).view(np.uint8).ravel(), self.element_size or 1, False)
 
     def decode_bytes(self, data: np.ndarray) -> np.ndarray:
-        """Undo ``encode_bytes``."""
-        return _shuffle(np.ascontiguousarray(data).view(np.uint8).ravel(), self.element_size or 1, True)
+        """Undo ``encode_bytes``. Raises ChunkDecodeError naming the codec and current chunk."""
+        try:
+            return _shuffle(np.ascontiguousarray(data).view(np.uint8).ravel(), self.element_size or 1, True)
+        except Exception as exc:  # noqa: BLE001 - numpy errors too
+            from zopt.codecs.bounded import decode_error
+
+            raise decode_error("shuffle", exc) from exc
 
     # synchronous methods: zarr 3.3+ and zopt's pipeline fast path run the chain without hops
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
