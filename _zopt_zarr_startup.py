@@ -1,12 +1,13 @@
-"""Startup hook (run from ``zopt-zarr-startup.pth``): import zopt right after zarr.
+"""Startup hook (run from ``zopt-zarr-startup.pth``): import zopt right after zarr < 3.4.
 
-zarr-python 3.1 collects ``zarr.data_type`` entry points but never loads them, and it parses an
+zarr-python 3.1 to 3.3 collect ``zarr.data_type`` entry points but never load them, and it parses an
 array's ``data_type`` before anything else, so without this a store using zopt's data types
 (int4, bfloat16, float8_*, …) would not open without ``import zopt``. This module is imported by
 Python at startup; it costs a few microseconds and imports nothing itself. When ``zarr`` is first
 imported, the one-shot finder below lets the import finish and then imports ``zopt``, which
 registers the data types, codecs and settings. Errors in that import are swallowed so zarr itself
-always imports; ``import zopt`` then shows them.
+always imports; ``import zopt`` then shows them. With zarr >= 3.4, which loads the entry points
+when it parses a data type, the hook does nothing (``zopt._zarr_compat.DATA_TYPE_ENTRY_POINTS_LOADED``).
 """
 
 import sys
@@ -26,6 +27,12 @@ class _ImportZoptAfterZarr:
 
         def exec_module(module):
             exec_zarr(module)
+            try:
+                version = tuple(int(x) for x in str(module.__version__).split(".")[:2])
+            except (AttributeError, ValueError):
+                version = (0, 0)
+            if version >= (3, 4):
+                return  # zarr >= 3.4 loads the zarr.data_type entry points itself
             try:  # noqa: SIM105 - never break `import zarr`; no contextlib at startup
                 import zopt  # noqa: F401
             except Exception:

@@ -103,31 +103,39 @@ def test_sharded_chain_with_cast_value(tmp_path):
 
 
 def test_selected_by_zarr_config_when_another_implementation_shares_the_name():
-    """zarr-python >= 3.2 registers its own cast_value/scale_offset; zarr's codecs.<name>
-    setting picks one. Simulated with a stand-in class registered under the same name: zopt
-    then keeps the other one as the default, and the setting selects zopt's."""
-    from zarr import registry
+    """zarr-python >= 3.2 registers its own cast_value/scale_offset. zopt selects its own through
+    zarr's ``codecs.<name>`` setting (never by registration order), and a user's setting wins.
+    On zarr 3.1 a stand-in class registered under the same name plays zarr's part."""
     from zarr.registry import get_codec_class, register_codec
 
-    from zopt._zarr_config import defer_shared_codec_names
+    from zopt._zarr_compat import codec_registry
+    from zopt._zarr_config import select_shared_codec_names
 
-    class OtherCastValue(CastValueCodec):
-        pass
+    ours = "zopt.codecs.cast_value.CastValueCodec"
+    registry = codec_registry("cast_value")
+    added = None
+    if not [q for q in registry if not q.startswith("zopt.")]:  # zarr 3.1: only zopt's
+        assert select_shared_codec_names() == {}
 
-    OtherCastValue.__module__ = "zarr.codecs.cast_value"
-    other = f"{OtherCastValue.__module__}.{OtherCastValue.__qualname__}"
-    assert defer_shared_codec_names() == {}  # zarr 3.1 here: only zopt's
-    register_codec("cast_value", OtherCastValue)
+        class OtherCastValue(CastValueCodec):
+            pass
+
+        OtherCastValue.__module__ = "zarr.codecs.cast_value"
+        added = f"{OtherCastValue.__module__}.{OtherCastValue.__qualname__}"
+        register_codec("cast_value", OtherCastValue)
+    other = next(q for q in registry if not q.startswith("zopt."))
     try:
-        deferred = defer_shared_codec_names()
-        assert deferred == {"codecs.cast_value": other}
-        with zarr.config.set(deferred):
-            assert get_codec_class("cast_value") is OtherCastValue
-        with zarr.config.set({"codecs.cast_value": "zopt.codecs.cast_value.CastValueCodec"}):
+        with zarr.config.set({"codecs.cast_value": None}):
+            assert select_shared_codec_names()["codecs.cast_value"] == ours
+        with zarr.config.set({"codecs.cast_value": other}):
+            assert "codecs.cast_value" not in select_shared_codec_names()  # the user chose
+            assert get_codec_class("cast_value") is registry[other]
+        with zarr.config.set({"codecs.cast_value": ours}):
             assert get_codec_class("cast_value") is CastValueCodec
             spec = {"name": "cast_value", "configuration": {"data_type": "uint8"}}
             assert type(zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), dtype="float32", fill_value=0,
                                           filters=[spec]).metadata.codecs[0]) is CastValueCodec
     finally:
-        getattr(registry, "__codec_registries")["cast_value"].pop(other, None)
+        if added is not None:
+            registry.pop(added, None)
     assert get_codec_class("cast_value") is CastValueCodec

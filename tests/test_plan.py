@@ -303,7 +303,7 @@ def test_plan_mismatches_say_what_differs(store, tmp_path):
     plan = make_plan(analyze(src, chunks=CHUNK))
     with pytest.raises(PlanMismatchError, match=r"chunk grid: chunk shape \(16, 16\) vs planned \(32, 32\)"):
         recompress(src, tmp_path / "d.zarr", chunks=(16, 16), shards=(64, 80), plan=plan)
-    chain = json.dumps([{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [{"name": "zstd", "configuration": {"level": 3}}]}}])
+    chain = json.dumps([{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "conditional", "configuration": {"codecs": [{"name": "zstd", "configuration": {"level": 3}}]}}])
     with pytest.raises(PlanMismatchError, match="codec list"):
         recompress(src, tmp_path / "d.zarr", chunks=CHUNK, shards=(64, 80), plan=plan, codecs=chain)
     other = tmp_path / "other.zarr"

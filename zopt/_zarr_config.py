@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import zarr
 
+from zopt._zarr_compat import codec_registry
+from zopt.dtypes import register_data_types
+
 ZARR_DEFAULTS = {
     "codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline",
     "codecs.bytes": "zarr.codecs.bytes.BytesCodec",
@@ -30,12 +33,12 @@ def install() -> dict[str, str]:
     from zopt.codecs.bytes import BytesCodec
 
     register_codec("bytes", BytesCodec)
-    _register_data_types()
+    register_data_types()
     changed = {}
     for key, value in ZOPT_SETTINGS.items():
         if zarr.config.get(key, None) in (ZARR_DEFAULTS[key], None):
             changed[key] = value
-    changed.update(defer_shared_codec_names())
+    changed.update(select_shared_codec_names())
     if changed:
         zarr.config.set(changed)
     return changed
@@ -44,30 +47,24 @@ def install() -> dict[str, str]:
 SHARED_CODEC_NAMES = ("cast_value", "scale_offset")
 
 
-def defer_shared_codec_names() -> dict[str, str]:
-    """Settings that keep another implementation (zarr-python >= 3.2's own) of a codec name zopt
-    also registers, where zarr's config names none: zarr would otherwise warn and pick either.
-    zopt's is then chosen with ``zarr.config.set({"codecs.cast_value":
-    "zopt.codecs.cast_value.CastValueCodec"})``."""
-    from zarr import registry
+def select_shared_codec_names() -> dict[str, str]:
+    """Settings that select zopt's implementation of the codec names zarr-python >= 3.2 also
+    ships (``scale_offset``, ``cast_value``), where zarr's config names none.
 
-    registries = getattr(registry, "__codec_registries", {})
+    zarr would otherwise warn "Codec 'scale_offset' not configured in config. Selecting any
+    implementation" and pick by registration order. zopt's is chosen because it serves every
+    data type zarr's does plus zopt's sub-byte and ML types, writes the same bytes where both
+    apply (tested), and needs no ``cast-value-rs``. zarr's own stays one setting away:
+    ``zarr.config.set({"codecs.cast_value": "zarr.codecs.cast_value.CastValue"})``.
+    """
     out = {}
     for name in SHARED_CODEC_NAMES:
-        if zarr.config.get(f"codecs.{name}", None) is not None or name not in registries:
+        if zarr.config.get(f"codecs.{name}", None) is not None:
+            continue  # the user chose
+        registry = codec_registry(name)
+        if registry is None:
             continue
-        registries[name].lazy_load()
-        others = [q for q in registries[name] if not q.startswith("zopt.")]
-        if others:
-            out[f"codecs.{name}"] = others[0]
+        ours = [q for q in registry if q.startswith("zopt.")]
+        if ours and len(registry) > 1:
+            out[f"codecs.{name}"] = ours[0]
     return out
-
-
-def _register_data_types() -> None:
-    from zarr.core.dtype import data_type_registry
-
-    from zopt.dtypes.complex import COMPLEX_DTYPES
-    from zopt.dtypes.ml import ML_DTYPES
-
-    for name, cls in {**ML_DTYPES, **COMPLEX_DTYPES}.items():
-        data_type_registry.register(name, cls)

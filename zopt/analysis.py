@@ -40,6 +40,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt._zarr_compat import open_array
 from zopt.codecs.chain import chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
 from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform, zstd_row_sizes
@@ -275,19 +276,20 @@ def _analyze_region(
     windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
     the windows, see ``analyze_array``).
     """
-    from zarr.registry import _resolve_codec
-
+    from zopt._zarr_compat import resolve_codec
+    from zopt.grid import is_fill, padded
     from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
-    from zopt.shards import is_fill, padded
 
-    array = zarr.open_array(store, path=name, mode="r")
+    array = open_array(store, path=name, mode="r")
     meta = array.metadata
     dtype = meta.data_type if hasattr(meta, "data_type") else None
     native = array.dtype
     itemsize = native.itemsize
     spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
     fill = fill_value_of(array)
-    codecs = [_resolve_codec(c).evolve_from_array_spec(spec) if spec is not None else _resolve_codec(c) for c in json.loads(codecs_json)]
+    codecs = [resolve_codec(c) for c in json.loads(codecs_json)]
+    if spec is not None:
+        codecs = [c.evolve_from_array_spec(spec) for c in codecs]
     trials = _Trials(codecs, spec, decode_times)
     fraction = None if sample is None else max(1, round(1 / sample))
     origin = [r.start for r in region]
@@ -437,7 +439,7 @@ def analyze_array(
     if read not in READ_MODES:
         raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
     store = os.fspath(store)
-    array = zarr.open_array(store, path=name, mode="r")
+    array = open_array(store, path=name, mode="r")
     chunk_shape = _analysis_chunk_shape(array, chunks)
     mode = _read_mode(read, sample, store, array, chunk_shape)
     wrapped, header_bits = candidate_codecs(array, codecs)

@@ -48,9 +48,11 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.grid import is_fill, padded
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -62,10 +64,8 @@ from zopt.paths import (
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
-    is_fill,
     layout_of,
     pack,
-    padded,
     tmp_path,
     write_packed,
     write_slots,
@@ -192,10 +192,17 @@ def source_variables(src: str, group: zarr.Group | None = None, token: str | Non
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else _zarr_v3_group(src)
     if group is not None:
+        try:
+            arrays = list(group.arrays())
+        except (TypeError, ValueError, KeyError) as exc:
+            err = unservable_array_error(src, exc)
+            if err is None:
+                raise
+            raise err from exc
         return {
             name: SourceVariable(tuple(a.shape), a.dtype, tuple(
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
-            for name, a in group.arrays()
+            for name, a in arrays
         }
     ds = open_source(src, token)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
@@ -212,7 +219,7 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
 
     if _is_zarr(src):
         try:
-            array = zarr.open_array(src, path=name, mode="r")
+            array = open_array(src, path=name, mode="r")
         except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
             array = None
         reader = RawChunkReader.open(src, array) if array is not None else None
@@ -286,24 +293,30 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
 
 
 def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+    """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
+
+    A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
+    chain is: zarr 3.1 would take the machine's order and 3.4 refuses it for multi-byte types,
+    so the same command gives the same store on every zarr (zarr drops ``endian`` again for
+    1-byte types). Raises ValueError naming ``codecs[i]``.
+    """
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
-    from zarr.registry import _resolve_codec, get_codec_class
+    from zarr.registry import get_codec_class
+
+    from zopt._zarr_compat import resolve_codec
 
     filters, serializer, compressors = [], None, []
     for i, c in enumerate(chain):
         try:
             cls = get_codec_class(c["name"])
-        except KeyError:
+        except (KeyError, ValueError):  # unknown: resolve_codec names it below
             cls = None
         if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
             raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
                              f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
-        try:
-            codec = _resolve_codec(c)
-        except KeyError as exc:
-            raise ValueError(f"codecs[{i}]: unknown codec {c['name']!r}") from exc
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"codecs[{i}]: {exc}") from exc
+        if c.get("name") == "bytes" and not (c.get("configuration") or {}).get("endian"):
+            c = {"name": "bytes", "configuration": {**(c.get("configuration") or {}), "endian": "little"}}
+        codec = resolve_codec(c, where=f"codecs[{i}]")
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):
@@ -1095,7 +1108,7 @@ def recompress_in_place(
 
 def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
-    array = zarr.open_array(store, path=name, mode="r")
+    array = open_array(store, path=name, mode="r")
     chunks = tuple(array.chunks)
     region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
     values = np.asarray(array[region])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ChunkDecodeError", "ZoptError"]
+__all__ = ["ChunkDecodeError", "ChunkIndexUnavailableError", "UnsupportedArrayError", "ZoptError"]
 
 
 class ZoptError(Exception):
@@ -21,3 +21,15 @@ class ChunkDecodeError(ZoptError, ValueError):
         self.inner = inner
         where = f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
         super().__init__(f"cannot decode {where}: {type(cause).__name__}: {cause}")
+
+
+class ChunkIndexUnavailableError(ZoptError, LookupError):
+    """A ``conditional`` decision needs the chunk's grid coordinates (a mask grid, a plan, a
+    decision function), but the codec pipeline in use does not publish them: only
+    ``zopt.pipeline.ChunkIndexCodecPipeline`` does. The message names the pipeline."""
+
+
+class UnsupportedArrayError(ZoptError, ValueError):
+    """An array whose metadata the installed zarr-python cannot serve (an unknown codec, or a
+    configuration this zarr version refuses). The message names the array, the codec and the
+    zarr-python version."""

@@ -22,17 +22,28 @@ Chunk keys are parsed from the store path: the last ``ndim`` integer fields spli
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
+from zopt._context import (
+    ChunkContext,
+    chunk_context,
+    current_chunk,
+    current_chunk_index,
+    describe_current_chunk,
+    restore_current_chunk,
+    set_current_chunk,
+)
+from zopt._zarr_compat import chunk_result, fill_value_or_default, joined_results, supports_sync
+from zopt.codecs.bytes import as_zopt_bytes
 from zopt.errors import ChunkDecodeError
+from zopt.grid import is_fill
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -48,65 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ChunkContext:
-    """Where the chunk being encoded or decoded sits.
-
-    key : store key of the chunk, or of the shard that holds it.
-    coords : coordinates in the array's chunk grid at this level (inner-chunk grid inside a
-        shard), or None when they could not be determined.
-    shape : chunk shape at this level, in elements.
-    coords_in_shard : for an inner chunk, its coordinates within its shard; else None.
-    """
-
-    key: str
-    coords: tuple[int, ...] | None
-    shape: tuple[int, ...]
-    coords_in_shard: tuple[int, ...] | None = None
-
-    def describe(self) -> str:
-        if self.coords_in_shard is not None:
-            return f"inner chunk {self.coords_in_shard} of shard {self.key!r} (chunk index {self.coords})"
-        return f"chunk {self.key!r}"
-
-
-_CURRENT: contextvars.ContextVar[ChunkContext | None] = contextvars.ContextVar(
-    "zopt_current_chunk", default=None
-)
 _SPLIT = re.compile(r"[/.]")
-
-
-def current_chunk() -> ChunkContext | None:
-    """The ``ChunkContext`` of the chunk being encoded/decoded in this task, if known."""
-    return _CURRENT.get()
-
-
-def describe_current_chunk() -> str | None:
-    """``ChunkContext.describe()`` of the current chunk (for error messages), or None."""
-    ctx = _CURRENT.get()
-    return None if ctx is None else ctx.describe()
-
-
-def current_chunk_index() -> tuple[int, ...] | None:
-    """Grid coordinates of the chunk being encoded in this task, or None if unknown."""
-    ctx = _CURRENT.get()
-    return None if ctx is None else ctx.coords
-
-
-class chunk_context:  # noqa: N801 - used as a context manager, like contextlib helpers
-    """Set the current chunk explicitly (for encoders that bypass zarr's pipeline)."""
-
-    def __init__(self, ctx: ChunkContext) -> None:
-        self._ctx = ctx
-        self._token: contextvars.Token | None = None
-
-    def __enter__(self) -> ChunkContext:
-        self._token = _CURRENT.set(self._ctx)
-        return self._ctx
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._token is not None
-        _CURRENT.reset(self._token)
 
 
 def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
@@ -119,7 +72,7 @@ def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
 
 
 def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
-    parent = _CURRENT.get()
+    parent = current_chunk()
     local = getattr(byte_io, "chunk_coords", None)
     if local is not None:  # an inner chunk handed out by sharding_indexed
         local = tuple(int(c) for c in local)
@@ -164,35 +117,7 @@ def validate_codec_chain(metadata: Any) -> None:
     walk(metadata.codecs, spec)
 
 
-def _joined(results: list[Any]) -> Any:
-    # zarr >= 3.2 returns per-chunk results from read_batch/write_batch; zarr 3.1 returns None
-    if all(r is None for r in results):
-        return None
-    return tuple(x for r in results for x in r)
-
-
-@functools.cache
-def _zarr_returns_none() -> bool:
-    """zarr < 3.2 returns None from read_batch/write_batch; later versions return per-chunk
-    results, and there the fast path stays off (zarr's own path runs)."""
-    import inspect
-
-    return inspect.signature(BatchedCodecPipeline.write_batch).return_annotation in (None, "None")
-
-
-def _zopt_bytes(codec: Any) -> Any:
-    from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
-
-    from zopt.codecs.bytes import BytesCodec
-
-    if type(codec) is ZarrBytesCodec:
-        return BytesCodec(endian=codec.endian)
-    return codec
-
-
 def _fill_array(chunk_spec: Any) -> np.ndarray:
-    from zarr.core.codec_pipeline import fill_value_or_default
-
     return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
 
 
@@ -218,7 +143,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         # zarr's create_array instantiates zarr's own BytesCodec; run zopt's subclass instead,
         # which is identical for core types and handles zopt's data types.
         return super().from_codecs(
-            tuple(_zopt_bytes(c) for c in codecs), batch_size=batch_size
+            tuple(as_zopt_bytes(c) for c in codecs), batch_size=batch_size
         )
 
     @classmethod
@@ -234,11 +159,16 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     @functools.cached_property
     def _sync_chain(self) -> bool:
-        """True when every codec encodes and decodes synchronously (the fast path applies)."""
-        return all(
-            callable(getattr(c, "_encode_sync", None)) and callable(getattr(c, "_decode_sync", None))
-            for c in (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
-        )
+        """True when every codec encodes and decodes synchronously (the fast path applies).
+
+        ``sharding_indexed`` never takes the fast path, even where zarr (3.3+) gives it
+        synchronous methods: those encode inner chunks through zarr's ``ChunkTransform``,
+        which would not publish each inner chunk's coordinates to ``conditional`` decisions.
+        """
+        from zarr.codecs.sharding import ShardingCodec
+
+        codecs = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
+        return all(supports_sync(c) and not isinstance(c, ShardingCodec) for c in codecs)
 
     def _specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
         """The spec each codec sees, resolved once per distinct chunk spec (resolving runs e.g.
@@ -268,8 +198,6 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     def _encode_whole_chunk(self, chunk: Any, chunk_spec: Any) -> Any:
         """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
-        from zopt.shards import is_fill
-
         if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
             return None
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
@@ -294,6 +222,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         return chunk
 
     async def _write_whole_chunk(self, item: tuple[Any, ...], value: Any) -> None:
+        # write_batch returns None on every zarr version: no per-chunk results to build
         byte_setter, chunk_spec, _, out_selection = item[:4]
         encoded = await asyncio.to_thread(self._encode_whole_chunk, value[out_selection], chunk_spec)
         if encoded is None:
@@ -302,7 +231,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             await byte_setter.set(encoded)
 
     def _whole_chunk_write(self, item: tuple[Any, ...], value: Any, drop_axes: tuple[int, ...]) -> bool:
-        if not self._sync_chain or not _zarr_returns_none() or drop_axes or len(item) < 5 or not item[4]:
+        if not self._sync_chain or drop_axes or len(item) < 5 or not item[4]:
             return False
         chunk_spec, out_selection = item[1], item[3]
         return len(value.shape) == len(chunk_spec.shape) and value[out_selection].shape == tuple(chunk_spec.shape)
@@ -313,56 +242,59 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         items = list(batch_info)
         if len(items) != 1:
             # one task per chunk, so each gets its own context
-            return _joined(await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items)))
+            return joined_results(
+                await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items))
+            )
         byte_setter, chunk_spec = items[0][0], items[0][1]
-        previous = _CURRENT.get()
-        _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
+        previous = set_current_chunk(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
             if self._whole_chunk_write(items[0], value, drop_axes):
                 await self._write_whole_chunk(items[0], value)
                 return None
             return await super().write_batch(items, value, drop_axes)
         finally:
-            # set, not reset(token): a coroutine destroyed unfinished (its read failed elsewhere, the
-            # process exits) runs this in another context, where a token is refused with a traceback
-            _CURRENT.set(previous)
+            restore_current_chunk(previous)
 
-    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> None:
+    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> Any:
+        """Read, decode and place one chunk; returns zarr's per-chunk result (see
+        ``zopt._zarr_compat.chunk_result``)."""
         byte_getter, chunk_spec, chunk_selection, out_selection = item[:4]
         data = await byte_getter.get(prototype=chunk_spec.prototype)
+        if data is None:
+            out[out_selection] = _fill_array(chunk_spec)
+            return chunk_result(False)
 
         def place() -> None:
-            if data is None:
-                out[out_selection] = _fill_array(chunk_spec)
-                return
             chunk = self._decode_chunk(data, chunk_spec)[chunk_selection]
             if drop_axes:
                 chunk = chunk.squeeze(axis=drop_axes)
             out[out_selection] = chunk
 
         await asyncio.to_thread(place)
+        return chunk_result(True)
 
     async def read_batch(
         self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
     ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
-            return _joined(await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items)))
+            return joined_results(
+                await asyncio.gather(*(self.read_batch([i], out, drop_axes) for i in items))
+            )
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
-        previous = _CURRENT.get()
-        _CURRENT.set(ctx)
+        previous = set_current_chunk(ctx)
         try:
-            if self._sync_chain and not self.supports_partial_decode and _zarr_returns_none():
-                await self._read_chunk(items[0], out, drop_axes)
-                return None
+            if self._sync_chain and not self.supports_partial_decode:
+                result = await self._read_chunk(items[0], out, drop_axes)
+                return None if result is None else (result,)
             return await super().read_batch(items, out, drop_axes)
         except ChunkDecodeError:
             raise
         except Exception as exc:
             raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
         finally:
-            _CURRENT.set(previous)  # not reset(token): see write_batch
+            restore_current_chunk(previous)
 
 
 register_pipeline(ChunkIndexCodecPipeline)

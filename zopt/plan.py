@@ -106,8 +106,8 @@ class ArrayPlan:
 
         if self.digest_windows is None:
             return chunk_digest(values)
+        from zopt.grid import padded
         from zopt.raw_read import sampled_bytes
-        from zopt.shards import padded
 
         values = np.asarray(values)
         chunk = padded(values, tuple(self.chunk_shape), np.asarray(fill, dtype=values.dtype))
@@ -162,13 +162,13 @@ class ArrayPlan:
 
 def _norm(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Codec JSON without defaults that zarr fills in (so {"name": "shuffle"} matches after evolve)."""
-    from zarr.registry import _resolve_codec
+    from zopt._zarr_compat import resolve_codec
 
     out = []
     for c in codecs:
         try:
-            out.append(_resolve_codec(c).to_dict())
-        except Exception:  # unknown codec: compare as written
+            out.append(resolve_codec(c).to_dict())
+        except ValueError:  # unknown codec: compare as written
             out.append(c)
     for c in out:
         cfg = c.get("configuration")

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt._zarr_compat import endian_of, regular_chunk_shape
 from zopt.decisions import sample_windows
 
 __all__ = ["RawChunkReader", "analysis_windows", "sampled_bytes"]
@@ -92,7 +93,7 @@ class RawChunkReader:
         meta = array.metadata
         if not os.path.isdir(root) or getattr(meta, "zarr_format", 3) != 3:
             return None
-        if type(meta.chunk_grid).__name__ != "RegularChunkGrid":
+        if regular_chunk_shape(meta) is None:
             return None
         try:
             item = int(meta.data_type.item_size)
@@ -106,7 +107,7 @@ class RawChunkReader:
             return None
         if len(chain) != 1 or not isinstance(chain[0], BytesCodec):
             return None
-        endian = getattr(chain[0].endian, "value", None)
+        endian = endian_of(chain[0])
         swap = item > 1 and endian is not None and endian != ("little" if np.little_endian else "big")
         stored = layout.inner_shape if layout is not None else tuple(meta.chunk_grid.chunk_shape)
         return cls(root, array, tuple(int(x) for x in stored), layout, swap)

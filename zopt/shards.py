@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt._zarr_compat import endian_of, index_location_of
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.sync import sync_decoder
 
@@ -148,7 +149,7 @@ class ShardLayout:
         codec, s = enc.array_bytes
         if raw.size != 16 * self.n_inner:
             raise ShardIndexError(key, f"index has {raw.size} bytes after decoding, expected {16 * self.n_inner}")
-        endian = getattr(getattr(codec, "endian", None), "value", "little")
+        endian = endian_of(codec) or "little"
         return raw.view("<u8" if endian == "little" else ">u8").astype(np.uint64).reshape(self.n_inner, 2)
 
     def shard_region(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]) -> tuple[slice, ...]:
@@ -188,7 +189,7 @@ def layout_of(array: Any) -> ShardLayout | None:
     return ShardLayout(
         shard_shape=tuple(meta.chunk_grid.chunk_shape),
         inner_shape=tuple(sc.chunk_shape),
-        index_location=sc.index_location.value,
+        index_location=index_location_of(sc),
         index_codecs=tuple(sc.index_codecs),
         inner_codecs=tuple(sc.codecs),
         dtype=meta.data_type,
@@ -197,30 +198,6 @@ def layout_of(array: Any) -> ShardLayout | None:
 
 
 # -- chunk preparation --------------------------------------------------------------------------------
-
-
-def _uint_view(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    if a.dtype.itemsize in (1, 2, 4, 8):
-        return a.view(f"u{a.dtype.itemsize}")
-    return a.view(np.uint8).reshape(*a.shape, a.dtype.itemsize)
-
-
-def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
-    """True when every element of ``chunk`` has the bit pattern of ``fill`` (a 0-d array).
-
-    Bitwise, so ``-0.0`` is not the fill value ``0.0`` and the chunk is kept.
-    """
-    return bool(np.all(_uint_view(chunk) == _uint_view(fill)))
-
-
-def padded(values: np.ndarray, shape: tuple[int, ...], fill: np.ndarray) -> np.ndarray:
-    """``values`` at the origin of an array of ``shape`` filled with ``fill`` (edge chunks)."""
-    if values.shape == shape:
-        return values
-    out = np.full(shape, fill, dtype=fill.dtype)
-    out[tuple(slice(0, s) for s in values.shape)] = values
-    return out
 
 
 # -- file writing ----------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
-from zarr.codecs.bytes import Endian
 
+from zopt._zarr_compat import endian_text
 from zopt.dtypes.complex import MLComplex
 from zopt.dtypes.ml import MLDType
 
@@ -32,14 +32,17 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
 
-__all__ = ["BytesCodec", "encode_ml_bytes", "decode_ml_bytes"]
+__all__ = ["BytesCodec", "as_zopt_bytes", "encode_ml_bytes", "decode_ml_bytes"]
 
 
-def _swap(endian: Endian | None, itemsize: int) -> bool:
-    return itemsize > 1 and endian is not None and endian.value != sys.byteorder
+def _swap(endian: Any, itemsize: int) -> bool:
+    """Whether ``itemsize``-byte units stored in ``endian`` (``"little"``/``"big"``, zarr's
+    ``Endian`` enum, or None) need a byte swap on this machine."""
+    text = endian_text(endian)
+    return itemsize > 1 and text is not None and text != sys.byteorder
 
 
-def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Endian | None) -> np.ndarray:
+def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Any) -> np.ndarray:
     """Encode an array of an ml_dtypes type as the ``bytes`` codec stores it.
 
     values: any shape, dtype ``dtype.to_native_dtype()``. Returns a 1-D uint8 array of
@@ -52,7 +55,7 @@ def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Endian | None) -
 
 
 def decode_ml_bytes(
-    dtype: MLDType, raw: np.ndarray, shape: tuple[int, ...], endian: Endian | None
+    dtype: MLDType, raw: np.ndarray, shape: tuple[int, ...], endian: Any
 ) -> np.ndarray:
     """Decode ``bytes``-codec bytes into an array of ``shape``; bits above the width are ignored.
 
@@ -71,7 +74,7 @@ def decode_ml_bytes(
     return dtype.from_bits(units).reshape(shape)
 
 
-def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Endian | None) -> np.ndarray:
+def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Any) -> np.ndarray:
     """Bytes of a ``complex_*`` array: real then imaginary component of each element, each as
     its component type is stored, in ``endian``. Returns 1-D uint8."""
     comp = dtype.component
@@ -81,7 +84,7 @@ def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Endian | None) 
     return units.view(np.uint8)
 
 
-def decode_complex_bytes(dtype: Any, raw: np.ndarray, shape: tuple[int, ...], endian: Endian | None) -> np.ndarray:
+def decode_complex_bytes(dtype: Any, raw: np.ndarray, shape: tuple[int, ...], endian: Any) -> np.ndarray:
     """Inverse of ``encode_complex_bytes``; ValueError when the length does not match."""
     comp = dtype.component
     expected = int(np.prod(shape, dtype=np.int64)) * 2 * comp.item_size
@@ -119,3 +122,12 @@ class BytesCodec(_ZarrBytesCodec):
             return super()._encode_sync(chunk_array, chunk_spec)
         raw = encode_ml_bytes(dtype, chunk_array.as_numpy_array(), self.endian)
         return chunk_spec.prototype.buffer.from_array_like(raw)
+
+
+def as_zopt_bytes(codec: Any) -> Any:
+    """zopt's ``BytesCodec`` in place of an instance of zarr's own (same ``endian``): zarr's
+    ``create_array`` makes zarr's class, which cannot handle zopt's data types. Any other codec
+    is returned as it is."""
+    if type(codec) is _ZarrBytesCodec:
+        return BytesCodec(endian=codec.endian)
+    return codec

@@ -25,9 +25,11 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt._context import current_chunk
+from zopt._zarr_compat import supports_sync
 from zopt.codecs.sync import sync_decoder, sync_encoder
 from zopt.decisions import CodecRef, Decision, resolve_decision
-from zopt.pipeline import current_chunk
+from zopt.errors import ChunkIndexUnavailableError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -69,17 +71,14 @@ def parse_header(data: bytes | np.ndarray, header_bits: int, n_codecs: int) -> i
 
 
 def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
-    from zarr.registry import _resolve_codec
+    from zopt._zarr_compat import resolve_codec
 
     if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
         raise ValueError(f"codecs: expected a list of bytes→bytes codecs, got {codecs!r}")
     parsed = []
     for i, c in enumerate(codecs):
         if isinstance(c, dict):
-            try:
-                c = _resolve_codec(c)
-            except KeyError as exc:
-                raise ValueError(f"codecs[{i}]: unknown codec {c.get('name')!r}") from exc
+            c = resolve_codec(c, where=f"codecs[{i}]")
         elif isinstance(c, str):
             raise ValueError(
                 f"codecs[{i}]: {c!r}: give a codec object or {{'name': …, 'configuration': …}}"
@@ -242,17 +241,55 @@ class ConditionalCodec(BytesBytesCodec):
         out[self.header_nbytes :] = payload
         return out
 
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        data = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+    def _chunk_index_for_write(self) -> tuple[int, ...] | None:
+        """The chunk index zopt's pipeline published for the chunk being written.
+
+        Raises ChunkIndexUnavailableError when the decision needs it and the codec pipeline in
+        use (e.g. zarr's own ``BatchedCodecPipeline`` or ``FusedCodecPipeline``) does not publish
+        chunk coordinates: deciding with a wrong or missing index would store wrong masks.
+        """
         ctx = current_chunk()
-        # the whole decision + encode runs off zarr's event-loop thread, in parallel across chunks
-        out = await asyncio.to_thread(self.encode_chunk, data, chunk_spec, None if ctx is None else ctx.coords)
+        coords = None if ctx is None else ctx.coords
+        if coords is None and self.decision is not None and self.decision.needs_chunk_index:
+            import zarr
+
+            raise ChunkIndexUnavailableError(
+                f"conditional: the decision {type(self.decision).__name__} needs each chunk's "
+                "index, but the codec pipeline in use "
+                f"({zarr.config.get('codec_pipeline.path')}) does not pass it; select "
+                "zopt.pipeline.ChunkIndexCodecPipeline (zopt's default) with "
+                "zarr.config.set({'codec_pipeline.path': "
+                "'zopt.pipeline.ChunkIndexCodecPipeline'}), or use a decision that needs no "
+                "index (e.g. 'compress_if_smaller')"
+            )
+        return coords
+
+    # zarr 3.3+ runs sync-capable codecs without an event loop (FusedCodecPipeline, sharding's
+    # ChunkTransform); zopt's pipeline fast path uses the same methods on every zarr version.
+    @property
+    def _sync_capable(self) -> bool:
+        """True exactly when every wrapped codec encodes and decodes synchronously."""
+        return all(supports_sync(c) for c in self.codecs)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        data = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        out = self.encode_chunk(data, chunk_spec, self._chunk_index_for_write())
+        return chunk_spec.prototype.buffer.from_array_like(out)
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        stored = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        _, data = self.decode_bytes(stored, chunk_spec)
+        return chunk_spec.prototype.buffer.from_array_like(data)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        # the index is read here, in the task that set it; the decision and encoding run off
+        # zarr's event-loop thread, in parallel across chunks
+        data = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
+        out = await asyncio.to_thread(self.encode_chunk, data, chunk_spec, self._chunk_index_for_write())
         return chunk_spec.prototype.buffer.from_array_like(out)
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        stored = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
-        _, data = await asyncio.to_thread(self.decode_bytes, stored, chunk_spec)
-        return chunk_spec.prototype.buffer.from_array_like(data)
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
 
 
 @dataclass(frozen=True, init=False)

@@ -95,16 +95,18 @@ class ShuffleCodec(BytesBytesCodec):
         """Undo ``encode_bytes``."""
         return _shuffle(np.ascontiguousarray(data).view(np.uint8).ravel(), self.element_size or 1, True)
 
-    def _run(self, fn_name: str, data: np.ndarray) -> np.ndarray:
-        return self.encode_bytes(data) if fn_name == "encode" else self.decode_bytes(data)
+    # synchronous methods: zarr 3.3+ and zopt's pipeline fast path run the chain without hops
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return chunk_spec.prototype.buffer.from_array_like(self.encode_bytes(chunk_bytes.as_numpy_array()))
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return chunk_spec.prototype.buffer.from_array_like(self.decode_bytes(chunk_bytes.as_numpy_array()))
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        out = self._run("encode", chunk_bytes.as_numpy_array())
-        return chunk_spec.prototype.buffer.from_array_like(out)
+        return self._encode_sync(chunk_bytes, chunk_spec)
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        out = self._run("decode", chunk_bytes.as_numpy_array())
-        return chunk_spec.prototype.buffer.from_array_like(out)
+        return self._decode_sync(chunk_bytes, chunk_spec)
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         return input_byte_length

@@ -27,9 +27,10 @@ from typing import Any, ClassVar, Literal, Self, TypeGuard
 
 import numpy as np
 from zarr.core.dtype import Float16, Float32, Float64
-from zarr.core.dtype.common import DataTypeValidationError, HasEndianness, HasItemSize
+from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
 
+from zopt._zarr_compat import DataTypeValidationError
 from zopt.dtypes import ml
 
 __all__ = ["COMPLEX_DTYPES", "MLComplex", "pack_complex"]
@@ -150,7 +151,7 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
         return c.view(self.to_native_dtype()).reshape(c.shape[:-1])
 
     def packbits_layout(self) -> Any:
-        from zopt.codecs.packbits import ComponentLayout
+        from zopt.dtypes.components import ComponentLayout
 
         comp = self.component
 

@@ -26,8 +26,10 @@ from typing import Any, ClassVar, Literal, Self, TypeGuard
 
 import ml_dtypes
 import numpy as np
-from zarr.core.dtype.common import DataTypeValidationError, HasEndianness, HasItemSize
+from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
+
+from zopt._zarr_compat import DataTypeValidationError
 
 __all__ = [
     "MLDType",
