@@ -57,6 +57,7 @@ from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
     check_replaceable,
+    check_store_replaceable,
     publish,
     recover,
     resolve,
@@ -779,9 +780,7 @@ def recompress(
     else:
         from zarr.core.sync import sync
 
-        if sync(store.exists("zarr.json")) and not overwrite:
-            raise FileExistsError(f"dst {_store_text(store)} holds a Zarr hierarchy; use --overwrite (overwrite=True) "
-                                  "to replace it")
+        check_store_replaceable(store, overwrite, _store_text(store))
         if layout == "fixed-slot":
             layout = "compact"
             notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
@@ -801,16 +800,13 @@ def recompress(
     source_group = _zarr_v3_group(src)  # opened once: variables, target metadata
     root_meta = root_array_metadata(src)
     job_id = uuid.uuid4().hex[:12]  # names temp files and tasks; the token of the sources this job opens
-    source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
-    numeric = [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
-    if variables is None:
-        names = numeric
-    else:
-        names = [v for v in variables if "/" not in v]
-        missing = [n for n in names if n not in source]
-        if missing:
-            raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
-    notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
+    try:
+        source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
+        names = _names_to_rewrite(source, variables, children)
+        notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
+    except BaseException:
+        release(job_id)  # nothing written yet; close what was opened
+        raise
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
 
@@ -937,6 +933,22 @@ def _children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
         raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
                          "recompress each group with its own plan")
     return children
+
+
+def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
+                      children: list[str]) -> list[str]:
+    """The root group's variables to rewrite: ``variables`` without the ``child/…`` paths (which
+    the child groups' jobs take), or every numeric variable of one dimension or more. ValueError
+    naming a variable or child group the source lacks."""
+    if variables is None:
+        return [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    names = [v for v in variables if "/" not in v]
+    missing = [n for n in names if n not in source]
+    missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
+    if missing:
+        where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
+        raise ValueError(f"variables: {missing} not in the source{where}")
+    return names
 
 
 def _root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:

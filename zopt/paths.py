@@ -28,6 +28,7 @@ __all__ = [
     "PARTIAL_SUFFIX",
     "check_no_overlap",
     "check_replaceable",
+    "check_store_replaceable",
     "is_zarr_hierarchy",
     "publish",
     "recover",
@@ -127,3 +128,24 @@ def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
         os.replace(aside, dst)
         raise
     shutil.rmtree(aside)
+
+
+def check_store_replaceable(store, overwrite: bool, text: str) -> None:
+    """The ``check_replaceable`` of a destination that is a zarr Store (an fsspec URL): refuse
+    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata at its
+    root even with ``overwrite`` (writing there clears every key under it). ``text`` names it."""
+    from zarr.core.sync import sync
+
+    async def first_key() -> str | None:
+        async for key in store.list_prefix(""):
+            return key
+        return None
+
+    key = sync(first_key())
+    if key is None:
+        return
+    if not overwrite:
+        raise FileExistsError(f"dst {text} is not empty; use --overwrite (overwrite=True) to replace it")
+    if not any(sync(store.exists(n)) for n in _ZARR_METADATA):
+        raise NotAZarrStoreError(f"dst {text} holds keys (e.g. {key!r}) but no Zarr hierarchy; --overwrite only "
+                                 "replaces a Zarr store: choose another DST")
