@@ -722,7 +722,9 @@ def recompress(
 
     Parameters
     ----------
-    src : path of a Zarr v2/v3 store or a netCDF/HDF5 file. Only read.
+    src : path of a Zarr v2/v3 store (a group, whose child groups are rewritten too, each like a
+        store of its own; or a root array, giving a root array) or a netCDF/HDF5 file (without
+        groups). Only read. Relative paths are resolved here, not on Dask workers.
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
@@ -737,10 +739,13 @@ def recompress(
         (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
         chunks, ~64 MiB shards; shards are rounded down to a multiple of the inner chunks.
     decision : how ``conditional`` codecs pick masks (see ``zopt.decisions``).
-    variables : names to rewrite (default all); the others are still copied unchanged.
+    variables : names to rewrite (default every numeric variable of one dimension or more), a
+        child group's as ``"group/name"``; the others are still copied unchanged.
     scheduler : None for Dask's local threaded scheduler, ``"processes"``/``"synchronous"``, or a
         ``dask.distributed`` scheduler address (``tcp://host:8786``).
-    overwrite : replace an existing ``dst``.
+    overwrite : replace an existing ``dst`` that is a Zarr store: it is renamed to
+        ``dst.zopt-replaced``, the new store renamed into place, then the old one deleted
+        (``zopt.paths.publish``; a job killed in between is finished by the next one on ``dst``).
     progress : a context-manager factory wrapping the compute (e.g. a progress bar), called
         with the number of shards (chunks when unsharded).
     layout : shard layout, ``"compact"`` (each shard encoded and written packed by one task)
@@ -756,8 +761,9 @@ def recompress(
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
 
-    Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
-    ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
+    Returns a ``RecompressReport``. Raises OverlapError (before anything is written) if ``src``
+    and ``dst`` overlap; FileExistsError if ``dst`` exists and not ``overwrite``;
+    NotAZarrStoreError if it exists and is not a Zarr store; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
     with an inner chain whose encoded size has no known bound, naming the codec). On any error the partial store is
     removed and ``dst`` is left as it was.
     """
