@@ -12,6 +12,7 @@ import zarr
 from click.testing import CliRunner
 
 from zopt.cli import main
+from zopt.engine import recompress
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -121,3 +122,15 @@ def test_variables_of_child_groups_are_named_by_path(tmp_path):
     result = CliRunner().invoke(main, ["recompress", src, str(tmp_path / "o2.zarr"), "--variable", "fine/tos",
                                        "--no-progress"])
     assert result.exit_code != 0 and "'fine/tos'" in result.output and "child groups ['coarse']" in result.output
+
+
+def test_a_root_array_into_a_store_url(tmp_path):
+    import zarr.storage
+
+    src = str(tmp_path / "root.zarr")
+    _make("root-array", src)
+    report = recompress(src, "memory://forms-root.zarr")
+    (rep,) = report.arrays
+    assert rep.name == "" and 0 < rep.stored_after < rep.logical_bytes
+    out = zarr.open_array(zarr.storage.FsspecStore.from_url("memory://forms-root.zarr", read_only=True))
+    assert out[...].tobytes() == _tos().tobytes()

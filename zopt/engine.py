@@ -252,7 +252,7 @@ def _stored_sizes(store: Any, name: str) -> tuple[int, int]:
         from zarr.core.sync import sync
 
         async def total() -> int:
-            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/")])
+            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/" if name else "c/")])
 
         n = sync(total())
         return n, n
