@@ -15,6 +15,7 @@ Two exceptions, both visible in the Markdown source:
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -36,6 +37,17 @@ EXPECTED_SKIPS = {
 }
 
 
+@pytest.fixture
+def restored_zarr_config():
+    """zarr's configuration as it was before the test (a block may call ``zarr.config.set``)."""
+    import zarr
+
+    saved = copy.deepcopy(zarr.config.config)
+    yield
+    zarr.config.config.clear()
+    zarr.config.config.update(saved)
+
+
 def _blocks(path: Path) -> list[tuple[str, str, str | None]]:
     return [(m["lang"], m["code"], m["skip"]) for m in FENCE.finditer(path.read_text())]
 
@@ -50,7 +62,7 @@ def _run_bash(code: str, cwd: Path) -> None:
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_every_code_block_runs(path, tmp_path, monkeypatch):
+def test_every_code_block_runs(path, tmp_path, monkeypatch, restored_zarr_config):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": f"docs_{path.stem}"}
     ran = 0
