@@ -61,6 +61,7 @@ from zopt.paths import (
     publish,
     recover,
     resolve,
+    store_text,
 )
 from zopt.shards import (
     ShardLayout,
@@ -71,7 +72,7 @@ from zopt.shards import (
     write_packed,
     write_slots,
 )
-from zopt.sources import child_groups, is_zarr, open_source, release, root_array_metadata
+from zopt.sources import children_to_copy, is_zarr, open_source, release, root_array_metadata
 
 __all__ = [
     "ArrayReport",
@@ -786,10 +787,10 @@ def recompress(
     else:
         from zarr.core.sync import sync
 
-        check_store_replaceable(store, overwrite, _store_text(store))
+        check_store_replaceable(store, overwrite, store_text(store))
         if layout == "fixed-slot":
             layout = "compact"
-            notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
+            notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
@@ -802,7 +803,7 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
-    children = _children_to_copy(src, store, plan)
+    children = children_to_copy(src, store, plan)
     source_group = _zarr_v3_group(src)  # opened once: variables, target metadata
     root_meta = root_array_metadata(src)
     job_id = uuid.uuid4().hex[:12]  # names temp files and tasks; the token of the sources this job opens
@@ -904,41 +905,9 @@ def recompress(
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(
-        dst=dst if store is None else _store_text(store), arrays=list(reports.values()), seconds=elapsed,
+        dst=dst if store is None else store_text(store), arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
-
-
-def _store_text(store: Any) -> str:
-    """A store as a user names it: its URL (``memory://x.zarr``), else its repr."""
-    path = getattr(store, "path", None)
-    fs = getattr(store, "fs", None)
-    if fs is not None and path is not None:
-        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
-        if protocol in ("memory", "file", "local") or not protocol:
-            return f"{protocol or 'file'}://{path.lstrip('/') if protocol == 'memory' else path}"
-        return f"{protocol}://{path}"
-    return str(store)
-
-
-def _children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
-    """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
-    own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
-    destination store that is not a local directory, a plan, which covers one group)."""
-    children = child_groups(src)
-    if not children:
-        return []
-    if not is_zarr(src):
-        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
-                         "group of a netCDF file); write each group to its own Zarr store, e.g. with "
-                         "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
-    if store is not None:
-        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
-                         f"only, not into {_store_text(store)}")
-    if plan is not None:
-        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
-                         "recompress each group with its own plan")
-    return children
 
 
 def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
