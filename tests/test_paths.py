@@ -122,3 +122,15 @@ def test_relative_paths_are_resolved_on_the_client(tmp_path, small_zarr, monkeyp
     report = recompress("src.zarr", "out.zarr")
     assert report.dst == str(tmp_path / "out.zarr")
     assert (tmp_path / "out.zarr" / "zarr.json").exists()
+
+
+def test_a_store_url_holding_other_keys_is_never_cleared(small_zarr):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/foreign.zarr/notes.txt", b"years of work")
+    for overwrite in (False, True):
+        with pytest.raises((FileExistsError, paths.NotAZarrStoreError)):
+            recompress(small_zarr, "memory://foreign.zarr", overwrite=overwrite)
+    assert fs.cat("/foreign.zarr/notes.txt") == b"years of work"
+    fs.rm("/foreign.zarr", recursive=True)

@@ -12,6 +12,7 @@ import zarr
 from click.testing import CliRunner
 
 from zopt.cli import main
+from zopt.engine import recompress
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -107,3 +108,29 @@ def test_a_netcdf_file_with_groups_is_refused_naming_them(tmp_path):
     assert result.exit_code != 0 and "['coarse']" in result.output and "drop" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_variables_of_child_groups_are_named_by_path(tmp_path):
+    src, dst = str(tmp_path / "tree.zarr"), tmp_path / "out.zarr"
+    _make("tree-v3", src)
+    result = CliRunner().invoke(main, ["recompress", src, str(dst), "--variable", "coarse/tos", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rewritten = zarr.open_array(dst, path="coarse/tos")
+    kept = zarr.open_array(dst, path="tos")
+    assert "Conditional" in str(rewritten.metadata.codecs) and "Conditional" not in str(kept.metadata.codecs)
+    assert _values(str(dst)) == _values(src)
+    result = CliRunner().invoke(main, ["recompress", src, str(tmp_path / "o2.zarr"), "--variable", "fine/tos",
+                                       "--no-progress"])
+    assert result.exit_code != 0 and "'fine/tos'" in result.output and "child groups ['coarse']" in result.output
+
+
+def test_a_root_array_into_a_store_url(tmp_path):
+    import zarr.storage
+
+    src = str(tmp_path / "root.zarr")
+    _make("root-array", src)
+    report = recompress(src, "memory://forms-root.zarr")
+    (rep,) = report.arrays
+    assert rep.name == "" and 0 < rep.stored_after < rep.logical_bytes
+    out = zarr.open_array(zarr.storage.FsspecStore.from_url("memory://forms-root.zarr", read_only=True))
+    assert out[...].tobytes() == _tos().tobytes()

@@ -318,6 +318,7 @@ def _analyze_region(
     else:
         rest = list(range(n))
         data = array[region]
+    edges: dict[int, np.ndarray] = {}  # edge chunks: their values without the padding, for the value statistics
     for k in rest:
         sl = local_region(k)
         if data is not None:
@@ -325,6 +326,8 @@ def _analyze_region(
         else:  # an edge chunk next to window reads: read it alone
             valid = array[tuple(slice(o + r.start, o + r.stop) for o, r in zip(origin, sl, strict=True))]
         chunk = padded(valid, chunk_shape, fill)
+        if valid.shape != tuple(chunk_shape) and valid.size:
+            edges[k] = np.ascontiguousarray(valid, dtype=native).reshape(1, -1).view(np.uint8)
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
         part = raw if fraction is None else sampled_bytes(raw, fraction, windows)
         samples[k] = part
@@ -332,6 +335,8 @@ def _analyze_region(
         digests[k] = chunk_digest(part if read == "windows" else valid)
     entropy, planes = batch_entropies(samples, itemsize)
     zero, runs, nan = batch_value_stats(samples[:, : width // itemsize * itemsize], native)
+    for k, values in edges.items():  # the padding is not data: "NaN 5 %" on an array without NaN otherwise
+        zero[k], runs[k], nan[k] = (float(v[0]) for v in batch_value_stats(values, native))
     scale = raw_nbytes / max(width, 1)
     masks = 1 << trials.n
     size = np.full((n, masks), np.nan)

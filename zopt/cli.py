@@ -200,12 +200,14 @@ def main() -> None:
 @click.argument("src", type=_Location())
 @click.argument("dst", required=False)
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
-@click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
-@click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks.")
+@click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32. "
+              "Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole.")
+@click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks. "
+              "Default: ~64 MiB.")
 @click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
-@click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable).")
+@click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array of a child group.")
 @click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
-@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and deleted once the new one is in place).")
 @click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
 @click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
 @click.option("--plan", "plan", type=click.Path(exists=True, file_okay=False), default=None, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial encoding.")
@@ -229,7 +231,7 @@ def main() -> None:
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
                max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers) -> None:
-    """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
+    """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
     packed shards (no positional writes there, so no fixed slots). With --in-place and no DST,

@@ -66,9 +66,11 @@ from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
     check_replaceable,
+    check_store_replaceable,
     publish,
     recover,
     resolve,
+    store_text,
 )
 from zopt.rewrite import (
     GRACE_SECONDS,
@@ -93,7 +95,7 @@ from zopt.shards import (
 )
 from zopt.sources import (
     SourceVariable,
-    child_groups,
+    children_to_copy,
     is_zarr,
     open_source,
     read_source,
@@ -216,7 +218,7 @@ def _stored_sizes(store: Any, name: str) -> tuple[int, int]:
         from zarr.core.sync import sync
 
         async def total() -> int:
-            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/")])
+            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/" if name else "c/")])
 
         n = sync(total())
         return n, n
@@ -611,9 +613,10 @@ def recompress(
 
     Parameters
     ----------
-    src : a Zarr v2/v3 store (group, nested groups or root array) or a netCDF/HDF5 file: a local
-        path or an fsspec URL (``s3://…``, ``gs://…``, ``memory://…``, ``file://…``; see
-        ``zopt.locations``). Only read.
+    src : a Zarr v2/v3 store (a group, whose child groups are rewritten too, each like a store of
+        its own; or a root array, giving a root array) or a netCDF/HDF5 file (without groups): a
+        local path (resolved here, not on Dask workers) or an fsspec URL (``s3://…``, ``gs://…``,
+        ``memory://…``, ``file://…``; see ``zopt.locations``). Only read.
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
@@ -628,10 +631,13 @@ def recompress(
         (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
         chunks, ~64 MiB shards; shards are rounded down to a multiple of the inner chunks.
     decision : how ``conditional`` codecs pick masks (see ``zopt.decisions``).
-    variables : names to rewrite (default all); the others are still copied unchanged.
+    variables : names to rewrite (default every numeric variable of one dimension or more), a
+        child group's as ``"group/name"``; the others are still copied unchanged.
     scheduler : None for Dask's local threaded scheduler, ``"processes"``/``"synchronous"``, or a
         ``dask.distributed`` scheduler address (``tcp://host:8786``).
-    overwrite : replace an existing ``dst``.
+    overwrite : replace an existing ``dst`` that is a Zarr store: it is renamed to
+        ``dst.zopt-replaced``, the new store renamed into place, then the old one deleted
+        (``zopt.paths.publish``; a job killed in between is finished by the next one on ``dst``).
     progress : a context-manager factory wrapping the compute (e.g. a progress bar), called
         with the number of shards (chunks when unsharded).
     layout : shard layout, ``"compact"`` (each shard encoded and written packed by one task)
@@ -669,8 +675,9 @@ def recompress(
     already written and publishes as usual. Other options or a changed source raise
     ``zopt.journal.ResumeMismatchError`` before anything is touched.
 
-    Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
-    ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
+    Returns a ``RecompressReport``. Raises OverlapError (before anything is written) if ``src``
+    and ``dst`` overlap; FileExistsError if ``dst`` exists and not ``overwrite``;
+    NotAZarrStoreError if it exists and is not a Zarr store; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
     with an inner chain whose encoded size has no known bound, naming the codec). On any error the partial store is
     removed and ``dst`` is left as it was.
     """
@@ -695,12 +702,10 @@ def recompress(
         from zarr.core.sync import sync
 
         _check_no_url_overlap(src, store)
-        if sync(store.exists("zarr.json")) and not overwrite:
-            raise FileExistsError(f"dst {_store_text(store)} holds a Zarr hierarchy; use --overwrite (overwrite=True) "
-                                  "to replace it")
+        check_store_replaceable(store, overwrite, store_text(store))
         if layout == "fixed-slot":
             layout = "compact"
-            notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
+            notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = split_chain(chain)
@@ -716,20 +721,17 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
-    children = _children_to_copy(src, store, plan)
+    children = children_to_copy(src, store, plan)
     source_group = zarr_v3_group(src)  # opened once: variables, target metadata
     root_meta = root_array_metadata(src)
     job_id = uuid.uuid4().hex[:12]  # names temp files and tasks; the token of the sources this job opens
-    source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
-    numeric = [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
-    if variables is None:
-        names = numeric
-    else:
-        names = [v for v in variables if "/" not in v]
-        missing = [n for n in names if n not in source]
-        if missing:
-            raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
-    notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
+    try:
+        source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
+        names = _names_to_rewrite(source, variables, children)
+        notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
+    except BaseException:
+        release(job_id)  # nothing written yet; close what was opened
+        raise
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
     lossy_vars: dict[str, Any] = {}
@@ -760,7 +762,7 @@ def recompress(
             shutil.rmtree(partial, ignore_errors=True)  # no journal: a job killed before its plan of work was recorded
         if record is not None and not dry_run:
             remove_temporaries(partial)
-    dst_text = dst if store is None else _store_text(store)
+    dst_text = dst if store is None else store_text(store)
     done_by = journal if record is not None else None  # its markers: the units an interrupted run finished
     if dry_run:  # the target's metadata in memory: nothing written
         journal, store = None, zarr.storage.MemoryStore()
@@ -901,11 +903,27 @@ def recompress(
     )
 
 
+def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
+                      children: list[str]) -> list[str]:
+    """The root group's variables to rewrite: ``variables`` without the ``child/…`` paths (which
+    the child groups' jobs take), or every numeric variable of one dimension or more. ValueError
+    naming a variable or child group the source lacks."""
+    if variables is None:
+        return [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    names = [v for v in variables if "/" not in v]
+    missing = [n for n in names if n not in source]
+    missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
+    if missing:
+        where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
+        raise ValueError(f"variables: {missing} not in the source{where}")
+    return names
+
+
 def _check_no_url_overlap(src: str, store: Any) -> None:
     """OverlapError if the destination store's URL and a URL source are one inside the other."""
     from zopt.paths import OverlapError
 
-    d, s = _store_text(store).rstrip("/"), src.rstrip("/")
+    d, s = store_text(store).rstrip("/"), src.rstrip("/")
     if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):
         raise OverlapError(f"dst: {d} and SRC {s} overlap; writing there would delete or replace the source: "
                            "choose a DST outside SRC")
@@ -921,38 +939,6 @@ def _resumed(rep: ArrayReport, done: dict, coords: tuple[int, ...]) -> bool:
     rep.chunks_written += found[1]
     rep.units_resumed += 1
     return True
-
-
-def _store_text(store: Any) -> str:
-    """A store as a user names it: its URL (``memory://x.zarr``), else its repr."""
-    path = getattr(store, "path", None)
-    fs = getattr(store, "fs", None)
-    if fs is not None and path is not None:
-        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
-        if protocol in ("memory", "file", "local") or not protocol:
-            return f"{protocol or 'file'}://{path.lstrip('/') if protocol == 'memory' else path}"
-        return f"{protocol}://{path}"
-    return str(store)
-
-
-def _children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
-    """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
-    own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
-    destination store that is not a local directory, a plan, which covers one group)."""
-    children = child_groups(src)
-    if not children:
-        return []
-    if not is_zarr(src):
-        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
-                         "group of a netCDF file); write each group to its own Zarr store, e.g. with "
-                         "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
-    if store is not None:
-        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
-                         f"only, not into {_store_text(store)}")
-    if plan is not None:
-        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
-                         "recompress each group with its own plan")
-    return children
 
 
 def _root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:

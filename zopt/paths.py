@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 from zopt.errors import ZoptError
 
@@ -28,10 +29,12 @@ __all__ = [
     "PARTIAL_SUFFIX",
     "check_no_overlap",
     "check_replaceable",
+    "check_store_replaceable",
     "is_zarr_hierarchy",
     "publish",
     "recover",
     "resolve",
+    "store_text",
 ]
 
 #: the new store is written here, next to DST, and renamed to DST when complete
@@ -127,3 +130,36 @@ def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
         os.replace(aside, dst)
         raise
     shutil.rmtree(aside)
+
+
+def check_store_replaceable(store: Any, overwrite: bool, text: str) -> None:
+    """The ``check_replaceable`` of a destination that is a zarr Store (an fsspec URL): refuse
+    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata at its
+    root even with ``overwrite`` (writing there clears every key under it). ``text`` names it."""
+    from zarr.core.sync import sync
+
+    async def first_key() -> str | None:
+        async for key in store.list_prefix(""):
+            return key
+        return None
+
+    key = sync(first_key())
+    if key is None:
+        return
+    if not overwrite:
+        raise FileExistsError(f"dst {text} is not empty; use --overwrite (overwrite=True) to replace it")
+    if not any(sync(store.exists(n)) for n in _ZARR_METADATA):
+        raise NotAZarrStoreError(f"dst {text} holds keys (e.g. {key!r}) but no Zarr hierarchy; --overwrite only "
+                                 "replaces a Zarr store: choose another DST")
+
+
+def store_text(store: Any) -> str:
+    """A store as a user names it: its URL (``memory://x.zarr``), else its repr."""
+    path = getattr(store, "path", None)
+    fs = getattr(store, "fs", None)
+    if fs is not None and path is not None:
+        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
+        if protocol in ("memory", "file", "local") or not protocol:
+            return f"{protocol or 'file'}://{path.lstrip('/') if protocol == 'memory' else path}"
+        return f"{protocol}://{path}"
+    return str(store)

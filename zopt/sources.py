@@ -28,7 +28,21 @@ import zarr
 from zopt import locations as loc
 from zopt._zarr_compat import open_array, unservable_array_error
 
-__all__ = ["SourceVariable", "arrays_in", "read_source", "source_variables", "zarr_v3_group", "cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
+__all__ = [
+    "SourceVariable",
+    "arrays_in",
+    "cached_tokens",
+    "child_groups",
+    "children_to_copy",
+    "is_zarr",
+    "open_source",
+    "read_source",
+    "release",
+    "root_array_metadata",
+    "source_identity",
+    "source_variables",
+    "zarr_v3_group",
+]
 
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 _MAX_OPEN = 8
@@ -157,6 +171,28 @@ def child_groups(src: str) -> list[str]:
             return sorted(nc.groups)
     except OSError:  # not a netCDF4/HDF5 file (netCDF3 has no groups)
         return []
+
+
+def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
+    """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
+    own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
+    destination store that is not a local directory, a plan, which covers one group)."""
+    from zopt.paths import store_text
+
+    children = child_groups(src)
+    if not children:
+        return []
+    if not is_zarr(src):
+        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
+                         "group of a netCDF file); write each group to its own Zarr store, e.g. with "
+                         "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
+    if store is not None:
+        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
+                         f"only, not into {store_text(store)}")
+    if plan is not None:
+        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
+                         "recompress each group with its own plan")
+    return children
 
 
 def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:

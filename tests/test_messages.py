@@ -1,0 +1,123 @@
+"""Ordinary stores do not crash analyze/plan/info, and a failing command prints one line
+(issue 15, "crashes on ordinary stores" and "messages"). Stores made from iris-sample-data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from click.testing import CliRunner
+
+from zopt.cli import main
+
+iris_sample_data = pytest.importorskip("iris_sample_data")
+NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
+
+
+@pytest.fixture(scope="module")
+def xarray_stores(tmp_path_factory):
+    """NEMO written by xarray as Zarr v2 and v3, with an integer coordinate (v2: fill_value null),
+    the one-element time_counter, and a string coordinate."""
+    root = tmp_path_factory.mktemp("ordinary")
+    ds = xr.open_dataset(NEMO).assign_coords(k=("k", np.arange(5)), label=("label", np.array(["a", "bb", "ccc"])))
+    out = {}
+    for fmt in (2, 3):
+        out[fmt] = root / f"v{fmt}.zarr"
+        with warnings.catch_warnings():  # zarr: strings have no v3 specification yet
+            warnings.simplefilter("ignore")
+            ds.to_zarr(out[fmt], zarr_format=fmt, consolidated=fmt == 2)
+    return out
+
+
+def _zopt(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zopt.cli", *args], capture_output=True, text=True, cwd=cwd, check=False)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_analyze_and_plan_on_stores_xarray_writes(tmp_path, xarray_stores, fmt):
+    store = str(xarray_stores[fmt])
+    assert zarr.open_array(store, path="k").fill_value is None or fmt == 3
+    result = CliRunner().invoke(main, ["analyze", store, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "skipped array 'label'" in result.output and "time_counter" in result.output and "k " in result.output
+    plan = tmp_path / "p.zarr"
+    result = CliRunner().invoke(main, ["plan", store, "-o", str(plan), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["plan", store, "-o", str(plan), "--no-progress"])
+    assert result.exit_code != 0 and "--overwrite" in result.output  # like recompress
+    assert CliRunner().invoke(main, ["plan", store, "-o", str(plan), "--overwrite", "--no-progress"]).exit_code == 0
+
+
+def test_analyze_plan_and_recompress_with_the_plan_on_a_netcdf_file(tmp_path):
+    plan = tmp_path / "p.zarr"
+    result = CliRunner().invoke(main, ["plan", NEMO, "tos", "-o", str(plan), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "raw Zarr copy" in result.output
+    result = CliRunner().invoke(main, ["recompress", NEMO, str(tmp_path / "o.zarr"), "--variable", "tos", "--plan",
+                                       str(plan), "--no-progress"])
+    assert result.exit_code == 0, result.output  # the plan's chunking is the one recompress uses
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "o.zarr", path="tos")[...],
+                                  xr.open_dataset(NEMO, decode_cf=False).tos.values)
+    result = CliRunner().invoke(main, ["info", NEMO])
+    assert result.exit_code != 0 and "not a Zarr store" in result.output
+
+
+def test_a_corrupt_chunk_is_one_line(tmp_path):
+    store = tmp_path / "a.zarr"
+    assert _zopt("recompress", NEMO, str(store), "--variable", "tos", "--chunks", "y=30,x=36", "--shards", "y=30,x=36",
+                 "--no-progress").returncode == 0
+    chunk = store / "tos" / "c" / "0" / "5" / "5"
+    data = bytearray(chunk.read_bytes())
+    data[1:9] = b"\xff" * 8
+    chunk.write_bytes(bytes(data))
+    for args in (["analyze", str(store), "--no-progress"], ["recompress", str(store), str(tmp_path / "b.zarr"), "--no-progress"]):
+        out = _zopt(*args)
+        lines = (out.stdout + out.stderr).strip().splitlines()
+        assert out.returncode != 0 and lines == [lines[0]], lines[:6]
+        assert "tos/c/0/5/5" in lines[0]
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "directory without Zarr metadata"),
+    (lambda p: p.write_text("not netcdf"), "neither a Zarr store nor a file xarray can read"),
+])
+def test_a_source_that_is_neither_zarr_nor_netcdf_is_one_line(tmp_path, make, match):
+    src = tmp_path / "src"
+    make(src)
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--no-progress"])
+    assert result.exit_code != 0 and match in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_truncated_raw_chunk_is_one_line(tmp_path):
+    src = tmp_path / "raw.zarr"
+    g = zarr.open_group(src, mode="w")
+    g.create_array("tos", data=xr.open_dataset(NEMO, decode_cf=False).tos.values[0], chunks=(110, 120), compressors=None)
+    chunk = src / "tos" / "c" / "1" / "1"
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--no-progress"])
+    assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "tos" in result.output and not (tmp_path / "o.zarr").exists()
+
+
+def test_a_dead_scheduler_is_one_line(tmp_path, monkeypatch):
+    import zopt.cluster
+
+    monkeypatch.setattr(zopt.cluster, "CONNECT_TIMEOUT", 1.0)
+    result = CliRunner().invoke(main, ["recompress", NEMO, str(tmp_path / "o.zarr"), "--variable", "tos",
+                                       "--scheduler", "tcp://127.0.0.1:9", "--no-progress"])
+    assert result.exit_code != 0 and "no dask.distributed scheduler answered at tcp://127.0.0.1:9" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "o.zarr").exists()
+
+
+def test_a_note_names_a_memory_store_by_its_url(tmp_path):
+    result = CliRunner().invoke(main, ["recompress", NEMO, "memory://notes.zarr", "--variable", "tos",
+                                       "--layout", "fixed-slot", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "memory://notes.zarr has none" in " ".join(result.output.split()) and "FsspecStore" not in result.output
