@@ -16,8 +16,9 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
+from zopt.chunking import choose_chunks, parse_shape
 from zopt.cli import main
-from zopt.engine import PARTIAL_SUFFIX, choose_chunks, parse_shape, recompress
+from zopt.engine import PARTIAL_SUFFIX, recompress
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")

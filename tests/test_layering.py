@@ -23,12 +23,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # publishes each chunk's index to it
     ("codecs", ("zopt.codecs", "zopt.codecs.", "zopt.decisions", "zopt.pipeline", "zopt._zarr_config")),
     ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.locations", "zopt.graph", "zopt.scheduling",
-                 "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.menu", "zopt.chunk_feed", "zopt.readers")),
-    ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds")),
-    ("plan", ("zopt.plan", "zopt.lossy.keepbits", "zopt.lossy.")),
+                 "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.menu", "zopt.chunk_feed", "zopt.readers",
+                 "zopt.chunking")),
+    ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds", "zopt.lossy.spec")),
+    ("plan", ("zopt.plan",)),
     ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
-                "zopt.recompress", "zopt.recompress.")),
-    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt")),
+                "zopt.recompress", "zopt.recompress.", "zopt.lossy", "zopt.lossy.prepare",
+                "zopt.lossy.verify")),
+    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt.tables", "zopt.lossy.cli", "zopt")),
 ]
 
 

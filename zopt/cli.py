@@ -17,19 +17,10 @@ from rich.table import Table
 
 from zopt import __version__
 from zopt.errors import ZoptError
-
-# piped output (logs, CI) gets a wide table instead of rich's 80-column fallback
-console = Console(width=None if sys.stdout.isatty() else 160)
-
-
-def _human(n: float | None) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+from zopt.tables import console
+from zopt.tables import human as _human
+from zopt.tables import mask_text as _mask_text
+from zopt.tables import plan_table as _plan_table
 
 
 def _one_line(exc: BaseException) -> str:
@@ -70,11 +61,7 @@ def work_table(report: Any) -> Table:
     return table
 
 
-def _mask_text(masks: Any, n_bits: int = 2) -> str:
-    if not masks:
-        return "—"
-    width = max(n_bits, max(int(m).bit_length() for m in masks))
-    return " ".join(f"{int(m):0{width}b}:{c}" for m, c in sorted(masks.items()))
+
 
 
 class _RichProgress:
@@ -214,9 +201,13 @@ def main() -> None:
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
 @click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
               "per task, shards an interrupted run already finished) and exit without writing.")
+@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
+              "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
+@click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
+              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, no_progress, preset, vs_default, dry_run) -> None:
+               max_memory, in_place, no_progress, preset, vs_default, dry_run, lossy, readers) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -235,7 +226,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
-                              "--vs-default": vs_default or None})
+                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers})
         return
     if preset is not None:
         from zopt.presets import get_preset
@@ -257,7 +248,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory, dry_run=dry_run,
+            plan=plan, max_memory=max_memory, dry_run=dry_run, lossy=list(lossy) or None, readers=readers,
         )
     except Exception as exc:
         from zopt.journal import keeps_partial
@@ -432,7 +423,7 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress,
             return _run_analysis(view, arrays, codecs, chunks, sample, scheduler, no_progress, read, decode_times)
     from zopt.analysis import analysable
     from zopt.analysis import analyze as run
-    from zopt.engine import parse_shape, shape_for
+    from zopt.chunking import parse_shape, shape_for
     from zopt.info import arrays_in
 
     try:
@@ -550,19 +541,7 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
     console.print(_plan_table(made, output))
 
 
-def _plan_table(p, path) -> Table:
-    import collections
 
-    table = Table(title=f"plan {path}: policy {p.policy} {p.params or ''}, zopt {p.zopt_version}, {p.created}")
-    for col in ("array", "chunk grid", "chunk shape", "codecs", "masks", "est. ratio", "fingerprint"):
-        table.add_column(col, justify="right" if col == "est. ratio" else "left")
-    for name, ap in p.arrays.items():
-        hist = collections.Counter(int(m) for m in ap.masks.ravel())
-        est = ap.stats.get("raw_bytes", 0) / max(ap.stats.get("estimated_bytes", 0), 1)
-        table.add_row(name, "×".join(map(str, ap.masks.shape)), "×".join(map(str, ap.chunk_shape)),
-                      ", ".join(c["name"] for c in ap.codecs), _mask_text(hist), f"{est:.2f}", ap.fingerprint[:16])
-    table.caption = "masks: bitmask (bit 0 = first wrapped codec) : chunks"
-    return table
 
 
 @plan.command("show")
@@ -583,6 +562,15 @@ def plan_show(path, png) -> None:
         plot_plan(p, png)
         console.print(f"wrote {png}")
 
+
+def _register_lossy() -> None:  # zopt.lossy's commands live in their own module
+    from zopt.lossy.cli import lossy_plan, verify
+
+    main.add_command(verify)
+    main.add_command(lossy_plan)
+
+
+_register_lossy()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -48,12 +48,16 @@ import xarray as xr
 import zarr
 
 from zopt import locations as loc
-from zopt._zarr_compat import open_array, unservable_array_error
+from zopt._zarr_compat import open_array
+from zopt.chunking import (
+    parse_shape,
+    unused_shape_notes,
+    variable_layout,
+)
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
 from zopt.graph import shard_tasks
-from zopt.grid import fit_shape as _fit
 from zopt.grid import is_fill, padded
 from zopt.grid import regions as _regions
 from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
@@ -75,7 +79,17 @@ from zopt.shards import (
     write_packed,
     write_slots,
 )
-from zopt.sources import child_groups, is_zarr, open_source, release, root_array_metadata
+from zopt.sources import (
+    SourceVariable,
+    child_groups,
+    is_zarr,
+    open_source,
+    read_source,
+    release,
+    root_array_metadata,
+    source_variables,
+    zarr_v3_group,
+)
 
 __all__ = [
     "ArrayReport",
@@ -170,72 +184,6 @@ class RecompressReport:
 
 
 _is_zarr = is_zarr
-
-
-@dataclass(frozen=True)
-class SourceVariable:
-    """What the engine needs of a source variable: shape, numpy dtype and dimension names."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    dims: tuple[str, ...]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-def source_variables(src: str, group: zarr.Group | None = None, token: str | None = None) -> dict[str, SourceVariable]:
-    """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
-    (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
-    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
-    group already opened from ``src``, if the caller has it; ``token``: the job's id (see
-    ``zopt.sources.open_source``).
-    Raises FileNotFoundError if ``src`` does not exist."""
-    if not loc.exists(src):
-        raise FileNotFoundError(f"source {src!r} does not exist")
-    group = group if group is not None else _zarr_v3_group(src)
-    if group is not None:
-        try:
-            arrays = list(group.arrays())
-        except (TypeError, ValueError, KeyError) as exc:
-            err = unservable_array_error(src, exc)
-            if err is None:
-                raise
-            raise err from exc
-        return {
-            name: SourceVariable(tuple(a.shape), a.dtype, tuple(
-                str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
-            for name, a in arrays
-        }
-    ds = open_source(src, token)
-    return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
-
-
-def read_source(src: str, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
-    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
-
-    A raw-stored array of a local Zarr v3 store is read with positional reads of just the
-    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
-    anything else through xarray (``open_source(src, token)``).
-    """
-    from zopt.raw_read import RawChunkReader
-
-    if _is_zarr(src):
-        try:
-            array = open_array(src, path=name, mode="r")
-        except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
-            array = None
-        reader = RawChunkReader.open(src, array) if array is not None else None
-        if reader is not None:
-            return reader.read_region(region, array.fill_value)
-        if array is not None and (array.metadata.zarr_format == 3 or not name):  # a root array: no xarray view
-            return np.asarray(array[region])
-    return open_source(src, token)[name].variable[region].values
 
 
 def _source_nbytes(src: str) -> int:
@@ -340,106 +288,6 @@ def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
 
 
-ShapeSpec = tuple[int, ...] | dict[str, int] | None
-
-
-def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = "chunks") -> ShapeSpec:
-    """Parse a chunk or shard shape.
-
-    ``"1,32,32"`` → ``(1, 32, 32)`` (for variables with that many dimensions);
-    ``"y=32,x=32"`` → ``{"y": 32, "x": 32}`` (by dimension name; other dimensions whole).
-    Raises ValueError naming ``label`` and the bad entry.
-    """
-    if text is None:
-        return None
-    if isinstance(text, dict):
-        items = list(text.items())
-    elif isinstance(text, tuple | list):
-        items = [(None, x) for x in text]
-    else:
-        items = [tuple(p.split("=", 1)) if "=" in p else (None, p) for p in str(text).split(",")]
-    named = {k is not None for k, _ in items}
-    if len(named) > 1:
-        raise ValueError(f"{label}: {text!r} mixes named (dim=size) and positional sizes")
-    try:
-        sizes = [int(v) for _, v in items]
-    except ValueError as exc:
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers") from exc
-    if any(v < 1 for v in sizes):
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers")
-    if named == {True}:
-        return {str(k).strip(): v for (k, _), v in zip(items, sizes, strict=True)}
-    return tuple(sizes)
-
-
-def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Resolve a parsed shape for one variable; None when the spec does not apply to it."""
-    if spec is None:
-        return None
-    if isinstance(spec, dict):
-        if not set(spec) & set(dims):
-            return None
-        return tuple(spec.get(d, s) for d, s in zip(dims, shape, strict=True))
-    return spec if len(spec) == len(shape) else None
-
-
-def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
-    """A chunk shape of about ``target_elems`` elements, roughly square over the last dimensions
-    (as few as hold that many elements; leading dimensions get 1)."""
-    n = len(shape)
-    active: list[int] = []
-    for d in reversed(range(n)):
-        active.append(d)
-        if math.prod(shape[a] for a in active) >= target_elems:
-            break
-    out = [1] * n
-    remaining = max(1, target_elems)
-    for i, d in enumerate(sorted(active, key=lambda a: shape[a])):  # small dimensions first: whole if they fit
-        side = max(1, round(remaining ** (1 / (len(active) - i))))
-        out[d] = min(shape[d], side)
-        remaining = max(1, remaining // out[d])
-    return tuple(out)
-
-
-def choose_chunks(
-    shape: tuple[int, ...],
-    itemsize: int,
-    chunks: tuple[int, ...] | None,
-    shards: tuple[int, ...] | None,
-    inner_bytes: int = 256 * 1024,
-    shard_bytes: int = 64 * 1024 * 1024,
-) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """Inner chunk and shard shapes for an array (shard None: unsharded).
-
-    Given shapes are clipped to the array; a shard shape is rounded down to a multiple of the
-    inner chunk shape. Defaults: ~256 KiB inner chunks, ~64 MiB shards.
-    Raises ValueError when the number of dimensions does not match.
-    """
-    ndim = len(shape)
-    for label, given in (("chunks", chunks), ("shards", shards)):
-        if given is not None and len(given) != ndim:
-            raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
-    if chunks is None:
-        chunks = _square(shape, inner_bytes // itemsize)
-    chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
-    if shards is not None:
-        small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
-        if small:
-            raise ValueError(f"shards: {tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
-                             "a shard holds whole inner chunks: give shards at least as large as the chunks")
-    if shards is None:
-        n_inner = max(1, shard_bytes // (itemsize * math.prod(chunks)))
-        per = _fit(tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)), n_inner)
-        shards = tuple(p * c for p, c in zip(per, chunks, strict=True))
-    shards = tuple(max(c, (min(sh, math.ceil(s / c) * c) // c) * c) for sh, c, s in zip(shards, chunks, shape, strict=True))
-    if shards == chunks or all(c >= s for c, s in zip(chunks, shape, strict=True)):
-        return chunks, None
-    return chunks, shards
-
-
-# -- decisions on opened arrays ----------------------------------------------------------------------
-
-
 def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = None) -> zarr.Array:
     """The same array, with ``decision`` attached to all its ``conditional`` codecs.
 
@@ -484,10 +332,14 @@ class _Recorder(Decision):
 def _write_region(
     src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
     marker: str | None = None,
+    lossy: Any = None,
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
     data = read_source(src, name, region, token)
     array = zarr.open_array(dst, path=name, mode="r+")
+    if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        data = lossy.prepare(index, data, f"chunk {index}")
     if plan is not None:  # one chunk per task here: check its content against the plan
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         plan.check_chunk(index, data, array.fill_value)
@@ -522,6 +374,7 @@ class _ShardJob:
     chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
+    lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
@@ -565,6 +418,8 @@ class _ShardJob:
             local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
                 self.plan.check_chunk(index, local, fill)
+            if self.lossy is not None:
+                local = self.lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
@@ -723,6 +578,8 @@ def recompress(
     plan: Any = None,
     max_memory: int | str | None = None,
     dry_run: bool = False,
+    lossy: Any = None,
+    readers: Sequence[str] | str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -763,6 +620,14 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or
+        ``{"tos": "abs:0.01"}`` (also ``keepbits:K``, ``info:L``, ``info:L:chunk``,
+        ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
+        its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
+    readers : refuse (ValueError, before anything is written) a target chain that one of these
+        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        (``zopt.readers``).
+
     dry_run : build the plan of work (target metadata in memory, the Dask graph) and return it
         without writing anything: the report's arrays give shapes, units (shards), tasks,
         logical and source bytes, projected memory per task, and units an interrupted run of
@@ -819,7 +684,7 @@ def recompress(
 
     t0 = time.perf_counter()
     children = _children_to_copy(src, store, plan)
-    source_group = _zarr_v3_group(src)  # opened once: variables, target metadata
+    source_group = zarr_v3_group(src)  # opened once: variables, target metadata
     root_meta = root_array_metadata(src)
     job_id = uuid.uuid4().hex[:12]  # names temp files and tasks; the token of the sources this job opens
     source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
@@ -834,13 +699,27 @@ def recompress(
     notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
+    lossy_vars: dict[str, Any] = {}
+    try:  # refused here, before anything is written; the sources opened so far are closed
+        if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
+            from zopt.lossy.prepare import prepare_for_recompress
+
+            lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables)
+        if readers:
+            from zopt.readers import check_readers
+
+            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
+    except BaseException:
+        release(job_id)
+        raise
 
     journal, record = None, None
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
         journal = Journal(partial)
         fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
-                                      "variables": variables, "layout": layout, "slot_parts": slot_parts, "plan": plan})
+                                      "variables": variables, "layout": layout, "slot_parts": slot_parts, "plan": plan,
+                                      "lossy": lossy, "readers": readers})
         record = journal.read()
         if record is not None:
             journal.check(record, fp, dst)  # ResumeMismatchError: nothing touched
@@ -858,10 +737,12 @@ def recompress(
         sync(store.delete_dir(""))
     try:
         splits = {n: _split_for(source[n], codecs, split) for n in names}
+        splits.update({n: split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()})  # zopt.lossy
         if record is None or dry_run:
             layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
                                      root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
-                                     token=job_id)
+                                     token=job_id, attrs={n: lv.attributes() for n, lv in lossy_vars.items()},
+                                     fills={n: lv.fill_value for n, lv in lossy_vars.items()})
             if journal is not None:
                 journal.begin(fp, job_id, layouts)
         else:
@@ -898,14 +779,15 @@ def recompress(
                     key = f"zopt-chunk-{name}-{'.'.join(map(str, coords))}-{job_id}"
                     marker = journal.marker(name, coords) if journal is not None else None
                     tasks.append((name, dask.delayed(_write_region, pure=False)(
-                        src, name, partial, region, decision, array_plan, job_id, marker, dask_key_name=key)))
+                        src, name, partial, region, decision, array_plan, job_id, marker=marker,
+                        lossy=lossy_vars.get(name), dask_key_name=key)))
                 rep.tasks = len(tasks) - n_tasks
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
             shard_job = _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout,
                                   tuple(var.shape), decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan,
-                                  store)
+                                  store, lossy_vars.get(name))
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
             parts = _slot_parts(shard_layout, slot_parts) if layout == "fixed-slot" else []
             if layout == "compact":  # one graph layer for the array's shards (zopt.graph)
@@ -1048,31 +930,6 @@ def _root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
     return {"": SourceVariable(tuple(array.shape), array.dtype, dims)}
 
 
-def _is_coordinate(name: str, var: SourceVariable) -> bool:
-    return var.ndim == 1 and var.dims == (name,)
-
-
-def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], specs: dict[str, ShapeSpec]) -> list[str]:
-    """Warnings for ``--chunks``/``--shards`` given by dimension names that no rewritten variable
-    has (listing the dimensions there are). ValueError for a positional shape that fits no
-    rewritten variable's number of dimensions."""
-    notes = []
-    dims = sorted({d for n in names for d in source[n].dims})
-    for label, spec in specs.items():
-        if spec is None or not names:
-            continue
-        if isinstance(spec, dict):
-            unknown = [d for d in spec if d not in dims]
-            if unknown:
-                notes.append(f"warning: {label}: no rewritten variable has dimension(s) {unknown}, so they were ignored; "
-                             f"the dimensions are {dims}")
-        elif not any(source[n].ndim == len(spec) for n in names):
-            ndims = sorted({source[n].ndim for n in names})
-            raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
-                             f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
-    return notes
-
-
 def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
     """The chain of one variable: the default chain leaves out shuffle for 1-byte types (a no-op there)."""
     if codecs is not None or var.dtype.itemsize != 1:
@@ -1148,7 +1005,7 @@ def recompress_in_place(
     import dask
 
     store = resolve(store)  # on the client: Dask workers may run in another directory
-    group = _zarr_v3_group(store)
+    group = zarr_v3_group(store)
     if group is None:
         raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
     arrays = dict(group.arrays())
@@ -1228,8 +1085,9 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards, splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None,
-                   plan: Any = None, explicit: Sequence[str] | None = None,
-                   token: str | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   plan: Any = None, explicit: Sequence[str] | None = None, token: str | None = None,
+                   attrs: dict[str, dict[str, Any]] | None = None,
+                   fills: dict[str, Any] | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1241,18 +1099,11 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     ``zarr.create_array`` takes them. A store whose root is an array (``root_meta``) gets a root
     array. Chunks: a ``plan``'s chunk shape for the arrays it covers; a 1-D coordinate variable
     whole unless named in ``explicit``; else ``chunks`` (see ``choose_chunks``).
+    ``attrs``: extra attributes per variable and ``fills``: fill values to set for a non-Zarr-v3
+    source (``zopt.lossy``: a lossy chain is designed for one fill value).
     """
-    layouts = {}
-    for name in names:
-        var = source[name]
-        dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
-        inner_arg = shape_for(chunks, dims, shape)
-        shard_arg = shape_for(shards, dims, shape)
-        if plan is not None and name in plan.arrays:
-            inner_arg = tuple(plan.arrays[name].chunk_shape)
-        elif _is_coordinate(name, var) and name not in (explicit or ()):
-            inner_arg = shard_arg = shape
-        layouts[name] = choose_chunks(shape, var.dtype.itemsize, inner_arg, shard_arg)
+    attrs = attrs or {}
+    layouts = {name: variable_layout(name, source[name], chunks, shards, plan, explicit) for name in names}
     if root_meta is not None:
         arr = zarr.open_array(src, mode="r")
         if not names:
@@ -1277,7 +1128,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
             zarr.create_array(
                 partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
                 fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                attributes=dict(arr.attrs), zarr_format=3, **splits[name],
+                attributes={**arr.attrs, **attrs.get(name, {})}, zarr_format=3, **splits[name],
             )
         return layouts
     import dask.array as da
@@ -1287,10 +1138,11 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name, (inner, shard) in layouts.items():
         var = ds[name]
         template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
+        template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, splits, layouts))
+                     encoding=_encodings(ds, names, splits, layouts, fills))
     return layouts
 
 
@@ -1315,17 +1167,8 @@ def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
             sync(target.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
 
-def _zarr_v3_group(src: str) -> zarr.Group | None:
-    """``src`` opened read-only if it is a Zarr v3 group in a local directory, else None."""
-    if not loc.isfile(loc.join(src, "zarr.json")):
-        return None
-    try:
-        return zarr.open_group(src, mode="r", zarr_format=3)
-    except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
-        return None
-
-
-def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts,
+               fills: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
@@ -1333,6 +1176,8 @@ def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill
+        if fills and fills.get(name) is not None:
+            e["fill_value"] = fills[name]
         if shard is not None:
             e["shards"] = shard
         enc[name] = e

@@ -5,7 +5,9 @@ A ``Plan`` holds one ``ArrayPlan`` per array: the mask grid (uint8/16/32/64, wid
 the source it was made for (array path, shape, chunk shape, dtype and a content fingerprint:
 the crc32c of every chunk's values — or, when the analysis read only sample windows
 (``zopt.raw_read``), of those windows of every fill-padded chunk — combined with BLAKE2b); the plan also records the policy
-and its parameters, the zopt version and the creation time (UTC, ISO 8601). ``Plan.save``
+and its parameters, the zopt version and the creation time (UTC, ISO 8601). A plan may also hold,
+beside the masks, a grid of mantissa bits to keep per chunk (``keepbits``, ``zopt.lossy``; its
+masks are then 0 over an empty codec list). ``Plan.save``
 writes a small Zarr v3 group (one mask array per source array, metadata in attributes), so a
 plan can be versioned next to the data; ``Plan.load`` reads it back.
 
@@ -95,6 +97,8 @@ class ArrayPlan:
     ratios: np.ndarray | None = None  # estimated raw/stored per chunk (float32; NaN: fill chunks)
     # (fraction, windows) when the digests cover the sample windows of each fill-padded chunk
     digest_windows: tuple[int, int] | None = None
+    # mantissa bits kept per chunk (uint8; zopt.lossy: bitround needs no decode step)
+    keepbits: np.ndarray | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -218,6 +222,8 @@ class Plan:
             g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
             if ap.ratios is not None:
                 g.create_array("ratios", data=ap.ratios.astype(np.float32), chunks=ap.ratios.shape or None)
+            if ap.keepbits is not None:
+                g.create_array("keepbits", data=ap.keepbits.astype(np.uint8), chunks=ap.keepbits.shape or None)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Plan:
@@ -236,6 +242,7 @@ class Plan:
                 shape=tuple(a["shape"]), chunk_shape=tuple(a["chunk_shape"]), dtype=a["dtype"],
                 digests=g["digests"][...], stats=dict(a.get("stats", {})),
                 ratios=g["ratios"][...] if "ratios" in g else None,
+                keepbits=g["keepbits"][...] if "keepbits" in g else None,
                 digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
             )
             if ap.fingerprint != a["fingerprint"]:

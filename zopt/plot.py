@@ -4,7 +4,8 @@ every chunk, for a plan (``zopt plan show --png``) or a store (``zopt info --png
 A 2-D grid is drawn as two heatmaps (row 0 at the bottom, integer chunk indices on the axes); an
 N-D grid as up to ``MAX_SLICES`` 2-D slices along its leading dimensions; a 1-D grid as a strip
 of masks and a bar chart of ratios. Chunks that are not stored (equal to the fill value) are
-grey in the mask panel and blank in the ratio panel.
+grey in the mask panel and blank in the ratio panel. Plans that hold per-chunk keepbits
+(``zopt.lossy`` keepbits plans) get a third column: the mantissa bits each chunk keeps.
 
 matplotlib is an optional dependency (``pip install zopt[plot]``).
 """
@@ -36,6 +37,7 @@ class GridPanel:
     dims : dimension names of the array (axis labels), or None.
     chunk_shape : elements per chunk along each dimension.
     ratio_label : what the ratio is ("estimated ratio" for a plan, "ratio" for a store).
+    keepbits : int grid of mantissa bits kept per chunk (lossy keepbits plans), or None.
     """
 
     name: str
@@ -45,6 +47,7 @@ class GridPanel:
     dims: Sequence[str] | None
     chunk_shape: Sequence[int]
     ratio_label: str = "ratio"
+    keepbits: np.ndarray | None = None
 
 
 def _slices(grid: np.ndarray) -> list[tuple[str, tuple[int, ...], np.ndarray]]:
@@ -94,12 +97,26 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
     rows = []
     for p in panels:
         masks = p.masks if p.masks is not None else np.full(p.ratios.shape, -1, dtype=np.int16)
-        for (label, axes, m), (_, _, r) in zip(_slices(masks), _slices(p.ratios), strict=True):
-            rows.append((p, label, axes, m, r))
-    heights = [1.6 if m.ndim == 1 else 3.6 for _, _, _, m, _ in rows]
-    fig, grid = plt.subplots(len(rows), 2, figsize=(12, sum(heights) + 0.8), squeeze=False,
+        kept = p.keepbits if p.keepbits is not None else np.full(p.ratios.shape, np.nan, dtype=np.float32)
+        for (label, axes, m), (_, _, r), (_, _, k) in zip(_slices(masks), _slices(p.ratios), _slices(kept), strict=True):
+            rows.append((p, label, axes, m, r, k))
+    with_keepbits = any(p.keepbits is not None for p in panels)
+    heights = [1.6 if m.ndim == 1 else 3.6 for _, _, _, m, _, _ in rows]
+    ncols = 3 if with_keepbits else 2
+    fig, grid = plt.subplots(len(rows), ncols, figsize=(6 * ncols, sum(heights) + 0.8), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    for (p, label, axes, masks, ratios), row in zip(rows, grid, strict=True):
+    for (p, label, axes, masks, ratios, kept), row in zip(rows, grid, strict=True):
+        if with_keepbits:
+            image = kept.astype(np.float32)[None, :] if kept.ndim == 1 else kept.astype(np.float32)
+            im3 = row[2].imshow(image, cmap="magma", interpolation="nearest", aspect="auto", origin="lower")
+            fig.colorbar(im3, ax=row[2], label="mantissa bits kept")
+            row[2].set_title(f"{p.name}{label}\nmantissa bits kept per chunk", fontsize=10)
+            row[2].set_xlabel(_axis_label(p, axes[-1]))
+            if kept.ndim == 1:
+                row[2].set_yticks([])
+            else:
+                row[2].set_ylabel(_axis_label(p, axes[0]))
+        row = row[:2]
         n = len(p.codecs)
         n_masks = 1 << n
         cmap = ListedColormap(plt.get_cmap("tab10" if n_masks <= 10 else "tab20").colors[:n_masks])
@@ -143,7 +160,8 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
 
 
 def plot_plan(plan: Any, path: str | os.PathLike) -> None:
-    """Write a PNG of a ``zopt.plan.Plan``: per array, planned masks and estimated ratios."""
+    """Write a PNG of a ``zopt.plan.Plan``: per array, planned masks and estimated ratios, and
+    the kept mantissa bits per chunk for plans that hold them (``zopt.lossy`` keepbits plans)."""
     panels = []
     for name, ap in plan.arrays.items():
         ratios = ap.ratios if ap.ratios is not None else np.full(ap.masks.shape, np.nan, dtype=np.float32)
@@ -152,7 +170,7 @@ def plot_plan(plan: Any, path: str | os.PathLike) -> None:
             masks[np.isnan(ratios)] = -1
         shape = "×".join(map(str, ap.shape))
         panels.append(GridPanel(f"{name} ({shape}, {ap.dtype})", masks, ratios, [c["name"] for c in ap.codecs],
-                                None, ap.chunk_shape, "estimated ratio"))
+                                None, ap.chunk_shape, "estimated ratio", getattr(ap, "keepbits", None)))
     params = " ".join(f"{k}={v}" for k, v in (plan.params or {}).items())
     plot_grids(panels, f"zopt plan: policy {plan.policy} {params}".rstrip(), path)
 

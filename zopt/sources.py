@@ -13,18 +13,22 @@ datasets when it ends (on distributed workers too), so no file stays open or loc
 from __future__ import annotations
 
 import collections
+import math
 import os
 import threading
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import xarray as xr
 import zarr
 
 from zopt import locations as loc
+from zopt._zarr_compat import open_array, unservable_array_error
 
-__all__ = ["arrays_in", "cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
+__all__ = ["SourceVariable", "arrays_in", "read_source", "source_variables", "zarr_v3_group", "cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
 
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 _MAX_OPEN = 8
@@ -171,3 +175,82 @@ def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> l
             raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
         return [found[n] for n in names]
     return [found[k] for k in sorted(found)]
+
+
+# -- describing and reading a source's variables (the engine, the lossy analysis, verify) -----
+
+
+@dataclass(frozen=True)
+class SourceVariable:
+    """What the engine needs of a source variable: shape, numpy dtype and dimension names."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    dims: tuple[str, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def source_variables(src: str, group: zarr.Group | None = None, token: str | None = None) -> dict[str, SourceVariable]:
+    """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
+    (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
+    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
+    group already opened from ``src``, if the caller has it; ``token``: the job's id (see
+    ``zopt.sources.open_source``).
+    Raises FileNotFoundError if ``src`` does not exist."""
+    if not loc.exists(src):
+        raise FileNotFoundError(f"source {src!r} does not exist")
+    group = group if group is not None else zarr_v3_group(src)
+    if group is not None:
+        try:
+            arrays = list(group.arrays())
+        except (TypeError, ValueError, KeyError) as exc:
+            err = unservable_array_error(src, exc)
+            if err is None:
+                raise
+            raise err from exc
+        return {
+            name: SourceVariable(tuple(a.shape), a.dtype, tuple(
+                str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
+            for name, a in arrays
+        }
+    ds = open_source(src, token)
+    return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
+
+
+def read_source(src: str, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
+
+    A raw-stored array of a local Zarr v3 store is read with positional reads of just the
+    covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
+    anything else through xarray (``open_source(src, token)``).
+    """
+    from zopt.raw_read import RawChunkReader
+
+    if is_zarr(src):
+        try:
+            array = open_array(src, path=name, mode="r")
+        except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
+            array = None
+        reader = RawChunkReader.open(src, array) if array is not None else None
+        if reader is not None:
+            return reader.read_region(region, array.fill_value)
+        if array is not None and (array.metadata.zarr_format == 3 or not name):  # a root array: no xarray view
+            return np.asarray(array[region])
+    return open_source(src, token)[name].variable[region].values
+
+
+def zarr_v3_group(src: str) -> zarr.Group | None:
+    """``src`` (a local path or fsspec URL) opened read-only if it is a Zarr v3 group, else None."""
+    if not loc.isfile(loc.join(src, "zarr.json")):
+        return None
+    try:
+        return zarr.open_group(src, mode="r", zarr_format=3)
+    except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
+        return None

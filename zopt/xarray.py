@@ -30,13 +30,8 @@ import numpy as np
 import xarray as xr
 
 from zopt import paths
-from zopt.engine import (
-    RecompressReport,
-    choose_chunks,
-    parse_shape,
-    shape_for,
-    split_chain,
-)
+from zopt.chunking import choose_chunks, parse_shape, shape_for
+from zopt.engine import RecompressReport, split_chain
 from zopt.presets import get_preset, set_element_size
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
@@ -93,7 +88,7 @@ def encoding(
     chunks, shards : inner chunk and shard shapes as for ``zopt recompress``: by dimension name
         (``{"time": 12}`` or ``"time=12,lat=90"``; other dimensions whole) or positional
         (``(12, 90, 180)``, for variables with that many dimensions). Defaults: ~256 KiB inner
-        chunks and ~64 MiB shards (``zopt.engine.choose_chunks``); an array that fits in one
+        chunks and ~64 MiB shards (``zopt.chunking.choose_chunks``); an array that fits in one
         inner chunk is not sharded.
     preset : a name from ``zopt.presets`` (``zopt presets``). Default: ``lossless-8bit`` for
         1-byte and bool variables, ``default`` for the others. ``shuffle`` is left out for 1-byte

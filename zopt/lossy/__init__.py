@@ -1,0 +1,16 @@
+"""Error-bounded lossy recompression (``zopt recompress --lossy``, ``zopt verify``).
+
+- ``spec``: ``VAR=abs:E | keepbits:K | info:L[:chunk] | plan:PATH`` → ``LossySpec``;
+- ``bounds``: an absolute bound → ``scale_offset`` + ``cast_value`` + ``packbits`` with a proof
+  of the bound and a per-chunk check;
+- ``bitinfo``: bitwise real information content (Klöwer et al. 2021) and keepbits;
+- ``prepare``: the analysis graph and the hook ``recompress`` calls;
+- ``verify``: compares a source with a recompressed store, within each variable's recorded bound.
+"""
+
+from zopt.lossy.bounds import AbsChain, LossyBoundError, design_abs
+from zopt.lossy.prepare import bitround, keepbits_plan, prepare_lossy
+from zopt.lossy.spec import LossySpec, parse_lossy
+
+__all__ = ["AbsChain", "LossyBoundError", "LossySpec", "bitround", "design_abs", "keepbits_plan", "parse_lossy",
+           "prepare_lossy"]

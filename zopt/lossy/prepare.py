@@ -1,0 +1,456 @@
+"""The lossy step of ``recompress``: analyse each lossy variable, choose its chain, check its chunks.
+
+``prepare_lossy(...)`` runs before anything is written. For every variable given a
+``LossySpec`` it reads the source as a Dask graph (one task per target shard, or per chunk when
+unsharded) and returns a ``LossyVariable``:
+
+- ``abs``: a range reduction (finite, non-sentinel min/max; counts of NaN and ±Infinity), then
+  ``zopt.lossy.bounds.design_abs``;
+- ``keepbits``: nothing to read;
+- ``info`` (per variable): bit-pair counts of every inner chunk summed into one keepbits;
+  ``info …:chunk``: one keepbits per inner chunk, kept as a ``zopt.plan.Plan`` (its
+  ``keepbits`` grid beside zero masks, with the content digests of the chunks);
+- ``plan``: a saved keepbits plan, checked against the target grid and, chunk by chunk while
+  writing, against the content it was made for.
+
+The engine then needs only three things per variable (the hook): ``chain(base)`` — the target
+codec chain; ``attributes()`` — the ``zopt_lossy`` record added to the variable's attributes,
+which ``zopt.lossy.verify`` reads; and ``prepare(index, values, where)`` — called on every inner
+chunk before it is encoded, which checks the bound (``abs``) or bitrounds the chunk (keepbits),
+keeping NaN, infinities and sentinels bit for bit.
+
+Bitround needs no decode step, so keepbits chains store the rounded values with the plain
+lossless tail and no ``numcodecs.bitround`` entry in the metadata: every Zarr v3 reader reads
+them, and each chunk can keep its own number of bits. The rounding itself is numcodecs'
+``BitRound`` (round to nearest, ties to even, as ``numcodecs.bitround``).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
+from zopt.lossy.spec import LossySpec
+
+__all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "sentinels_of"]
+
+ATTRIBUTE = "zopt_lossy"
+#: valid neighbour pairs (along the best-sampled dimension) a chunk needs for its own keepbits
+MIN_CHUNK_PAIRS = 256
+#: at most this many chunks' keepbits are written into the ``zopt_lossy`` attribute (verify's exact check)
+MAX_GRID_IN_ATTRIBUTES = 65536
+
+
+def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """``values`` (float16/32/64) rounded to ``keepbits`` mantissa bits by numcodecs' ``BitRound``;
+    elements where ``keep`` is true, non-finite ones, and finite ones that would round to
+    infinity keep their exact bits. Raises ValueError naming ``keepbits`` when it exceeds the
+    type's mantissa."""
+    import numcodecs
+
+    values = np.asarray(values)
+    nmant = np.finfo(values.dtype).nmant
+    if not 0 <= keepbits <= nmant:
+        raise ValueError(f"keepbits: {keepbits} is outside [0, {nmant}] for {values.dtype}")
+    if keepbits == nmant:
+        return values
+    flat = np.ascontiguousarray(values)
+    rounded = np.asarray(numcodecs.BitRound(keepbits=int(keepbits)).encode(flat)).view(values.dtype).reshape(values.shape)
+    same = ~np.isfinite(values) | ~np.isfinite(rounded)
+    if keep is not None:
+        same |= keep
+    return np.where(same, values, rounded)
+
+
+def _decode_attr_scalar(v: Any, dtype: np.dtype) -> Any:
+    """An attribute value as a scalar of ``dtype``: numbers, or xarray's base64 ``_FillValue``."""
+    if isinstance(v, str):
+        try:
+            raw = base64.b64decode(v, validate=True)
+            return np.frombuffer(raw, dtype=f"<f{len(raw)}" if dtype.kind == "f" else f"<i{len(raw)}")[0]
+        except (ValueError, TypeError):
+            return None
+    if isinstance(v, list | tuple | np.ndarray):
+        return None
+    try:
+        return dtype.type(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """The values restored exactly: the array's fill value, ``_FillValue`` and every ``missing_value``."""
+    out = [fill_value] if fill_value is not None else []
+    for key in ("_FillValue", "missing_value"):
+        v = attrs.get(key)
+        items = v if isinstance(v, list | tuple | np.ndarray) and not isinstance(v, str) else [v]
+        for item in items:
+            if item is not None:
+                s = _decode_attr_scalar(item, dtype)
+                if s is not None:
+                    out.append(s)
+    return tuple(dtype.type(s) for s in out)
+
+
+def special_mask(values: np.ndarray, sentinels: tuple[Any, ...]) -> np.ndarray:
+    mask = ~np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    for s in sentinels:
+        if not (isinstance(s, float | np.floating) and np.isnan(s)):
+            mask |= values == values.dtype.type(s)
+    return mask
+
+
+@dataclass(frozen=True)
+class LossyVariable:
+    """What the engine needs to write one lossy variable (see module docstring). Picklable.
+
+    grid : per-inner-chunk keepbits (uint8) for ``info …:chunk`` and ``plan``, else None.
+    plan : the ``zopt.plan.ArrayPlan`` holding that grid and the chunks' digests.
+    """
+
+    spec: LossySpec
+    dtype: str
+    fill_value: Any
+    sentinels: tuple[Any, ...]
+    abs_chain: AbsChain | None = None
+    keepbits: int | None = None
+    grid: np.ndarray | None = None
+    plan: Any = None
+    pack: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.spec.variable
+
+    def chain(self, base: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The target codec chain: for ``abs`` the lossy array → array codecs, then ``base``
+        with its array → bytes codec replaced by ``packbits`` (or ``bytes``); else ``base``."""
+        if self.abs_chain is None:
+            return list(base)
+        from zarr.abc.codec import ArrayBytesCodec
+        from zarr.registry import _resolve_codec
+
+        out = list(self.abs_chain.filters())
+        for c in base:
+            out.append(self.abs_chain.serializer(self.pack) if isinstance(_resolve_codec(c), ArrayBytesCodec) else c)
+        return out
+
+    def attributes(self) -> dict[str, Any]:
+        """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
+        spec = self.spec
+        if self.abs_chain is not None:
+            return {ATTRIBUTE: {**self.abs_chain.attributes(), "spec": spec.text()}}
+        record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
+                                  "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
+        if self.grid is None:
+            record["keepbits"] = int(self.keepbits)
+            record["relative"] = 2.0 ** -(self.keepbits + 1)
+        else:
+            kmin = int(self.grid.min()) if self.grid.size else 0
+            record.update({"keepbits_min": kmin, "keepbits_max": int(self.grid.max()) if self.grid.size else 0,
+                           "relative": 2.0 ** -(kmin + 1), "chunk_shape": list(self.plan.chunk_shape)})
+            if self.grid.size <= MAX_GRID_IN_ATTRIBUTES:
+                record["keepbits_grid"] = self.grid.tolist()
+        if spec.method == "info":
+            record["information"] = spec.value
+        return {ATTRIBUTE: record}
+
+    def keepbits_of(self, index: tuple[int, ...]) -> int | None:
+        if self.grid is not None:
+            return int(self.grid[tuple(index)])
+        return self.keepbits
+
+    def prepare(self, index: tuple[int, ...], values: np.ndarray, where: str) -> np.ndarray:
+        """Check (``abs``) or bitround (keepbits) one inner chunk's values (its part inside the
+        array); ``where`` names the chunk in errors. Raises ``LossyBoundError`` or
+        ``PlanMismatchError`` (a re-applied plan made for other data)."""
+        values = np.asarray(values)
+        if self.abs_chain is not None:
+            self.abs_chain.check(values, where)
+            return values
+        if self.spec.method == "plan":
+            self.plan.check_chunk(tuple(index), values, self.fill_value)
+        k = self.keepbits_of(index)
+        return bitround(values, k, special_mask(values, self.sentinels))
+
+
+# -- the analysis graph ----------------------------------------------------------------------------
+
+
+def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...],
+                token: str | None = None) -> RangeStats:
+    from zopt.sources import read_source
+
+    x = np.asarray(read_source(src, name, region, token))
+    special = special_mask(x, sentinels)
+    normal = x[~special]
+    st = RangeStats(count=int(x.size))
+    if x.dtype.kind == "f":
+        st.nan = int(np.isnan(x).sum())
+        st.posinf = int(np.isposinf(x).sum())
+        st.neginf = int(np.isneginf(x).sum())
+        for s in sentinels:  # a sentinel that is itself infinite is restored exactly, not counted
+            if np.isinf(s):
+                st.posinf -= int((x == s).sum()) if s > 0 else 0
+                st.neginf -= int((x == s).sum()) if s < 0 else 0
+    if normal.size:
+        st.lo, st.hi = normal.min().item(), normal.max().item()
+    return st
+
+
+def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
+               level: float | None, confidence: float | None, token: str | None = None) -> Any:
+    """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""
+    from zopt.analysis import chunk_digest
+    from zopt.grid import regions
+    from zopt.lossy.bitinfo import pair_counts
+    from zopt.sources import read_source
+
+    x = np.asarray(read_source(src, name, region, token))
+    origin = [r.start for r in region]
+    total = None
+    out = []
+    for sub in regions(x.shape, inner):
+        chunk = x[sub]
+        counts = pair_counts(chunk, ~special_mask(chunk, sentinels))
+        if level is None:
+            total = counts if total is None else total + counts
+        else:
+            index = tuple((o + s.start) // k for o, s, k in zip(origin, sub, inner, strict=True))
+            out.append((index, counts, chunk_digest(chunk)))
+    return total if level is None else out
+
+
+def _layout(name: str, var: Any, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(inner chunk shape, task region shape) as ``recompress`` will choose them."""
+    from zopt.chunking import variable_layout
+
+    inner, shard = variable_layout(name, var, chunks, shards, None, explicit)
+    return inner, shard or inner
+
+
+def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, shards: Any = None,
+                  confidence: float | None = 0.99, scheduler: str | None = None) -> Any:
+    """A ``zopt.plan.Plan`` holding per-inner-chunk keepbits for ``levels`` (``{variable: L}``,
+    0 < L <= 1) over the inner chunk grid ``recompress`` would write with ``chunks``/``shards``.
+
+    Plot it with ``zopt plan show PLAN --png F``; re-apply it with ``--lossy VAR=plan:PLAN``.
+    Raises ValueError naming the variable for a level outside (0, 1] or a non-float variable.
+    """
+    from zopt.chunking import parse_shape
+    from zopt.sources import source_variables
+
+    specs = {v: LossySpec(v, "info", float(lv), per_chunk=True) for v, lv in levels.items()}
+    for v, spec in specs.items():
+        if not 0 < spec.value <= 1:
+            raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
+    from zopt.sources import release
+
+    try:
+        source = source_variables(src, None, "lossy-plan")
+    finally:
+        release("lossy-plan")
+    chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
+    prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
+                             explicit=list(levels))
+    return _plan_of({v: p.plan for v, p in prepared.items()}, levels, confidence)
+
+
+def _plan_of(arrays: dict[str, Any], levels: dict[str, float], confidence: float | None) -> Any:
+    import datetime as dt
+
+    from zopt._version import __version__
+    from zopt.plan import Plan
+
+    return Plan(arrays=arrays, policy="keepbits-info", params={"information": levels, "confidence": confidence},
+                zopt_version=__version__, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+
+def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
+    if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
+        raise ValueError(f"lossy {name}: {spec.method} (bitround) needs a float16/float32/float64 variable, "
+                         f"not {dtype}; use abs:BOUND for integers")
+
+
+def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], chunks: Any, shards: Any,
+                  scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
+                  attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
+                  confidence: float | None = 0.99, explicit: Any = None) -> dict[str, LossyVariable]:
+    """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
+
+    source : ``zopt.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
+    given to ``recompress``. fill_values, attrs : the target array's fill value and the source
+    attributes per variable (default: read from ``src``). explicit : the variables named by the
+    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). Raises ValueError naming the variable
+    and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
+    mantissa, a range needing more than 64 bits); nothing is written.
+    """
+    import uuid
+
+    import dask
+
+    from zopt.grid import regions
+    from zopt.scheduling import compute
+
+    missing = [v for v in specs if v not in source]
+    if missing:
+        raise ValueError(f"lossy: variables {missing} are not in the source; it has {sorted(source)}")
+    fill_values = dict(fill_values or {})
+    attrs = dict(attrs or {})
+    if len(fill_values) < len(specs) or len(attrs) < len(specs):
+        f, a = _source_fill_and_attrs(src, list(specs))
+        fill_values = {**f, **fill_values}
+        attrs = {**a, **attrs}
+    # validate everything the specs say before reading any data
+    layouts, sent = {}, {}
+    for name, spec in specs.items():
+        var = source[name]
+        dt = np.dtype(var.dtype)
+        if spec.method == "abs":
+            if dt.kind not in "iuf":
+                raise ValueError(f"lossy {name}: abs needs a real number variable, not {dt}")
+            if dt.kind in "iu" and spec.value != math.floor(spec.value):
+                raise ValueError(f"lossy {name}: abs: {name!r} is an integer variable ({dt.name}); the bound must "
+                                 f"be a whole number, got {spec.value!r}")
+        else:
+            _check_float(name, dt, spec)
+            if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
+                raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
+                                 f"bits of {dt.name}")
+        layouts[name] = _layout(name, var, chunks, shards, explicit)
+        sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
+    tasks, owners = [], []
+    token = f"lossy-{uuid.uuid4().hex[:12]}"  # the sources these tasks open, closed at the end
+    for name, spec in specs.items():
+        var = source[name]
+        inner, region = layouts[name]
+        if spec.method == "abs":
+            for r in regions(tuple(var.shape), region):
+                tasks.append(dask.delayed(_range_task, pure=False)(src, name, r, sent[name], token))
+                owners.append(name)
+        elif spec.method == "info":
+            level = spec.value if spec.per_chunk else None
+            for r in regions(tuple(var.shape), region):
+                tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence,
+                                                                  token))
+                owners.append(name)
+    from zopt.sources import release
+
+    try:
+        results = compute(tasks, scheduler, None, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
+    by_name: dict[str, list] = {n: [] for n in specs}
+    for name, res in zip(owners, results, strict=True):
+        by_name[name].append(res)
+    out = {}
+    for name, spec in specs.items():
+        var = source[name]
+        dt = np.dtype(var.dtype)
+        inner, _ = layouts[name]
+        common = {"spec": spec, "dtype": dt.name, "fill_value": fill_values.get(name), "sentinels": sent[name],
+                  "pack": pack and spec.pack}
+        if spec.method == "abs":
+            stats = RangeStats()
+            for st in by_name[name]:
+                stats = stats.merge(st)
+            out[name] = LossyVariable(**common, abs_chain=design_abs(name, dt, stats, spec.value, sent[name]))
+        elif spec.method == "keepbits":
+            out[name] = LossyVariable(**common, keepbits=int(spec.value))
+        elif spec.method == "info" and not spec.per_chunk:
+            from zopt.lossy.bitinfo import keepbits
+
+            counts = sum(by_name[name]) if by_name[name] else np.zeros((1, dt.itemsize * 8, 4), np.int64)
+            out[name] = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, confidence))
+        elif spec.method == "info":
+            ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value, confidence)
+            out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
+        else:
+            ap = _load_plan(name, spec.value, var, inner)
+            out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
+    return out
+
+
+def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
+                           scheduler: str | None, explicit: Any = None) -> dict[str, LossyVariable]:
+    """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
+    variable. Raises ValueError for a lossy variable that is not rewritten."""
+    from zopt.lossy.spec import parse_lossy
+
+    specs = parse_lossy(lossy)
+    outside = [v for v in specs if v in source and v not in names]
+    if outside:
+        raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
+                         "--variable or drop their --lossy")
+    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit)
+
+
+def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,
+                confidence: float | None) -> Any:
+    """The keepbits plan of one variable from its chunks' ``(index, pair counts, digest)``.
+
+    A chunk with fewer than ``MIN_CHUNK_PAIRS`` valid pairs along every dimension, or without
+    significant information, cannot be judged alone: it keeps the variable's keepbits (from
+    all chunks' counts) — a mostly-land chunk of an ocean field must not drop to 0 bits.
+    """
+    from zopt.lossy.bitinfo import keepbits
+    from zopt.plan import ArrayPlan
+
+    dtype = np.dtype(var.dtype)
+    grid_shape = tuple(math.ceil(s / c) for s, c in zip(var.shape, inner, strict=True))
+    grid = np.zeros(grid_shape, np.uint8)
+    digests = np.zeros(grid_shape, np.uint32)
+    total = sum(c for _, c, _ in rows) if rows else np.zeros((len(grid_shape), dtype.itemsize * 8, 4), np.int64)
+    k_var = keepbits(total, level, dtype, confidence)
+    for index, counts, digest in rows:
+        enough = int(counts[..., 0, :].sum(axis=-1).max()) >= MIN_CHUNK_PAIRS
+        k = keepbits(counts, level, dtype, confidence) if enough else 0
+        grid[index], digests[index] = (k if enough and k > 0 else k_var), digest
+    return ArrayPlan(name=name, masks=np.zeros(grid_shape, np.uint8), codecs=[], header_bits=0,
+                     shape=tuple(var.shape), chunk_shape=tuple(inner), dtype=str(np.dtype(var.dtype)),
+                     digests=digests, stats={"information": level}, keepbits=grid)
+
+
+def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:
+    from zopt.plan import Plan, PlanMismatchError
+
+    plan = Plan.load(path)
+    ap = plan[name]
+    if ap.keepbits is None:
+        raise PlanMismatchError(f"lossy {name}: plan {path!r} has no keepbits for {name!r} (make one with "
+                                "zopt lossy-plan or zopt.lossy.keepbits_plan)")
+    ap.check(tuple(var.shape), tuple(inner), [], 0, str(np.dtype(var.dtype)))
+    return ap
+
+
+def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Fill values and attributes of ``names`` as the target will have them."""
+    from zopt.sources import open_source, release, zarr_v3_group
+
+    group = zarr_v3_group(src)
+    if group is not None:
+        arrays = dict(group.arrays())
+        return ({n: arrays[n].metadata.fill_value for n in names}, {n: dict(arrays[n].attrs) for n in names})
+    token = "lossy-attributes"
+    try:
+        return _xarray_fill_and_attrs(open_source(src, token), names)
+    finally:
+        release(token)
+
+
+def _xarray_fill_and_attrs(ds: Any, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    fills = {}
+    for n in names:
+        fill = ds[n].encoding.get("fill_value")
+        if fill is None:  # set explicitly by recompress (xarray keeps _FillValue as an attribute, a sentinel here)
+            fill = np.nan if np.dtype(ds[n].dtype).kind == "f" else 0
+        fills[n] = fill
+    return fills, {n: dict(ds[n].attrs) for n in names}
+
+
+__all__ += ["ATTRIBUTE", "LossyBoundError"]

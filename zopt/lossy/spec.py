@@ -1,0 +1,99 @@
+"""Parsing ``--lossy VAR=METHOD:VALUE`` into ``LossySpec``s (no data read, nothing written).
+
+========================  ==================================================================
+``VAR=abs:E``             ``|x' - x| <= E`` (units of the variable) by scale_offset +
+                          cast_value + packbits (``zopt.lossy.bounds``); integers: whole ``E``
+``VAR=abs:E:bytes``       the same with ``bytes`` instead of ``packbits`` (whole-byte codes),
+                          for readers with scale_offset/cast_value but no packbits
+``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
+``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
+                          value for the variable (``zopt.lossy.bitinfo``)
+``VAR=info:L:chunk``      the same, per inner chunk (a keepbits grid, stored as a plan)
+``VAR=plan:PATH``         re-apply the per-chunk keepbits of a saved plan
+========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["METHODS", "LossySpec", "parse_lossy"]
+
+METHODS = ("abs", "keepbits", "info", "plan")
+
+
+@dataclass(frozen=True)
+class LossySpec:
+    """One variable's lossy request. value : float (abs, info), int (keepbits) or a path (plan)."""
+
+    variable: str
+    method: str
+    value: Any
+    per_chunk: bool = False
+    pack: bool = True  # abs: packbits (True) or bytes
+
+    def text(self) -> str:
+        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + ("" if self.pack else ":bytes")
+
+
+def _parse_one(variable: str, text: str) -> LossySpec:
+    method, _, rest = str(text).partition(":")
+    where = f"lossy {variable}"
+    if method not in METHODS or not rest:
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:bytes], keepbits:BITS, info:LEVEL[:chunk], "
+                         "plan:PATH")
+    if method == "plan":
+        return LossySpec(variable, "plan", rest, per_chunk=True)
+    per_chunk = False
+    pack = True
+    if method == "info" and rest.endswith(":chunk"):
+        rest, per_chunk = rest[: -len(":chunk")], True
+    if method == "abs" and rest.endswith(":bytes"):
+        rest, pack = rest[: -len(":bytes")], False
+    try:
+        number = float(rest)
+    except ValueError:
+        raise ValueError(f"{where}: {method}: {rest!r} is not a number") from None
+    if method == "abs":
+        if not (number > 0) or not math.isfinite(number):
+            raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
+        return LossySpec(variable, "abs", number, pack=pack)
+    if method == "keepbits":
+        if number != math.floor(number) or not 0 <= number <= 64:
+            raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "
+                             "(at most 23 for float32, 52 for float64)")
+        return LossySpec(variable, "keepbits", int(number))
+    if not 0 < number <= 1:
+        raise ValueError(f"{where}: info: the information level must be in (0, 1], got {rest!r}")
+    return LossySpec(variable, "info", number, per_chunk=per_chunk)
+
+
+def parse_lossy(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[str, LossySpec]:
+    """``{variable: LossySpec}`` from ``["VAR=abs:0.01", …]``, ``{"VAR": "abs:0.01"}`` or one string.
+
+    Raises ValueError naming the variable and the parameter for a malformed item, a bound that
+    is not > 0, keepbits outside [0, 64], an information level outside (0, 1], or a variable
+    given twice.
+    """
+    if items is None:
+        return {}
+    if isinstance(items, str):
+        items = [items]
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(items, Mapping):
+        pairs = [(str(k), v.text() if isinstance(v, LossySpec) else v) for k, v in items.items()]
+    else:
+        for item in items:
+            var, sep, text = str(item).partition("=")
+            if not sep or not var:
+                raise ValueError(f"lossy: {item!r} is not VAR=METHOD:VALUE (e.g. tos=abs:0.01)")
+            pairs.append((var, text))
+    out: dict[str, LossySpec] = {}
+    for var, text in pairs:
+        if var in out:
+            raise ValueError(f"lossy {var}: given twice")
+        out[var] = _parse_one(var, text)
+    return out
