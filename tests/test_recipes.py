@@ -49,6 +49,10 @@ def test_cluster_batch(tmp_path):
     out = run("cluster_batch.py", tmp_path)
     assert "dashboard: http" in out and out.count("verified") == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A1B_north_america.zarr", "nemo_1m_20150101-20150201_grid-T.zarr"]
+    (tmp_path / "A1B_north_america.zarr").rename(tmp_path / "gone")  # as if killed before publishing it
+    out = run("cluster_batch.py", tmp_path)
+    assert "done by an earlier run, verified" in out and out.count("verified") == 2
+    assert (tmp_path / "A1B_north_america.zarr" / "zarr.json").exists()
 
 
 def test_precomputed_plan(tmp_path):
