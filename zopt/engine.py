@@ -53,6 +53,7 @@ from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.menu import default_chain
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
@@ -78,7 +79,8 @@ __all__ = [
     "with_decision",
 ]
 
-#: the default target chain: raw bytes, then shuffle+zstd where they make the chunk smaller
+#: the default target chain for types of 2 bytes and more (``zopt.menu.default_chain`` gives
+#: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
 DEFAULT_CHAIN: list[dict[str, Any]] = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {
@@ -711,7 +713,8 @@ def recompress(
         ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
         threaded or synchronous scheduler with it.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
-        ``sharding_indexed`` when sharded. Default ``DEFAULT_CHAIN``.
+        ``sharding_indexed`` when sharded. Default: ``zopt.menu.default_chain`` of each
+        variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
     chunks, shards : inner chunk and shard shapes: by dimension name (``"y=32,x=32"`` or a dict;
         unnamed dimensions whole, for every variable having one of the names) or positional
         (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
@@ -786,8 +789,10 @@ def recompress(
     else:  # no rename in a store: written in place, cleared first and on failure
         partial = store
         sync(store.delete_dir(""))
+    # issue 19: without a chain given, each variable gets zopt.menu's default for its data type
+    splits = {n: split if codecs is not None else _split_chain(default_chain(source[n].dtype)) for n in names}
     try:
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, split)
+        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits)
         tasks, reports = [], {}
         job_id = uuid.uuid4().hex[:12]
         for name in names:
@@ -998,7 +1003,7 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
                    names: list[str], chunks, shards,
-                   split: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   splits: dict[str, dict[str, Any]]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1025,7 +1030,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
             zarr.create_array(
                 partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
                 fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                attributes=dict(arr.attrs), zarr_format=3, **split,
+                attributes=dict(arr.attrs), zarr_format=3, **splits[name],
             )
         return layouts
     import dask.array as da
@@ -1038,7 +1043,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     for name in template.variables:
         template[name].encoding = {}
     template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=_encodings(ds, names, split, layouts))
+                     encoding=_encodings(ds, names, splits, layouts))
     return layouts
 
 
@@ -1066,11 +1071,11 @@ def _zarr_v3_group(src: str) -> zarr.Group | None:
         return None
 
 
-def _encodings(ds: xr.Dataset, names: list[str], split: dict[str, Any], layouts) -> dict[str, dict[str, Any]]:
+def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:
         inner, shard = layouts[name]
-        e = {"chunks": inner, **split}
+        e = {"chunks": inner, **splits[name]}
         fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
         if fill is not None and "_FillValue" not in ds[name].attrs:
             e["fill_value"] = fill
