@@ -68,21 +68,33 @@ def _digest(store: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("pinned") / "src.zarr"
-    g = zarr.open_group(path, mode="w")
+def sources(tmp_path_factory) -> dict[tuple[str, int], Path]:
+    """The same values stored three ways: in chunks of (128, 256) stored raw (read by region),
+    and in chunks equal to the inner chunks, raw or zstd-compressed (read chunk by chunk into a
+    reused buffer, ``zopt.chunk_feed``)."""
+    from zarr.codecs import ZstdCodec
+
+    root = tmp_path_factory.mktemp("pinned")
     a = _data()
-    g.create_array("v", shape=a.shape, chunks=(128, 256), dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
-    return path
+    out = {}
+    for kind, chunks, compressors in [("region", None, None), ("aligned-raw", 0, None), ("aligned-zstd", 0, [ZstdCodec(level=1)])]:
+        for inner in (32, 128):
+            path = root / f"{kind}-{inner}.zarr"
+            g = zarr.open_group(path, mode="w")
+            g.create_array("v", shape=a.shape, chunks=(128, 256) if chunks is None else (inner, inner), dtype="f4",
+                           fill_value=0, dimension_names=("y", "x"), compressors=compressors)[:] = a
+            out[(kind, inner)] = path
+    return out
 
 
+@pytest.mark.parametrize("kind", ["region", "aligned-raw", "aligned-zstd"])
 @pytest.mark.parametrize("inner", [32, 128])  # 4 KiB chunks get full trials, 64 KiB ones sampled ones
 @pytest.mark.parametrize("layout", ["compact", "fixed-slot"])
 @pytest.mark.parametrize("chain", sorted(CHAINS))
-def test_stored_shards_are_the_pinned_bytes(source, tmp_path, chain, layout, inner):
+def test_stored_shards_are_the_pinned_bytes(sources, tmp_path, chain, layout, inner, kind):
     dst = tmp_path / "d.zarr"
     report = recompress(
-        source, dst, codecs=json.dumps(CHAINS[chain]), chunks=(inner, inner), shards=(128, 256), layout=layout
+        sources[(kind, inner)], dst, codecs=json.dumps(CHAINS[chain]), chunks=(inner, inner), shards=(128, 256), layout=layout
     )
     np.testing.assert_array_equal(zarr.open_array(dst, path="v")[:], _data())
     if chain == "conditional":  # every mask the chain can take is exercised

@@ -50,6 +50,7 @@ import xarray as xr
 import zarr
 
 from zopt._zarr_compat import open_array, unservable_array_error
+from zopt.chunk_feed import AlignedChunkReader
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
@@ -532,23 +533,31 @@ class _ShardJob:
             hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
             region[axis] = slice(lo, hi)
         origin = [r.start for r in region]
-        data = read_source(self.src, self.name, tuple(region))
         encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
         native = encoder.spec.dtype.to_native_dtype()
-        data = np.asarray(data).astype(native, copy=False)
         fill = np.asarray(layout.fill_value, dtype=native)
+        # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
+        direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+        if direct is None:
+            data = np.asarray(read_source(self.src, self.name, tuple(region))).astype(native, copy=False)
         slot = layout.slot_size if limit else None
         for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
             r = chunk_region[axis]
             if r.start < region[axis].start or r.start >= region[axis].stop:
                 continue
-            local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
+            if direct is not None:
+                local = direct.read(index, fill)[tuple(slice(0, c.stop - c.start) for c in chunk_region)]
+            else:
+                local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
                 self.plan.check_chunk(index, local, fill)
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
-            yield i, encoder.encode(chunk, index, limit=slot)
+            encoded = encoder.encode(chunk, index, limit=slot)
+            if direct is not None and np.may_share_memory(encoded.data, chunk):  # e.g. a [bytes] chain: no copy made
+                encoded = type(encoded)(encoded.data.copy(), encoded.masks)
+            yield i, encoded
 
 
 def _parse_bytes(value: int | str | None) -> int | None:
