@@ -60,7 +60,7 @@ from zopt.shards import (
     finalize_slots,
     is_fill,
     layout_of,
-    pack,
+    pack_parts,
     padded,
     tmp_path,
     write_packed,
@@ -507,12 +507,14 @@ class _ShardJob:
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
 
-    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | None) -> None:
-        """Write (or, for None, delete) a whole packed shard: atomically into a local directory,
-        with one ``set`` into a store."""
+    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | list | None) -> None:
+        """Write (or, for None, delete) a whole packed shard (bytes, or ``pack_parts``' pieces):
+        atomically into a local directory, with one ``set`` into a store."""
         if self.store is None:
             write_packed(self.path(shard_coords), data)
             return
+        if isinstance(data, list):
+            data = b"".join(data)
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
@@ -642,7 +644,7 @@ def _masks_of(encoded: list) -> collections.Counter:
 def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...]) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically."""
     encoded = list(job.encode(shard_coords, None, limit=False))
-    job.write_packed(shard_coords, pack(job.layout, ((i, e.data) for i, e in encoded)))
+    job.write_packed(shard_coords, pack_parts(job.layout, ((i, e.data) for i, e in encoded)))
     return _masks_of(encoded), len(encoded)
 
 

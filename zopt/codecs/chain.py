@@ -111,7 +111,10 @@ class ChunkEncoder:
     """
 
     def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
+        from zopt._alloc import retain_freed_memory
         from zopt.pipeline import _zopt_bytes
+
+        retain_freed_memory()  # chunk-sized buffers reused instead of faulted in per chunk
 
         self.spec = spec
         self.array_array: list[tuple[Any, ArraySpec]] = []
