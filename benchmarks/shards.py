@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from recompress import INNER, SHARD, make_source  # noqa: E402
+from field2d import INNER, SHARD, make_source  # noqa: E402
 
 
 def _rss() -> int:

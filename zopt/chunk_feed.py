@@ -38,6 +38,22 @@ def _buffer(nbytes: int) -> np.ndarray:
     return buf
 
 
+def _read_file(f: Any) -> memoryview:
+    """The whole of the open file ``f``, read into this thread's reused input buffer."""
+    size = os.fstat(f.fileno()).st_size
+    buf = getattr(_local, "blob", None)
+    if buf is None or len(buf) < size:
+        buf = _local.blob = bytearray(max(size, 2 * len(buf or b"")))
+    view = memoryview(buf)[:size]
+    got = 0
+    while got < size:
+        n = f.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return view[:got]
+
+
 class AlignedChunkReader:
     """Reads whole source chunks of one array into a per-thread buffer (see module docstring).
 
@@ -100,13 +116,13 @@ class AlignedChunkReader:
         buf = _buffer(self.nbytes)
         chunk = buf.view(self.native).reshape(self.chunk_shape)
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb", buffering=0) as f:
                 if self.zstd is None:
                     got = f.readinto(memoryview(buf))
                     if got != self.nbytes or f.read(1):
                         raise ValueError(f"{got} or more bytes, expected {self.nbytes}")
                     return chunk
-                blob = f.read()
+                blob = _read_file(f)
         except FileNotFoundError:
             chunk[...] = fill
             return chunk
