@@ -23,3 +23,54 @@ def failing_decision():
         return decide, calls
 
     return make
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3-compatible server (moto's ``ThreadedMotoServer``) on 127.0.0.1, as zarr-python's
+    and s3fs' own tests use; fsspec's ``s3`` config points at it for this test session.
+    Yields the endpoint URL; the server stops after the session."""
+    import os
+    import socket
+
+    pytest.importorskip("s3fs")
+    fsspec = pytest.importorskip("fsspec")
+    server_mod = pytest.importorskip("moto.server")
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    saved_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    saved_conf = fsspec.config.conf.get("s3")
+    fsspec.config.conf["s3"] = {"endpoint_url": endpoint}
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        if saved_conf is None:
+            fsspec.config.conf.pop("s3", None)
+        else:
+            fsspec.config.conf["s3"] = saved_conf
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, request):
+    """A fresh, empty bucket on the session's S3 server; yields ``s3://NAME``."""
+    import re
+
+    import fsspec
+
+    fs = fsspec.filesystem("s3", endpoint_url=s3_endpoint, skip_instance_cache=True)
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-") or "bucket"
+    fs.mkdir(name)
+    yield f"s3://{name}"
+    fs.rm(name, recursive=True)

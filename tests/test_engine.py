@@ -126,7 +126,7 @@ def test_existing_dst_is_refused_and_kept(tmp_path):
     [
         (["--codecs", "not json"], "codecs"),
         (["--codecs", '[{"name": "zstd", "configuration": {"level": 1}}]'], "array→bytes"),
-        (["--codecs", '[{"name": "zstd"}]'], "codecs[0]"),
+        (["--codecs", '[{"name": "zstd"}]'], "needs an array→bytes codec"),
         (["--codecs", '[{"name": "bytes"}, {"name": "nope"}]'], "codecs[1]: unknown codec"),
         (["--chunks", "y=0"], "chunks"),
         (["--chunks", "y=3,4"], "chunks"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zarr
 
 from zopt._zarr_compat import codec_registry
+from zopt.dtypes import register_data_types
 
 ZARR_DEFAULTS = {
     "codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline",
@@ -32,7 +33,7 @@ def install() -> dict[str, str]:
     from zopt.codecs.bytes import BytesCodec
 
     register_codec("bytes", BytesCodec)
-    _register_data_types()
+    register_data_types()
     changed = {}
     for key, value in ZOPT_SETTINGS.items():
         if zarr.config.get(key, None) in (ZARR_DEFAULTS[key], None):
@@ -67,13 +68,3 @@ def select_shared_codec_names() -> dict[str, str]:
         if ours and len(registry) > 1:
             out[f"codecs.{name}"] = ours[0]
     return out
-
-
-def _register_data_types() -> None:
-    from zarr.core.dtype import data_type_registry
-
-    from zopt.dtypes.complex import COMPLEX_DTYPES
-    from zopt.dtypes.ml import ML_DTYPES
-
-    for name, cls in {**ML_DTYPES, **COMPLEX_DTYPES}.items():
-        data_type_registry.register(name, cls)

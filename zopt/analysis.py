@@ -127,8 +127,10 @@ def batch_value_stats(samples: np.ndarray, native: np.dtype) -> tuple[np.ndarray
     else:
         zero = np.count_nonzero((bits == 0).reshape(n, count, -1).all(axis=2), axis=1)
     nan = np.count_nonzero(_nan_mask(values), axis=1)
-    same = (bits[:, 1:] == bits[:, :-1]).reshape(n, count - 1, -1).all(axis=2)
-    runs = np.count_nonzero(same, axis=1)
+    runs = np.zeros(n, dtype=np.int64)
+    if count > 1:  # a one-element chunk has no runs
+        same = (bits[:, 1:] == bits[:, :-1]).reshape(n, count - 1, -1).all(axis=2)
+        runs = np.count_nonzero(same, axis=1)
     return zero / count, runs / count, nan / count
 
 
@@ -275,8 +277,8 @@ def _analyze_region(
     the windows, see ``analyze_array``).
     """
     from zopt._zarr_compat import resolve_codec
+    from zopt.grid import is_fill, padded
     from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
-    from zopt.shards import is_fill, padded
 
     array = open_array(store, path=name, mode="r")
     meta = array.metadata
@@ -284,11 +286,11 @@ def _analyze_region(
     native = array.dtype
     itemsize = native.itemsize
     spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
+    fill = fill_value_of(array)
     codecs = [resolve_codec(c) for c in json.loads(codecs_json)]
     if spec is not None:
         codecs = [c.evolve_from_array_spec(spec) for c in codecs]
     trials = _Trials(codecs, spec, decode_times)
-    fill = np.asarray(array.fill_value, dtype=native)
     fraction = None if sample is None else max(1, round(1 / sample))
     origin = [r.start for r in region]
     counts = [math.ceil((r.stop - r.start) / c) for r, c in zip(region, chunk_shape, strict=True)]
@@ -488,7 +490,25 @@ def analyze(
     arguments as for ``analyze_array``."""
     from zopt.info import arrays_in
 
-    return {a.path: analyze_array(store, a.path, **kwargs) for a in arrays_in(store, arrays) if a.ndim >= 1}
+    return {a.path: analyze_array(store, a.path, **kwargs) for a in arrays_in(store, arrays) if analysable(a) is None}
+
+
+def fill_value_of(array: zarr.Array) -> np.ndarray:
+    """The array's fill value as a numpy scalar of its dtype; zero for a Zarr v2 ``fill_value: null``
+    (what zarr reads for a missing chunk of such an array)."""
+    if array.fill_value is None:
+        return np.zeros((), dtype=array.dtype)
+    return np.asarray(array.fill_value, dtype=array.dtype)
+
+
+def analysable(array: zarr.Array) -> str | None:
+    """None if the analysis can measure ``array``, else why not (a note for the user): scalars,
+    and arrays of strings, objects or other non-numeric types (recompress copies them as they are)."""
+    if array.ndim == 0:
+        return "a scalar"
+    if array.dtype.kind not in "biufc":
+        return f"of {array.dtype} values, not numbers"
+    return None
 
 
 def save_analysis(analyses: dict[str, xr.Dataset], path: str | os.PathLike) -> None:

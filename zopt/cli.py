@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zopt import __version__
+from zopt.errors import ZoptError
 
 # piped output (logs, CI) gets a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -27,6 +29,11 @@ def _human(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line: its message with line breaks folded."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _mask_text(masks: Any, n_bits: int = 2) -> str:
@@ -83,7 +90,7 @@ def summary_table(report: Any) -> Table:
         table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "masks") else "right")
     for a in report.arrays:
         table.add_row(
-            a.name, "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
+            a.name or "/ (root array)", "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
             _human(a.logical_bytes), _human(a.stored_before), _human(a.stored_after),
             f"{a.ratio:.2f}", _mask_text(a.masks),
         )
@@ -97,7 +104,36 @@ def summary_table(report: Any) -> Table:
     return table
 
 
-@click.group()
+def _settle_zarr_tasks(timeout: float = 5.0) -> None:
+    """Let zarr's event loop finish the chunk reads still pending after one failed, so a failed
+    command exits with its one-line error instead of asyncio's "Task was destroyed" noise."""
+    import asyncio
+    import contextlib
+
+    from zarr.core.sync import sync
+
+    async def rest() -> None:
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    with contextlib.suppress(Exception):  # best effort on the way out; the command's own error is what matters
+        sync(rest())
+
+
+class _Main(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.Exit:
+            raise
+        except BaseException:
+            _settle_zarr_tasks()
+            raise
+
+
+@click.group(cls=_Main)
 @click.version_option(__version__, prog_name="zopt")
 def main() -> None:
     """zopt: smaller Zarr v3 stores, chunk by chunk, in parallel with Dask."""
@@ -109,7 +145,7 @@ def main() -> None:
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks.")
-@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask.")
+@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
 @click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable).")
 @click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
@@ -120,7 +156,8 @@ def main() -> None:
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
+@click.pass_context
+def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
                in_place, no_progress) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
@@ -129,6 +166,8 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     from zopt.engine import recompress as run
 
+    if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
+        raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if in_place:
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
@@ -144,20 +183,23 @@ def recompress(src, dst, codecs, chunks, shards, decision, variables, scheduler,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
             plan=plan, max_memory=max_memory,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (ValueError, OSError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("store", type=click.Path(exists=True))
 @click.argument("arrays", nargs=-1)
 def info(store, arrays) -> None:
     """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
     from zopt.info import store_info
 
+    if not os.path.isdir(store):
+        raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
+                                   "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
     try:
         infos = store_info(store, arrays or None)
     except ValueError as exc:
@@ -187,8 +229,8 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     try:
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (ValueError, OSError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
 
 
@@ -233,14 +275,19 @@ def _analysis_options(command):
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("store", type=click.Path(exists=True))
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
+@click.option("--overwrite", is_flag=True, help="Replace the analysis at OUTPUT if it exists.")
 @click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @_analysis_options
-def analyze(store, arrays, output, codecs, chunks, sample, full, read, decode_times, scheduler, no_progress) -> None:
-    """Measure every chunk of STORE's arrays: entropy, zeros, runs, NaNs, trial encodings."""
+def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read, decode_times, scheduler,
+            no_progress) -> None:
+    """Measure every chunk of STORE's arrays (a Zarr store, or a netCDF file): entropy, zeros, runs,
+    NaNs, trial encodings."""
+    if output:
+        _check_output(store, output, overwrite)
     analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
                              decode_times)
     if output:
@@ -250,7 +297,25 @@ def analyze(store, arrays, output, codecs, chunks, sample, full, read, decode_ti
     console.print(_analysis_table(analyses, store))
 
 
+def _check_output(store, output, overwrite) -> None:
+    """Refuse an output path that overlaps STORE, exists without --overwrite, or is not a Zarr store."""
+    from zopt.paths import check_no_overlap, check_replaceable
+
+    try:
+        check_no_overlap(store, output)
+        check_replaceable(output, overwrite, "output")
+    except (FileExistsError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
+
+
 def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False):
+    if os.path.isfile(store):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="zopt-view-") as tmp:
+            view = _raw_zarr_view(store, os.path.join(tmp, "view.zarr"))
+            return _run_analysis(view, arrays, codecs, chunks, sample, scheduler, no_progress, read, decode_times)
+    from zopt.analysis import analysable
     from zopt.analysis import analyze as run
     from zopt.engine import parse_shape, shape_for
     from zopt.info import arrays_in
@@ -259,15 +324,32 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress,
         spec = parse_shape(chunks, "chunks")
         out = {}
         for a in arrays_in(store, arrays or None):
-            if a.ndim == 0:
+            why = analysable(a)
+            if why is not None:
+                if a.ndim:  # scalars are not worth a line
+                    console.print(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
                 continue
             dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
             shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
             out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
                            decode_times=decode_times, progress=None if no_progress else _RichProgress))
         return out
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (ValueError, OSError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
+
+
+def _raw_zarr_view(src: str, path: str) -> str:
+    """A raw (uncompressed) Zarr copy of the netCDF file ``src`` at ``path``, with the chunking
+    recompress gives by default, so a plan made from it applies to ``recompress SRC DST --plan``."""
+    from zopt.engine import recompress
+
+    try:
+        recompress(src, path, codecs=[{"name": "bytes", "configuration": {"endian": "little"}}])
+    except (ValueError, OSError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
+    console.print(f"note: {src} is not a Zarr store: analysed through a raw Zarr copy with recompress's default "
+                  "chunks, in a temporary directory removed afterwards")
+    return path
 
 
 def _analysis_table(analyses, store) -> Table:
@@ -311,20 +393,22 @@ def plan() -> None:
 
 
 @plan.command("create")
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("store", type=click.Path(exists=True))
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
+@click.option("--overwrite", is_flag=True, help="Replace the plan at OUTPUT if it exists.")
 @click.option("--policy", default="compress_if_smaller", show_default=True, help="compress_if_smaller, min_gain, smallest or fastest_within.")
 @click.option("--param", "params", multiple=True, help="Policy parameter NAME=VALUE, e.g. gain=0.125 or within=0.05.")
 @click.option("--analysis", "analysis_path", type=click.Path(exists=True, file_okay=False), default=None, help="Use a saved analysis instead of analysing now.")
 @click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
-def plan_create(store, arrays, output, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
+def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
                 scheduler, no_progress) -> None:
-    """Analyse STORE (or load --analysis) and save a per-chunk mask plan."""
+    """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
     from zopt.plan import make_plan
 
+    _check_output(store, output, overwrite)
     kwargs = {}
     for p in params:
         if "=" not in p:

@@ -31,7 +31,6 @@ How the work is split:
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import json
 import math
@@ -54,18 +53,26 @@ from zopt.chunk_feed import AlignedChunkReader
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.grid import is_fill, padded
 from zopt.menu import default_chain
+from zopt.paths import (
+    PARTIAL_SUFFIX,
+    check_no_overlap,
+    check_replaceable,
+    publish,
+    recover,
+    resolve,
+)
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
-    is_fill,
     layout_of,
     pack_parts,
-    padded,
     tmp_path,
     write_packed,
     write_slots,
 )
+from zopt.sources import child_groups, is_zarr, open_source, release, root_array_metadata
 
 __all__ = [
     "ArrayReport",
@@ -89,7 +96,6 @@ DEFAULT_CHAIN: list[dict[str, Any]] = [
         "configuration": {"codecs": [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}]},
     },
 ]
-PARTIAL_SUFFIX = ".zopt-partial"
 #: shard layouts ``recompress`` writes (see ``zopt.shards``)
 LAYOUTS = ("compact", "fixed-slot")
 #: default raw bytes per fixed-slot writer task
@@ -158,26 +164,7 @@ class RecompressReport:
 # -- sources ----------------------------------------------------------------------------------------
 
 
-def _is_zarr(path: str) -> bool:
-    p = Path(path)
-    return p.is_dir() and any((p / name).exists() for name in ("zarr.json", ".zgroup", ".zarray", ".zmetadata"))
-
-
-@functools.lru_cache(maxsize=8)
-def open_source(src: str) -> xr.Dataset:
-    """Open ``src`` (Zarr v2/v3 store or netCDF/HDF5 file) lazily, without CF decoding.
-
-    Cached per process, so the tasks running in one worker share one open file.
-    Raises FileNotFoundError if ``src`` does not exist.
-    """
-    if not os.path.exists(src):
-        raise FileNotFoundError(f"source {src!r} does not exist")
-    kwargs: dict[str, Any] = {"decode_cf": False, "mask_and_scale": False, "decode_times": False, "chunks": None}
-    if _is_zarr(src):
-        with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
-            warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
-            return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
-    return xr.open_dataset(src, **kwargs)
+_is_zarr = is_zarr
 
 
 @dataclass(frozen=True)
@@ -197,11 +184,12 @@ class SourceVariable:
         return math.prod(self.shape)
 
 
-def source_variables(src: str, group: zarr.Group | None = None) -> dict[str, SourceVariable]:
+def source_variables(src: str, group: zarr.Group | None = None, token: str | None = None) -> dict[str, SourceVariable]:
     """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
     (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
     or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
-    group already opened from ``src``, if the caller has it.
+    group already opened from ``src``, if the caller has it; ``token``: the job's id (see
+    ``zopt.sources.open_source``).
     Raises FileNotFoundError if ``src`` does not exist."""
     if not os.path.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
@@ -219,16 +207,16 @@ def source_variables(src: str, group: zarr.Group | None = None) -> dict[str, Sou
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
             for name, a in arrays
         }
-    ds = open_source(src)
+    ds = open_source(src, token)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
 
 
-def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
+def read_source(src: str, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
     """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
 
     A raw-stored array of a local Zarr v3 store is read with positional reads of just the
     covered rows of each stored chunk (``zopt.raw_read``), any other Zarr v3 array through zarr,
-    anything else through xarray.
+    anything else through xarray (``open_source(src, token)``).
     """
     from zopt.raw_read import RawChunkReader
 
@@ -240,9 +228,9 @@ def read_source(src: str, name: str, region: tuple[slice, ...]) -> np.ndarray:
         reader = RawChunkReader.open(src, array) if array is not None else None
         if reader is not None:
             return reader.read_region(region, array.fill_value)
-        if array is not None and array.metadata.zarr_format == 3:
+        if array is not None and (array.metadata.zarr_format == 3 or not name):  # a root array: no xarray view
             return np.asarray(array[region])
-    return open_source(src)[name].variable[region].values
+    return open_source(src, token)[name].variable[region].values
 
 
 def _source_nbytes(src: str) -> int:
@@ -316,11 +304,19 @@ def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     1-byte types). Raises ValueError naming ``codecs[i]``.
     """
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+    from zarr.registry import get_codec_class
 
     from zopt._zarr_compat import resolve_codec
 
     filters, serializer, compressors = [], None, []
     for i, c in enumerate(chain):
+        try:
+            cls = get_codec_class(c["name"])
+        except (KeyError, ValueError):  # unknown: resolve_codec names it below
+            cls = None
+        if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
+            raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
+                             f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
         if c.get("name") == "bytes" and not (c.get("configuration") or {}).get("endian"):
             c = {"name": "bytes", "configuration": {**(c.get("configuration") or {}), "endian": "little"}}
         codec = resolve_codec(c, where=f"codecs[{i}]")
@@ -380,6 +376,24 @@ def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) ->
     return spec if len(spec) == len(shape) else None
 
 
+def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
+    """A chunk shape of about ``target_elems`` elements, roughly square over the last dimensions
+    (as few as hold that many elements; leading dimensions get 1)."""
+    n = len(shape)
+    active: list[int] = []
+    for d in reversed(range(n)):
+        active.append(d)
+        if math.prod(shape[a] for a in active) >= target_elems:
+            break
+    out = [1] * n
+    remaining = max(1, target_elems)
+    for i, d in enumerate(sorted(active, key=lambda a: shape[a])):  # small dimensions first: whole if they fit
+        side = max(1, round(remaining ** (1 / (len(active) - i))))
+        out[d] = min(shape[d], side)
+        remaining = max(1, remaining // out[d])
+    return tuple(out)
+
+
 def _fit(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
     """A chunk shape of about ``target_elems`` elements, filling the last dimensions first."""
     out = []
@@ -410,8 +424,13 @@ def choose_chunks(
         if given is not None and len(given) != ndim:
             raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
     if chunks is None:
-        chunks = _fit(shape, inner_bytes // itemsize)
+        chunks = _square(shape, inner_bytes // itemsize)
     chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
+    if shards is not None:
+        small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
+        if small:
+            raise ValueError(f"shards: {tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
+                             "a shard holds whole inner chunks: give shards at least as large as the chunks")
     if shards is None:
         n_inner = max(1, shard_bytes // (itemsize * math.prod(chunks)))
         per = _fit(tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)), n_inner)
@@ -467,10 +486,10 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr."""
-    data = read_source(src, name, region)
+    data = read_source(src, name, region, token)
     array = zarr.open_array(dst, path=name, mode="r+")
     if plan is not None:  # one chunk per task here: check its content against the plan
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
@@ -499,7 +518,7 @@ class _ShardJob:
     layout: ShardLayout
     shape: tuple[int, ...]
     decision: Any
-    job: str  # identifies this run's temporary shard files
+    job: str  # identifies this run's temporary shard files and its open sources (zopt.sources)
     chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
@@ -518,7 +537,7 @@ class _ShardJob:
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
-        key = f"{self.shard_dir}/{self.chunk_key_encoding.encode_chunk_key(shard_coords)}"
+        key = "/".join(p for p in (self.shard_dir, self.chunk_key_encoding.encode_chunk_key(shard_coords)) if p)
         if data is None:
             sync(self.store.delete(key))
         else:
@@ -541,7 +560,7 @@ class _ShardJob:
         # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
         direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
         if direct is None:
-            data = np.asarray(read_source(self.src, self.name, tuple(region))).astype(native, copy=False)
+            data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
         slot = layout.slot_size if limit else None
         for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
             r = chunk_region[axis]
@@ -759,23 +778,28 @@ def recompress(
 
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
-    src = os.fspath(src)
+    if plan is not None and not (isinstance(decision, str) and decision == "compress_if_smaller"):
+        raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
+    src = resolve(src)  # on the client: Dask workers may run in another directory
     store, dst = _destination(dst)
     notes: list[str] = []
     if store is None:
-        if os.path.abspath(src) == os.path.abspath(dst):
-            raise ValueError("dst: must differ from src (recompress writes a new store; src is only read)")
-        if os.path.exists(dst) and not overwrite:
-            raise FileExistsError(f"dst {dst!r} exists; pass overwrite=True (--overwrite) to replace it")
+        dst = resolve(dst)
+        check_no_overlap(src, dst)
+        recovered = recover(dst)
+        if recovered:
+            notes.append(recovered)
+        check_replaceable(dst, overwrite)
     else:
         from zarr.core.sync import sync
 
         if sync(store.exists("zarr.json")) and not overwrite:
-            raise FileExistsError(f"dst {store} holds a Zarr hierarchy; pass overwrite=True (--overwrite) to replace it")
+            raise FileExistsError(f"dst {_store_text(store)} holds a Zarr hierarchy; use --overwrite (overwrite=True) "
+                                  "to replace it")
         if layout == "fixed-slot":
             layout = "compact"
-            notes.append(f"layout: fixed slots need positional writes (a local directory store); {store} has none, "
-                         "so each shard was assembled packed inside one task and written with one put")
+            notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
+                         "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
     split = _split_chain(chain)
     if isinstance(plan, str | os.PathLike):
@@ -787,12 +811,22 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
+    children = _children_to_copy(src, store, plan)
     source_group = _zarr_v3_group(src)  # opened once: variables, target metadata
-    source = source_variables(src, source_group)
-    names = list(variables) if variables else [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
-    missing = [n for n in names if n not in source]
-    if missing:
-        raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
+    root_meta = root_array_metadata(src)
+    job_id = uuid.uuid4().hex[:12]  # names temp files and tasks; the token of the sources this job opens
+    source = _root_array_variable(src, root_meta) if root_meta else source_variables(src, source_group, job_id)
+    numeric = [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    if variables is None:
+        names = numeric
+    else:
+        names = [v for v in variables if "/" not in v]
+        missing = [n for n in names if n not in source]
+        if missing:
+            raise ValueError(f"variables: {missing} not in the source; it has {sorted(source)}")
+    notes.extend(unused_shape_notes(source, names, {"chunks": chunk_arg, "shards": shard_arg}))
+    if root_meta and not names:
+        notes.append("the source is a root array that is not numeric; copied as it is")
 
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
@@ -800,12 +834,12 @@ def recompress(
     else:  # no rename in a store: written in place, cleared first and on failure
         partial = store
         sync(store.delete_dir(""))
-    # issue 19: without a chain given, each variable gets zopt.menu's default for its data type
-    splits = {n: split if codecs is not None else _split_chain(default_chain(source[n].dtype)) for n in names}
     try:
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits)
+        splits = {n: _split_for(source[n], codecs, split) for n in names}
+        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
+                                 root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
+                                 token=job_id)
         tasks, reports = [], {}
-        job_id = uuid.uuid4().hex[:12]
         for name in names:
             var = source[name]
             inner, shard = layouts[name]
@@ -828,7 +862,8 @@ def recompress(
             if shard_layout is None:
                 for region in _regions(tuple(var.shape), inner):
                     key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
-                    tasks.append((name, dask.delayed(_write_region, pure=False)(src, name, partial, region, decision, array_plan, dask_key_name=key)))
+                    tasks.append((name, dask.delayed(_write_region, pure=False)(
+                        src, name, partial, region, decision, array_plan, job_id, dask_key_name=key)))
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
@@ -850,35 +885,124 @@ def recompress(
                     ]
                     task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
-        graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress)
-        with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
-            warnings.simplefilter("ignore")
-            zarr.consolidate_metadata(partial, zarr_format=3)
+        graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress, token=job_id)
+        for child in children:  # each child group is a store of its own inside the new one
+            sub = recompress(
+                os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
+                decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
+                max_memory=max_memory,
+                variables=None if variables is None else [v.split("/", 1)[1] for v in variables if v.startswith(child + "/")],
+            )
+            for a in sub.arrays:
+                a.name = f"{child}/{a.name}"
+                reports[a.name] = a
+            notes.extend(f"{child}: {n}" for n in sub.notes)
+            graph_seconds += sub.graph_seconds
+        if not root_meta:
+            with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
+                warnings.simplefilter("ignore")
+                zarr.consolidate_metadata(partial, zarr_format=3)
+        if store is None:
+            publish(partial, dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
     except BaseException:
         if store is None:
             shutil.rmtree(partial, ignore_errors=True)
         else:
             sync(store.delete_dir(""))
         raise
-    if store is None:
-        if os.path.exists(dst):
-            shutil.rmtree(dst)
-        os.replace(partial, dst)
+    finally:
+        release(job_id)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(
-        dst=dst if store is None else str(store), arrays=list(reports.values()), seconds=elapsed,
+        dst=dst if store is None else _store_text(store), arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
 
 
-def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress) -> float:
+def _store_text(store: Any) -> str:
+    """A store as a user names it: its URL (``memory://x.zarr``), else its repr."""
+    path = getattr(store, "path", None)
+    fs = getattr(store, "fs", None)
+    if fs is not None and path is not None:
+        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
+        if protocol in ("memory", "file", "local") or not protocol:
+            return f"{protocol or 'file'}://{path.lstrip('/') if protocol == 'memory' else path}"
+        return f"{protocol}://{path}"
+    return str(store)
+
+
+def _children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
+    """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
+    own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
+    destination store that is not a local directory, a plan, which covers one group)."""
+    children = child_groups(src)
+    if not children:
+        return []
+    if not is_zarr(src):
+        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
+                         "group of a netCDF file); write each group to its own Zarr store, e.g. with "
+                         "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
+    if store is not None:
+        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
+                         f"only, not into {_store_text(store)}")
+    if plan is not None:
+        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
+                         "recompress each group with its own plan")
+    return children
+
+
+def _root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
+    """``{"": SourceVariable}`` for a store whose root is an array (v2 or v3)."""
+    array = zarr.open_array(src, mode="r")
+    names = meta.get("dimension_names") or meta.get("attributes", {}).get("_ARRAY_DIMENSIONS")
+    if names is None:
+        names = dict(array.attrs).get("_ARRAY_DIMENSIONS")
+    dims = tuple(str(d) if d else f"dim_{i}" for i, d in enumerate(names or (None,) * array.ndim))
+    return {"": SourceVariable(tuple(array.shape), array.dtype, dims)}
+
+
+def _is_coordinate(name: str, var: SourceVariable) -> bool:
+    return var.ndim == 1 and var.dims == (name,)
+
+
+def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], specs: dict[str, ShapeSpec]) -> list[str]:
+    """Warnings for ``--chunks``/``--shards`` given by dimension names that no rewritten variable
+    has (listing the dimensions there are). ValueError for a positional shape that fits no
+    rewritten variable's number of dimensions."""
+    notes = []
+    dims = sorted({d for n in names for d in source[n].dims})
+    for label, spec in specs.items():
+        if spec is None or not names:
+            continue
+        if isinstance(spec, dict):
+            unknown = [d for d in spec if d not in dims]
+            if unknown:
+                notes.append(f"warning: {label}: no rewritten variable has dimension(s) {unknown}, so they were ignored; "
+                             f"the dimensions are {dims}")
+        elif not any(source[n].ndim == len(spec) for n in names):
+            ndims = sorted({source[n].ndim for n in names})
+            raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
+                             f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
+    return notes
+
+
+def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
+    """The chain of one variable: a given chain for every variable, else ``zopt.menu``'s default
+    for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
+    if codecs is not None:
+        return split
+    return _split_chain(default_chain(var.dtype))
+
+
+def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress,
+                token: str | None = None) -> float:
     """Compute ``(array name, write task)`` pairs, add each task's ``(masks, chunks written)`` to
     its array's report, then measure what every array stores in ``target``. Returns the graph's
     wall time in seconds."""
     t_graph = time.perf_counter()
-    results = _compute([t for _, t in tasks], scheduler, progress)
+    results = _compute([t for _, t in tasks], scheduler, progress, token)
     graph_seconds = time.perf_counter() - t_graph
     for (name, _), (masks, n) in zip(tasks, results, strict=True):
         reports[name].masks.update(masks)
@@ -931,12 +1055,13 @@ def recompress_in_place(
 
     Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
     not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
-    (its chunks cannot change without changing its metadata: use ``recompress``);
+    (its chunks cannot change without changing its metadata: use ``recompress``), or no array
+    has one;
     ``PlanMismatchError`` for a plan made for other arrays or contents.
     """
     import dask
 
-    store = os.fspath(store)
+    store = resolve(store)  # on the client: Dask workers may run in another directory
     group = _zarr_v3_group(store)
     if group is None:
         raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
@@ -952,6 +1077,9 @@ def recompress_in_place(
         names = list(variables)
     else:
         names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
+        if not names:
+            raise ValueError(f"store: no array of {store!r} has a conditional codec, so in place there is nothing to "
+                             "re-decide; rewrite it into a new store with recompress SRC DST")
     t0 = time.perf_counter()
     source_bytes = _source_nbytes(store)
     tasks, reports = [], {}
@@ -983,7 +1111,7 @@ def recompress_in_place(
                 label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
                 extra = (decision, array_plan) if shard_layout is None else ()
                 tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, dask_key_name=label)))
-    graph_seconds = _run_writes(tasks, reports, store, scheduler, progress)
+    graph_seconds = _run_writes(tasks, reports, store, scheduler, progress, token=job_id)
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
@@ -1013,8 +1141,9 @@ def _rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], deci
 
 
 def _create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
-                   names: list[str], chunks, shards,
-                   splits: dict[str, dict[str, Any]]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
+                   names: list[str], chunks, shards, splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None,
+                   plan: Any = None, explicit: Sequence[str] | None = None,
+                   token: str | None = None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables as empty arrays with the new chunking and codecs.
 
@@ -1022,14 +1151,35 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
     and attributes (only the chunk grid, chunk key encoding and codecs are new), and every other
     array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through xarray's
     ``to_zarr`` with lazy placeholders for the rewritten variables. Returns ``{name: (inner
-    chunk shape, shard shape or None)}``.
+    chunk shape, shard shape or None)}``. ``splits``: each rewritten variable's codecs, split as
+    ``zarr.create_array`` takes them. A store whose root is an array (``root_meta``) gets a root
+    array. Chunks: a ``plan``'s chunk shape for the arrays it covers; a 1-D coordinate variable
+    whole unless named in ``explicit``; else ``chunks`` (see ``choose_chunks``).
     """
     layouts = {}
     for name in names:
         var = source[name]
-        inner_arg = shape_for(chunks, tuple(map(str, var.dims)), tuple(var.shape))
-        shard_arg = shape_for(shards, tuple(map(str, var.dims)), tuple(var.shape))
-        layouts[name] = choose_chunks(tuple(var.shape), var.dtype.itemsize, inner_arg, shard_arg)
+        dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
+        inner_arg = shape_for(chunks, dims, shape)
+        shard_arg = shape_for(shards, dims, shape)
+        if plan is not None and name in plan.arrays:
+            inner_arg = tuple(plan.arrays[name].chunk_shape)
+        elif _is_coordinate(name, var) and name not in (explicit or ()):
+            inner_arg = shard_arg = shape
+        layouts[name] = choose_chunks(shape, var.dtype.itemsize, inner_arg, shard_arg)
+    if root_meta is not None:
+        arr = zarr.open_array(src, mode="r")
+        if not names:
+            _copy_array_files(src, partial, "")
+            return layouts
+        inner, shard = layouts[""]
+        v3 = arr.metadata.zarr_format == 3
+        zarr.create_array(
+            partial, shape=arr.shape, dtype=arr.metadata.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
+            fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names if v3 else None,
+            attributes=dict(arr.attrs), zarr_format=3, overwrite=True, **splits[""],
+        )
+        return layouts
     if source_group is not None:
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
         zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs), overwrite=True)
@@ -1046,7 +1196,7 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
         return layouts
     import dask.array as da
 
-    ds = open_source(src)
+    ds = open_source(src, token)
     template = ds.copy()
     for name, (inner, shard) in layouts.items():
         var = ds[name]
@@ -1061,14 +1211,14 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
 def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
     """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
     if isinstance(target, str | os.PathLike):
-        shutil.copytree(source_dir, os.path.join(target, name))
+        shutil.copytree(source_dir, os.path.join(target, name), dirs_exist_ok=not name)
         return
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     for path in sorted(Path(source_dir).rglob("*")):
         if path.is_file():
-            key = "/".join([name, *path.relative_to(source_dir).parts])
+            key = "/".join([*([name] if name else []), *path.relative_to(source_dir).parts])
             sync(target.set(key, default_buffer_prototype().buffer.from_bytes(path.read_bytes())))
 
 
@@ -1096,7 +1246,8 @@ def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any
     return enc
 
 
-def _compute(tasks: list, scheduler: str | None, progress) -> list:
+def _compute(tasks: list, scheduler: str | None, progress, token: str | None = None) -> list:
+    """Run ``tasks``; ``token``: the job's id, whose open sources every worker closes at the end."""
     import contextlib
 
     import dask
@@ -1105,13 +1256,9 @@ def _compute(tasks: list, scheduler: str | None, progress) -> list:
         return []
     ctx = progress(len(tasks)) if progress else contextlib.nullcontext()
     if scheduler and "://" in scheduler:
-        from distributed import Client
+        from zopt.cluster import compute_on_cluster
 
-        with Client(scheduler) as client, ctx:
-            futures = client.compute(tasks)
-            if hasattr(ctx, "watch"):
-                ctx.watch(futures)
-            return client.gather(futures)
+        return compute_on_cluster(tasks, scheduler, ctx, token)
     get = _local_scheduler(scheduler or "threads")
     import dask.threaded
 

@@ -22,18 +22,28 @@ Chunk keys are parsed from the store path: the last ``ndim`` integer fields spli
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
+from zopt._context import (
+    ChunkContext,
+    chunk_context,
+    current_chunk,
+    current_chunk_index,
+    describe_current_chunk,
+    restore_current_chunk,
+    set_current_chunk,
+)
 from zopt._zarr_compat import chunk_result, fill_value_or_default, joined_results, supports_sync
+from zopt.codecs.bytes import as_zopt_bytes
 from zopt.errors import ChunkDecodeError
+from zopt.grid import is_fill
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -49,65 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ChunkContext:
-    """Where the chunk being encoded or decoded sits.
-
-    key : store key of the chunk, or of the shard that holds it.
-    coords : coordinates in the array's chunk grid at this level (inner-chunk grid inside a
-        shard), or None when they could not be determined.
-    shape : chunk shape at this level, in elements.
-    coords_in_shard : for an inner chunk, its coordinates within its shard; else None.
-    """
-
-    key: str
-    coords: tuple[int, ...] | None
-    shape: tuple[int, ...]
-    coords_in_shard: tuple[int, ...] | None = None
-
-    def describe(self) -> str:
-        if self.coords_in_shard is not None:
-            return f"inner chunk {self.coords_in_shard} of shard {self.key!r} (chunk index {self.coords})"
-        return f"chunk {self.key!r}"
-
-
-_CURRENT: contextvars.ContextVar[ChunkContext | None] = contextvars.ContextVar(
-    "zopt_current_chunk", default=None
-)
 _SPLIT = re.compile(r"[/.]")
-
-
-def current_chunk() -> ChunkContext | None:
-    """The ``ChunkContext`` of the chunk being encoded/decoded in this task, if known."""
-    return _CURRENT.get()
-
-
-def describe_current_chunk() -> str | None:
-    """``ChunkContext.describe()`` of the current chunk (for error messages), or None."""
-    ctx = _CURRENT.get()
-    return None if ctx is None else ctx.describe()
-
-
-def current_chunk_index() -> tuple[int, ...] | None:
-    """Grid coordinates of the chunk being encoded in this task, or None if unknown."""
-    ctx = _CURRENT.get()
-    return None if ctx is None else ctx.coords
-
-
-class chunk_context:  # noqa: N801 - used as a context manager, like contextlib helpers
-    """Set the current chunk explicitly (for encoders that bypass zarr's pipeline)."""
-
-    def __init__(self, ctx: ChunkContext) -> None:
-        self._ctx = ctx
-        self._token: contextvars.Token | None = None
-
-    def __enter__(self) -> ChunkContext:
-        self._token = _CURRENT.set(self._ctx)
-        return self._ctx
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._token is not None
-        _CURRENT.reset(self._token)
 
 
 def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
@@ -120,7 +72,7 @@ def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
 
 
 def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
-    parent = _CURRENT.get()
+    parent = current_chunk()
     local = getattr(byte_io, "chunk_coords", None)
     if local is not None:  # an inner chunk handed out by sharding_indexed
         local = tuple(int(c) for c in local)
@@ -165,16 +117,6 @@ def validate_codec_chain(metadata: Any) -> None:
     walk(metadata.codecs, spec)
 
 
-def _zopt_bytes(codec: Any) -> Any:
-    from zarr.codecs.bytes import BytesCodec as ZarrBytesCodec
-
-    from zopt.codecs.bytes import BytesCodec
-
-    if type(codec) is ZarrBytesCodec:
-        return BytesCodec(endian=codec.endian)
-    return codec
-
-
 def _fill_array(chunk_spec: Any) -> np.ndarray:
     return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
 
@@ -201,7 +143,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         # zarr's create_array instantiates zarr's own BytesCodec; run zopt's subclass instead,
         # which is identical for core types and handles zopt's data types.
         return super().from_codecs(
-            tuple(_zopt_bytes(c) for c in codecs), batch_size=batch_size
+            tuple(as_zopt_bytes(c) for c in codecs), batch_size=batch_size
         )
 
     @classmethod
@@ -256,8 +198,6 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     def _encode_whole_chunk(self, chunk: Any, chunk_spec: Any) -> Any:
         """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
-        from zopt.shards import is_fill
-
         if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
             return None
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
@@ -306,14 +246,14 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
                 await asyncio.gather(*(self.write_batch([i], value, drop_axes) for i in items))
             )
         byte_setter, chunk_spec = items[0][0], items[0][1]
-        token = _CURRENT.set(_context_for(byte_setter, tuple(chunk_spec.shape)))
+        previous = set_current_chunk(_context_for(byte_setter, tuple(chunk_spec.shape)))
         try:
             if self._whole_chunk_write(items[0], value, drop_axes):
                 await self._write_whole_chunk(items[0], value)
                 return None
             return await super().write_batch(items, value, drop_axes)
         finally:
-            _CURRENT.reset(token)
+            restore_current_chunk(previous)
 
     async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> Any:
         """Read, decode and place one chunk; returns zarr's per-chunk result (see
@@ -343,7 +283,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             )
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
-        token = _CURRENT.set(ctx)
+        previous = set_current_chunk(ctx)
         try:
             if self._sync_chain and not self.supports_partial_decode:
                 result = await self._read_chunk(items[0], out, drop_axes)
@@ -354,7 +294,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         except Exception as exc:
             raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
         finally:
-            _CURRENT.reset(token)
+            restore_current_chunk(previous)
 
 
 register_pipeline(ChunkIndexCodecPipeline)

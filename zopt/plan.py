@@ -106,8 +106,8 @@ class ArrayPlan:
 
         if self.digest_windows is None:
             return chunk_digest(values)
+        from zopt.grid import padded
         from zopt.raw_read import sampled_bytes
-        from zopt.shards import padded
 
         values = np.asarray(values)
         chunk = padded(values, tuple(self.chunk_shape), np.asarray(fill, dtype=values.dtype))

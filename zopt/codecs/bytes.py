@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
 
-__all__ = ["BytesCodec", "encode_ml_bytes", "decode_ml_bytes"]
+__all__ = ["BytesCodec", "as_zopt_bytes", "encode_ml_bytes", "decode_ml_bytes"]
 
 
 def _swap(endian: Any, itemsize: int) -> bool:
@@ -122,3 +122,12 @@ class BytesCodec(_ZarrBytesCodec):
             return super()._encode_sync(chunk_array, chunk_spec)
         raw = encode_ml_bytes(dtype, chunk_array.as_numpy_array(), self.endian)
         return chunk_spec.prototype.buffer.from_array_like(raw)
+
+
+def as_zopt_bytes(codec: Any) -> Any:
+    """zopt's ``BytesCodec`` in place of an instance of zarr's own (same ``endian``): zarr's
+    ``create_array`` makes zarr's class, which cannot handle zopt's data types. Any other codec
+    is returned as it is."""
+    if type(codec) is _ZarrBytesCodec:
+        return BytesCodec(endian=codec.endian)
+    return codec

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 
-from zopt.codecs.config import codec_configuration
+from zopt._context import describe_current_chunk
+from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
-from zopt.dtypes.numeric import numeric_info, parse_json_scalar, zarr_dtype
-from zopt.pipeline import describe_current_chunk
+from zopt.dtypes.numeric import numeric_info, zarr_dtype
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec

@@ -44,6 +44,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 
+from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.sync import sync_encoder
 
@@ -112,17 +113,15 @@ class ChunkEncoder:
 
     def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
         from zopt._alloc import retain_freed_memory
-        from zopt.pipeline import _zopt_bytes
 
         retain_freed_memory()  # chunk-sized buffers reused instead of faulted in per chunk
-
         self.spec = spec
         self.array_array: list[tuple[Any, ArraySpec]] = []
         self.array_bytes: tuple[Any, ArraySpec] | None = None
         self.bytes_bytes: list[tuple[Any, ArraySpec]] = []
         current = spec
         for codec in codecs:
-            codec = _zopt_bytes(codec.evolve_from_array_spec(current))
+            codec = as_zopt_bytes(codec.evolve_from_array_spec(current))
             if isinstance(codec, ArrayArrayCodec):
                 if self.array_bytes is not None:
                     raise ValueError("codecs: an array→array codec follows the array→bytes codec")

@@ -25,11 +25,11 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt._context import current_chunk
 from zopt._zarr_compat import supports_sync
 from zopt.codecs.sync import sync_decoder, sync_encoder
 from zopt.decisions import CodecRef, Decision, resolve_decision
 from zopt.errors import ChunkIndexUnavailableError
-from zopt.pipeline import current_chunk
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec

@@ -1,12 +1,17 @@
-"""Parsing a codec's ``{"name": …, "configuration": {…}}`` with a clear error for unknown keys."""
+"""Parsing codec configurations: ``{"name": …, "configuration": {…}}`` with a clear error for
+unknown keys, and scalars written in a data type's fill-value JSON encoding."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from zarr.core.common import parse_named_configuration
 
-__all__ = ["codec_configuration"]
+from zopt.codecs.exact_cast import cast_array
+from zopt.dtypes.numeric import numeric_info
+
+__all__ = ["codec_configuration", "parse_json_scalar"]
 
 
 def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, required: bool = False) -> dict[str, Any]:
@@ -20,3 +25,32 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     if unknown:
         raise ValueError(f"{name}: unknown configuration keys {sorted(unknown)}; allowed: {sorted(allowed)}")
     return config
+
+
+def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
+    """A scalar in ``zdtype``'s fill-value JSON encoding → a numpy scalar of its native dtype.
+
+    parameter : named in errors (e.g. ``"scale_offset offset"``).
+    Raises ValueError: a non-integer for an integer type (``1.0`` included), a value out of
+    range, a finite number that overflows a float type, or anything zarr's parser refuses.
+    """
+    native = zdtype.to_native_dtype()
+    info = numeric_info(native)
+    if info.is_int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"{parameter}: {info.name} takes a JSON integer, got {value!r}")
+        if not info.lo <= int(value) <= info.hi:
+            raise ValueError(f"{parameter}: {value!r} is out of range for {info.name} {info.describe_range()}")
+        return np.array(int(value)).astype(native)[()]
+    if isinstance(value, bool) or not isinstance(value, int | float | str | np.number):
+        raise ValueError(f"{parameter}: {info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
+                         f"got {value!r}")
+    if isinstance(value, int | float | np.number) and not isinstance(value, str):
+        try:
+            return cast_array(np.array(float(value)), native)[()]
+        except ValueError as exc:
+            raise ValueError(f"{parameter}: {value!r} cannot be stored as {info.name}: {exc}") from exc
+    try:
+        return np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native)[()]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{parameter}: {value!r} is not a valid {info.name} value ({exc})") from exc

@@ -37,6 +37,7 @@ import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
 
 from zopt.codecs.config import codec_configuration
+from zopt.dtypes.components import ComponentLayout
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -56,22 +57,6 @@ def _uint_for(bits: int) -> type[np.unsignedinteger]:
 
 
 # -- data types ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ComponentLayout:
-    """How elements of a data type split into ``N``-bit components.
-
-    bits : N, bits per component; components : 1 or 2 (complex); signed : sign-extend on decode.
-    to_uint(values) -> uint array of shape (values.size * components,), each component's N-bit
-    pattern (little-endian value). from_uint(u, shape) -> values of ``shape``.
-    """
-
-    bits: int
-    components: int
-    signed: bool
-    to_uint: Any
-    from_uint: Any
 
 
 def component_layout(dtype: Any) -> ComponentLayout:

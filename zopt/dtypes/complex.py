@@ -151,7 +151,7 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
         return c.view(self.to_native_dtype()).reshape(c.shape[:-1])
 
     def packbits_layout(self) -> Any:
-        from zopt.codecs.packbits import ComponentLayout
+        from zopt.dtypes.components import ComponentLayout
 
         comp = self.component
 

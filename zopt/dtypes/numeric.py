@@ -7,7 +7,7 @@ floats the sorted table of every finite value (types of at most 16 bits), which 
 exist, and the "virtual" neighbours one step beyond the largest and smallest finite value that
 rounding with an unbounded exponent would reach (used to tell rounding from overflow).
 
-``parse_json_scalar(value, zdtype, parameter)`` reads a scalar written in the Zarr v3
+``zopt.codecs.config.parse_json_scalar(value, zdtype, parameter)`` reads a scalar written in the Zarr v3
 fill-value JSON encoding of a data type (``scale_offset``'s ``offset``/``scale``,
 ``cast_value``'s ``scalar_map``), more strictly than zarr-python: an integer type takes only a
 JSON integer (``1.0`` is refused), and a finite JSON number that overflows a float type is an
@@ -24,7 +24,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["NumericInfo", "numeric_info", "parse_json_scalar", "zarr_dtype"]
+__all__ = ["NumericInfo", "numeric_info", "zarr_dtype"]
 
 _ML_INTS = {np.dtype(t) for t in (ml_dtypes.int2, ml_dtypes.uint2, ml_dtypes.int4, ml_dtypes.uint4)}
 
@@ -146,40 +146,11 @@ def zarr_dtype(name_or_json: Any) -> Any:
     """The zarr-python ``ZDType`` for a Zarr v3 data type name (zopt's types included)."""
     from zarr.core.dtype import get_data_type_from_json
 
-    import zopt  # noqa: F401  (registers zopt's data types with zarr 3.1)
+    from zopt.dtypes import register_data_types
+
+    register_data_types()  # zarr 3.1-3.3 do not load the zarr.data_type entry points
 
     try:
         return get_data_type_from_json(name_or_json, zarr_format=3)
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"data_type: {name_or_json!r} is not a Zarr v3 data type zarr knows ({exc})") from exc
-
-
-def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
-    """A scalar in ``zdtype``'s fill-value JSON encoding → a numpy scalar of its native dtype.
-
-    parameter : named in errors (e.g. ``"scale_offset offset"``).
-    Raises ValueError: a non-integer for an integer type (``1.0`` included), a value out of
-    range, a finite number that overflows a float type, or anything zarr's parser refuses.
-    """
-    native = zdtype.to_native_dtype()
-    info = numeric_info(native)
-    if info.is_int:
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{parameter}: {info.name} takes a JSON integer, got {value!r}")
-        if not info.lo <= int(value) <= info.hi:
-            raise ValueError(f"{parameter}: {value!r} is out of range for {info.name} {info.describe_range()}")
-        return np.array(int(value)).astype(native)[()]
-    if isinstance(value, bool) or not isinstance(value, int | float | str | np.number):
-        raise ValueError(f"{parameter}: {info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
-                         f"got {value!r}")
-    if isinstance(value, int | float | np.number) and not isinstance(value, str):
-        from zopt.codecs.exact_cast import cast_array
-
-        try:
-            return cast_array(np.array(float(value)), native)[()]
-        except ValueError as exc:
-            raise ValueError(f"{parameter}: {value!r} cannot be stored as {info.name}: {exc}") from exc
-    try:
-        return np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native)[()]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{parameter}: {value!r} is not a valid {info.name} value ({exc})") from exc

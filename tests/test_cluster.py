@@ -1,0 +1,71 @@
+"""``--scheduler tcp://…`` on a real ``dask.distributed.LocalCluster`` with worker processes
+(issue 15 items 2, 5, 6): relative paths mean the client's directory, a failed job leaves nothing
+behind once it returns, and the workers close the sources the job opened."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from click.testing import CliRunner
+
+from zopt.cli import main
+from zopt.engine import recompress
+from zopt.paths import PARTIAL_SUFFIX
+
+iris_sample_data = pytest.importorskip("iris_sample_data")
+distributed = pytest.importorskip("distributed")
+NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two single-threaded worker processes whose working directory is not the test's."""
+    elsewhere = tmp_path_factory.mktemp("worker-cwd")
+    cwd = os.getcwd()
+    os.chdir(elsewhere)
+    try:
+        cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    finally:
+        os.chdir(cwd)
+    with cl, distributed.Client(cl) as client:
+        assert set(client.run(os.getcwd).values()) == {str(elsewhere)}
+        yield cl, client, elsewhere
+
+
+def test_relative_paths_are_the_clients_and_workers_close_the_source(tmp_path, cluster, monkeypatch):
+    cl, client, elsewhere = cluster
+    shutil.copy(NEMO, tmp_path / "nemo.nc")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["recompress", "nemo.nc", "out.zarr", "--variable", "tos", "--chunks", "y=30,x=36",
+                                       "--shards", "y=90,x=108", "--scheduler", cl.scheduler_address, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr", path="tos")[...],
+                                  xr.open_dataset(NEMO, decode_cf=False).tos.values)
+    assert list(elsewhere.iterdir()) == [p for p in elsewhere.iterdir() if p.name == "dask-scratch-space"]
+    from zopt.sources import cached_tokens
+
+    assert all(tokens == [] for tokens in client.run(cached_tokens).values())  # closed: not locked, never stale
+
+
+def test_a_failed_job_leaves_no_partial_store_once_it_returns(tmp_path, cluster):
+    cl, _, _ = cluster
+
+    def slow_then_fail(chunk_index, codec, unencoded_chunk):
+        if distributed.get_worker().name == 0:
+            raise RuntimeError("disk on fire")
+        time.sleep(0.2)
+        return True  # worker 1 is still encoding its shard (~3.6 s) when the job fails
+
+    dst = tmp_path / "f.zarr"
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        recompress(NEMO, dst, variables=["tos"], chunks="y=30,x=36", shards="y=90,x=108", decision=slow_then_fail,
+                   scheduler=cl.scheduler_address)
+    time.sleep(4)  # any task still running would have written by now
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert not os.path.exists(str(dst) + PARTIAL_SUFFIX)

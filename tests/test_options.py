@@ -1,0 +1,101 @@
+"""Every option is honoured or refused, never silently ignored (issue 15 item 4), and the default
+chunking a user gets (issue 15, "defaults"). Real stores made from iris-sample-data's NEMO SST."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from click.testing import CliRunner
+
+from zopt.cli import main
+from zopt.engine import choose_chunks, recompress
+
+iris_sample_data = pytest.importorskip("iris_sample_data")
+NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
+
+
+@pytest.fixture(scope="module")
+def grid2d(tmp_path_factory) -> str:
+    """A Zarr v3 store with a 2-D variable ``tos`` (y, x), 1-D coordinates y and x, a uint8 mask."""
+    tos = xr.open_dataset(NEMO, decode_cf=False)["tos"].values[0]
+    ds = xr.Dataset(
+        {"tos": (("y", "x"), tos), "land": (("y", "x"), (tos > 1e19).astype("u1"))},
+        coords={"y": np.arange(330.0), "x": np.arange(360.0)},
+    )
+    path = str(tmp_path_factory.mktemp("opts") / "grid.zarr")
+    ds.to_zarr(path, zarr_format=3, consolidated=False)
+    return path
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, ["recompress", *args, "--no-progress"])
+
+
+def test_a_dimension_no_variable_has_is_named_with_the_dimensions_there_are(tmp_path, grid2d):
+    result = _cli(grid2d, str(tmp_path / "o.zarr"), "--chunks", "lat=100,y=30", "--shards", "t=1000")
+    assert result.exit_code == 0, result.output
+    assert "chunks: no rewritten variable has dimension(s) ['lat']" in result.output
+    assert "shards: no rewritten variable has dimension(s) ['t']" in result.output
+    assert "['x', 'y']" in result.output
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--chunks", "10,10,10"], "3 entries, but the rewritten variables have [1, 2] dimensions"),
+    (["--chunks", "y=30,x=36", "--shards", "y=10,x=36"], "smaller than the inner chunks"),
+    (["--plan", "PLAN", "--decision", "never"], "not both"),
+])
+def test_options_that_cannot_apply_are_refused(tmp_path, grid2d, args, match):
+    plan = tmp_path / "p.zarr"
+    if "PLAN" in args:
+        assert CliRunner().invoke(main, ["plan", grid2d, "tos", "-o", str(plan), "--no-progress"]).exit_code == 0
+    result = _cli(grid2d, str(tmp_path / "o.zarr"), *[str(plan) if a == "PLAN" else a for a in args])
+    assert result.exit_code != 0 and match in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_in_place_on_a_store_without_conditional_codec_is_refused(grid2d):
+    result = _cli(grid2d, "--in-place")
+    assert result.exit_code != 0 and "no array" in result.output and "conditional" in result.output
+
+
+def test_default_chunks_are_square_over_the_last_dimensions():
+    inner, shard = choose_chunks((8644, 17280), 4, None, None)
+    assert inner == (256, 256)
+    inner, _ = choose_chunks((3, 8644, 17280), 4, None, None)
+    assert inner == (1, 256, 256)
+    assert choose_chunks((100, 20), 4, None, None)[0] == (100, 20)  # small arrays: one chunk
+
+
+def test_coordinates_stay_whole_and_one_byte_types_are_not_shuffled(tmp_path, grid2d):
+    dst = tmp_path / "o.zarr"
+    recompress(grid2d, dst, chunks="y=30,x=36")
+    for coord in ("y", "x"):
+        meta = json.loads((dst / coord / "zarr.json").read_text())
+        assert meta["chunk_grid"]["configuration"]["chunk_shape"] == meta["shape"], coord
+    land = json.loads((dst / "land" / "zarr.json").read_text())
+    wrapped = land["codecs"][0]["configuration"]["codecs"][1]["configuration"]["codecs"]
+    assert [c["name"] for c in wrapped] == ["zstd"]
+    tos = json.loads((dst / "tos" / "zarr.json").read_text())
+    assert [c["name"] for c in tos["codecs"][0]["configuration"]["codecs"][1]["configuration"]["codecs"]] == [
+        "shuffle", "zstd"]
+    np.testing.assert_array_equal(zarr.open_array(dst, path="land")[...], zarr.open_array(grid2d, path="land")[...])
+    recompress(grid2d, tmp_path / "asked.zarr", chunks="y=30", variables=["y"])  # a coordinate named is chunked
+    assert zarr.open_array(tmp_path / "asked.zarr", path="y").chunks == (30,)
+
+
+def test_a_plan_is_applied_with_the_chunking_it_was_made_for(tmp_path, grid2d):
+    plan = tmp_path / "p.zarr"
+    res = CliRunner().invoke(main, ["plan", grid2d, "tos", "--chunks", "y=66,x=72", "-o", str(plan), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    result = _cli(grid2d, str(tmp_path / "o.zarr"), "--variable", "tos", "--plan", str(plan))
+    assert result.exit_code == 0, result.output
+    out = zarr.open_array(tmp_path / "o.zarr", path="tos")
+    assert (out.shards or out.chunks) and json.loads((tmp_path / "o.zarr" / "tos" / "zarr.json").read_text())[
+        "codecs"][0]["configuration"]["chunk_shape"] == [66, 72]
+    np.testing.assert_array_equal(out[...], zarr.open_array(grid2d, path="tos")[...])

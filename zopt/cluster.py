@@ -1,0 +1,81 @@
+"""Running a job's tasks on a ``dask.distributed`` cluster (``--scheduler tcp://…``).
+
+What the local schedulers give for free has to be asked for here:
+
+- on failure or Ctrl-C the futures are cancelled and the call waits until no task of the job
+  is still executing on any worker (a cancelled task keeps running in its thread; a late write
+  would re-create a partial store the caller is about to remove);
+- at the end, every worker closes the sources the job opened (``zopt.sources.release``), so no
+  file stays open or locked and a later job never reads a stale view;
+- a scheduler that cannot be reached is one error naming the address.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from zopt.errors import ZoptError
+
+__all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
+
+#: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
+CONNECT_TIMEOUT = 10.0
+DRAIN_TIMEOUT = 300.0
+
+
+class SchedulerUnreachableError(ZoptError, OSError):
+    """The ``dask.distributed`` scheduler at the given address did not answer."""
+
+
+def _executing(token: str, dask_worker: Any = None) -> list[str]:
+    """Keys of this job's tasks still executing on one worker (run there by ``Client.run``)."""
+    state = dask_worker.state
+    running = set(state.executing) | set(getattr(state, "long_running", ()))
+    return [str(ts.key) for ts in running if token in str(ts.key)]
+
+
+def _release(token: str) -> int:
+    from zopt.sources import release
+
+    return release(token)
+
+
+def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
+    """Wait until no worker executes a task of job ``token``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = client.run(_executing, token)
+        if not any(busy.values()):
+            return
+        time.sleep(0.05)
+
+
+def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -> list:
+    """Compute ``tasks`` (Dask delayed objects whose keys contain ``token``) on the cluster at
+    ``address`` inside the context manager ``ctx`` (a progress bar, which may ``watch`` the
+    futures). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
+    does not answer within ``CONNECT_TIMEOUT`` seconds; re-raises a task's error after every task
+    of the job has stopped."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachableError(f"scheduler: no dask.distributed scheduler answered at {address} "
+                                        f"within {CONNECT_TIMEOUT:.0f} s ({type(exc).__name__})") from exc
+    with client:
+        futures = client.compute(tasks)
+        try:
+            with ctx:
+                if hasattr(ctx, "watch"):
+                    ctx.watch(futures)
+                return client.gather(futures)
+        except BaseException:
+            client.cancel(futures)
+            if token:
+                _drain(client, token)
+            raise
+        finally:
+            if token:
+                client.run(_release, token)
