@@ -1,9 +1,10 @@
 """The default codec chain per data type: what ``zopt recompress`` writes when no chain is given.
 
 Every chain is ``bytes`` (little-endian) followed by one ``conditional`` codec
-(``../shared/specs/optional.md``) wrapping standard Zarr v3 codecs only, so any reader that
-knows ``conditional`` decodes it with codecs it already has (zarr-python with zopt installed,
-zarrs, tensorstore; docs/interop.md):
+(``../shared/specs/optional.md``) wrapping only ``zstd`` (a core Zarr v3 codec) and the spec's
+``shuffle`` (the bytes of numcodecs' ``Shuffle``): a reader needs ``conditional`` and nothing
+else. Today that is zarr-python with zopt installed; zarrs and tensorstore read ``zstd`` but
+not ``conditional`` (docs/interop.md). No Blosc and no numcodecs-only codec is used.
 
 ===============================  =============================================================
 data type (numpy item size)      wrapped codecs
