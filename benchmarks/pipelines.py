@@ -14,7 +14,9 @@ side by side in docs/benchmarks.md.
   chunk (zopt's default), and ``bytes`` + ``shuffle`` + ``zstd(3)`` (no decision).
 
 Each cell writes the whole array with ``z[:] = a`` into a ``LocalStore`` and reads it back with
-``z[:]``, median of ``--repeat`` runs; MB/s counts logical (uncompressed) bytes. Every read is
+``z[:]``, median of ``--repeat`` runs; MB/s counts logical (uncompressed) bytes per second of
+wall time, MB/CPU-s per second of process CPU time (user + system, all threads): the second is
+what a busy machine cannot distort, the first includes what threads gain in parallel. Every read is
 checked bit for bit against the data written. The data: a smooth field with a noise band and a
 constant block (chunks that want different masks).
 """
@@ -22,6 +24,7 @@ constant block (chunks that want different masks).
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import time
@@ -63,22 +66,27 @@ def chains() -> dict[str, list]:
     }
 
 
-def run_cell(path: Path, a: np.ndarray, pipeline: str, sharded: bool, compressors: list) -> tuple[float, float, int]:
-    """(write seconds, read seconds, stored bytes) of one write + read."""
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run_cell(path: Path, a: np.ndarray, pipeline: str, sharded: bool, compressors: list) -> tuple[float, ...]:
+    """(write s, read s, write CPU s, read CPU s, stored bytes) of one write + read."""
     shutil.rmtree(path, ignore_errors=True)
     with zarr.config.set({"codec_pipeline.path": pipeline}):
         chunks = (256, 256) if sharded else (256, 1024)
         z = zarr.create_array(str(path), shape=a.shape, chunks=chunks, shards=(1024, 1024) if sharded else None,
                               dtype="f4", fill_value=0, compressors=compressors)
-        t0 = time.perf_counter()
+        c0, t0 = _cpu(), time.perf_counter()
         z[:] = a
-        t1 = time.perf_counter()
+        c1, t1 = _cpu(), time.perf_counter()
         b = zarr.open_array(str(path), mode="r")[:]
-        t2 = time.perf_counter()
+        c2, t2 = _cpu(), time.perf_counter()
     if b.tobytes() != a.tobytes():
         raise AssertionError(f"{pipeline}: read-back differs")
     stored = sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.name != "zarr.json")
-    return t1 - t0, t2 - t1, stored
+    return t1 - t0, t2 - t1, c1 - c0, c2 - c1, stored
 
 
 def main() -> None:
@@ -93,17 +101,17 @@ def main() -> None:
     mb = a.nbytes / 1e6
     print(f"zarr-python {zarr.__version__}, numcodecs {__import__('numcodecs').__version__}, "
           f"numpy {np.__version__}; {a.nbytes / 2**20:.0f} MiB float32, median of {args.repeat}")
-    print("| pipeline | layout | chain | write MB/s | read MB/s | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("| pipeline | layout | chain | write MB/s | read MB/s | write MB/CPU-s | read MB/CPU-s | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, pipeline in PIPELINES.items():
         for sharded in (False, True):
             for chain_name, compressors in chains().items():
                 runs = [run_cell(work / "pipelines.zarr", a, pipeline, sharded, compressors) for _ in range(args.repeat)]
-                w = statistics.median(r[0] for r in runs)
-                r = statistics.median(r[1] for r in runs)
-                ratio = a.nbytes / runs[0][2]
+                w, r, cw, cr = (statistics.median(run[i] for run in runs) for i in range(4))
+                ratio = a.nbytes / runs[0][4]
                 layout = "shards 4 MiB / 256 KiB" if sharded else "chunks 1 MiB"
-                print(f"| {label} | {layout} | {chain_name} | {mb / w:.0f} | {mb / r:.0f} | {ratio:.2f} |", flush=True)
+                print(f"| {label} | {layout} | {chain_name} | {mb / w:.0f} | {mb / r:.0f} | {mb / cw:.0f} | {mb / cr:.0f} "
+                      f"| {ratio:.2f} |", flush=True)
     shutil.rmtree(work / "pipelines.zarr", ignore_errors=True)
 
 

@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from test_shards import _layout  # noqa: E402
 
 from zopt.shards import pack, pack_parts, write_packed
-from test_shards import _layout  # noqa: E402
 
 
 def test_freed_chunk_buffers_are_reused_without_page_faults():

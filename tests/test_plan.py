@@ -427,3 +427,51 @@ def test_xarray_to_zarr_with_conditional_encoding_heuristic_and_plan(tmp_path):
             f"print(hashlib.sha256(xr.open_zarr({str(tmp_path / 'p.zarr')!r}, consolidated=False)['v'].values.tobytes()).hexdigest())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[-1] == hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def test_the_plan_policy_and_the_runtime_decision_agree_on_the_same_sizes():
+    """``compress_if_smaller`` exists twice: the runtime decision (``decisions.CompressIfSmaller``,
+    trial-encoding one chunk) and the plan policy (vectorised over the trial sizes of every mask).
+    On chunks small enough to be trial-encoded whole, given the sizes of the same encodings, both
+    pick the same mask: for random, constant, smooth and half-and-half chunks through a
+    length-preserving filter and two compressors."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from zarr.codecs import GzipCodec, ZstdCodec
+
+    from zopt.codecs.chain import chunk_spec
+    from zopt.codecs.shuffle import ShuffleCodec
+    from zopt.codecs.sync import sync_encoder
+    from zopt.decisions import SAMPLE_ABOVE, CompressIfSmaller
+    from zopt.plan import _compress_if_smaller
+
+    codecs = [ShuffleCodec(element_size=4), ZstdCodec(level=1), GzipCodec(level=1)]
+    spec = chunk_spec((1024,), zarr.core.dtype.Float32(), 0.0)
+    enc = [sync_encoder(c, spec) for c in codecs]
+
+    def run(i, data):
+        return np.frombuffer(bytes(enc[i](data)), np.uint8)
+
+    @settings(max_examples=40, deadline=None)
+    @given(kind=st.sampled_from(["random", "constant", "smooth", "half"]), seed=st.integers(0, 2**16),
+           n=st.integers(16, 4096))
+    def check(kind, seed, n):
+        rng = np.random.default_rng(seed)
+        values = {"random": rng.standard_normal(n), "constant": np.full(n, 3.5),
+                  "smooth": np.round(np.sin(np.linspace(0, 8, n)) * 100, 2),
+                  "half": np.where(np.arange(n) < n // 2, 0.0, rng.standard_normal(n))}[kind].astype("f4")
+        data = values.view(np.uint8)
+        assert data.size <= SAMPLE_ABOVE  # whole-chunk trials: no sampling in the runtime decision
+        sizes = []
+        for mask in range(8):
+            out = data
+            for i in range(3):
+                if mask >> i & 1:
+                    out = run(i, out)
+            sizes.append(out.size)
+        planned = int(_compress_if_smaller(np.array([sizes], dtype=float), 3)[0])
+        decided, payload = CompressIfSmaller().choose(None, [None] * 3, data, run)
+        assert decided == planned, (kind, sizes)
+        assert payload.size == sizes[decided]
+
+    check()

@@ -352,15 +352,15 @@ def _analyze_region(
 
 def _task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize: int, task_bytes: int,
                   shard_shape: tuple[int, ...] | None) -> list[tuple[slice, ...]]:
-    from zopt.engine import _fit, _regions
+    from zopt.grid import fit_shape, regions
 
     grid = tuple(math.ceil(s / c) for s, c in zip(shape, chunk_shape, strict=True))
     if shard_shape is not None and all(s % c == 0 for s, c in zip(shard_shape, chunk_shape, strict=True)):
         step = shard_shape
     else:
-        per = _fit(grid, max(1, task_bytes // (itemsize * math.prod(chunk_shape))))
+        per = fit_shape(grid, max(1, task_bytes // (itemsize * math.prod(chunk_shape))))
         step = tuple(p * c for p, c in zip(per, chunk_shape, strict=True))
-    return _regions(shape, step)
+    return regions(shape, step)
 
 
 def _read_mode(read: str, sample: float | None, store: str, array: zarr.Array, chunk_shape: tuple[int, ...]) -> str:
@@ -425,8 +425,8 @@ def analyze_array(
     """
     import dask
 
-    from zopt import __version__
-    from zopt.engine import _compute
+    from zopt._version import __version__
+    from zopt.scheduling import compute
     from zopt.shards import layout_of
 
     if sample is not None and not 0 < sample <= 1:
@@ -450,7 +450,7 @@ def analyze_array(
         for i, r in enumerate(regions)
     ]
     t = time.perf_counter()
-    results = _compute(tasks, scheduler, progress)
+    results = compute(tasks, scheduler, progress)
     seconds = time.perf_counter() - t
     grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, chunk_shape, strict=True))
     n_masks = 1 << len(wrapped)
@@ -488,7 +488,7 @@ def analyze(
 ) -> dict[str, xr.Dataset]:
     """``analyze_array`` for each named array of the store (default: every array). Keyword
     arguments as for ``analyze_array``."""
-    from zopt.info import arrays_in
+    from zopt.sources import arrays_in
 
     return {a.path: analyze_array(store, a.path, **kwargs) for a in arrays_in(store, arrays) if analysable(a) is None}
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -55,6 +56,11 @@ class _RichProgress:
         )
         self.task = self.progress.add_task("shards", total=total)
         self._callback = None
+        self.keys: frozenset[str] = frozenset()
+
+    def watch_keys(self, keys: frozenset[str]) -> None:
+        """The keys of the tasks that advance the bar (``zopt.scheduling.compute``)."""
+        self.keys = keys
 
     def __enter__(self) -> _RichProgress:
         from dask.callbacks import Callback
@@ -64,7 +70,7 @@ class _RichProgress:
 
         class _Tick(Callback):
             def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's signature
-                if str(key).startswith(("zopt-shard-", "zopt-chunk-")):
+                if str(key) in bar.keys:
                     bar.progress.advance(bar.task)
 
         self._callback = _Tick()
@@ -83,24 +89,39 @@ class _RichProgress:
         self.progress.__exit__(*exc)
 
 
-def summary_table(report: Any) -> Table:
-    """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s."""
+def summary_table(report: Any, baseline: dict[str, int] | None = None) -> Table:
+    """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s; with
+    ``baseline`` (``zopt.baseline.zarr_default_bytes``) also what zarr's default codecs store."""
     table = Table(title=f"zopt recompress → {report.dst}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
-    for col in ("array", "shape", "dtype", "chunks", "written", "logical", "before", "after", "ratio", "masks"):
+    cols = ["array", "shape", "dtype", "chunks", "written", "logical", "before", "after", "ratio", "masks"]
+    if baseline is not None:
+        cols[8:8] = ["zarr default", "vs zarr default"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "masks") else "right")
+
+    def versus(after: int, default: int | None) -> list[str]:
+        if baseline is None:
+            return []
+        return [_human(default), f"{after / default:.0%}" if default else "—"]
+
     for a in report.arrays:
         table.add_row(
             a.name or "/ (root array)", "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
             _human(a.logical_bytes), _human(a.stored_before), _human(a.stored_after),
+            *versus(a.stored_after, None if baseline is None else baseline.get(a.name)),
             f"{a.ratio:.2f}", _mask_text(a.masks),
         )
     table.add_row(
         "[b]total", "", "", str(sum(a.chunks for a in report.arrays)),
         str(sum(a.chunks_written for a in report.arrays)), _human(report.logical_bytes),
         _human(report.source_bytes) + " (src)", _human(report.stored_after),
+        *versus(report.stored_after, None if baseline is None else sum(baseline.values())),
         f"{report.logical_bytes / max(report.stored_after, 1):.2f}", _mask_text(report.masks()),
     )
     table.caption = "masks: bitmask of the conditional codec's wrapped codecs (bit 0 = first codec) : inner chunks"
+    if baseline is not None:
+        table.caption += ("; zarr default: zarr.create_array's own codecs (zstd level 0) on the same chunks and shards, "
+                          "vs zarr default: after / zarr default")
     return table
 
 
@@ -156,9 +177,13 @@ def main() -> None:
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
+              "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
+@click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
+              "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
 @click.pass_context
-def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan, max_memory,
-               in_place, no_progress) -> None:
+def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
+               max_memory, in_place, no_progress, preset, vs_default) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -172,8 +197,22 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
-                              "--layout": None if layout == "compact" else layout})
+                              "--layout": None if layout == "compact" else layout, "--preset": preset,
+                              "--vs-default": vs_default or None})
         return
+    if preset is not None:
+        from zopt.presets import get_preset
+
+        if codecs is not None:
+            raise click.UsageError("--preset names a codec chain: give --preset or --codecs, not both.")
+        try:
+            chosen = get_preset(preset)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--preset") from exc
+        # "default" is the engine's own chain, which leaves out shuffle for 1-byte variables
+        codecs = None if chosen.name == "default" else chosen.chain()
+        if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
+            decision = chosen.decision
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
     try:
@@ -185,23 +224,51 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         )
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(_one_line(exc)) from exc
-    console.print(summary_table(report))
+    baseline = None
+    if vs_default:
+        from zopt.baseline import zarr_default_bytes
+
+        baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler)
+    console.print(summary_table(report, baseline))
     for note in report.notes:
         console.print(f"note: {note}")
+
+
+@main.command("presets")
+@click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, codecs).")
+def presets_command(as_json) -> None:
+    """List the named codec chains that --preset takes, with their codec JSON."""
+    from zopt.presets import presets, presets_json
+
+    if as_json:
+        click.echo(presets_json())
+        return
+    table = Table(title="zopt presets (recompress --preset NAME; zopt.xarray.encoding(ds, preset=NAME))")
+    for col in ("name", "decision", "what for", "codecs"):
+        table.add_column(col, overflow="fold")
+    for p in presets():
+        table.add_row(p.name, p.decision, p.summary, json.dumps(p.chain()))
+    console.print(table)
 
 
 @main.command()
 @click.argument("store", type=click.Path(exists=True))
 @click.argument("arrays", nargs=-1)
-def info(store, arrays) -> None:
+@click.option("--png", type=click.Path(dir_okay=False), default=None,
+              help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
+def info(store, arrays, png) -> None:
     """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
-    from zopt.info import store_info
+    from zopt.info import arrays_in, store_info
 
     if not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
     try:
         infos = store_info(store, arrays or None)
+        if png:
+            from zopt.plot import plot_store
+
+            plot_store(store, arrays_in(store, arrays or None), png)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     table = Table(title=f"zopt info {store}")
@@ -216,6 +283,8 @@ def info(store, arrays) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(table)
+    if png:
+        console.print(f"wrote {png}")
 
 
 def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:

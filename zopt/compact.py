@@ -79,8 +79,8 @@ def compact(
     """
     import dask
 
-    from zopt.engine import _compute
     from zopt.info import arrays_in, chunk_files
+    from zopt.scheduling import compute
 
     t0 = time.perf_counter()
     store = os.fspath(store)
@@ -96,7 +96,7 @@ def compact(
             key = os.path.relpath(path, store)
             name = f"zopt-shard-compact-{entry.name}-{'.'.join(map(str, coords))}"
             tasks.append((entry, dask.delayed(_compact_one, pure=False)(str(path), layout, key, dask_key_name=name)))
-    results = _compute([t for _, t in tasks], scheduler, progress)
+    results = compute([t for _, t in tasks], scheduler, progress)
     for (entry, _), res in zip(tasks, results, strict=True):
         entry.shards += 1
         entry.compacted += res["compacted"]

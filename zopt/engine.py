@@ -31,7 +31,6 @@ How the work is split:
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import math
 import os
@@ -53,7 +52,9 @@ from zopt.chunk_feed import AlignedChunkReader
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.grid import fit_shape as _fit
 from zopt.grid import is_fill, padded
+from zopt.grid import regions as _regions
 from zopt.menu import default_chain
 from zopt.paths import (
     PARTIAL_SUFFIX,
@@ -63,6 +64,7 @@ from zopt.paths import (
     recover,
     resolve,
 )
+from zopt.scheduling import compute as _compute
 from zopt.shards import (
     ShardLayout,
     finalize_slots,
@@ -394,17 +396,6 @@ def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _fit(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
-    """A chunk shape of about ``target_elems`` elements, filling the last dimensions first."""
-    out = []
-    remaining = max(1, target_elems)
-    for s in reversed(shape):
-        take = max(1, min(s, remaining))
-        out.append(take)
-        remaining = max(1, remaining // take)
-    return tuple(reversed(out))
-
-
 def choose_chunks(
     shape: tuple[int, ...],
     itemsize: int,
@@ -704,10 +695,6 @@ def _slot_parts(layout: ShardLayout, parts: int | None) -> list[tuple[int, int]]
     bounds = np.linspace(0, n_rows, parts + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
-
-def _regions(shape: tuple[int, ...], step: tuple[int, ...]) -> list[tuple[slice, ...]]:
-    ranges = [range(0, s, k) for s, k in zip(shape, step, strict=True)]
-    return [tuple(slice(o, min(o + k, s)) for o, k, s in zip(origin, step, shape, strict=True)) for origin in itertools.product(*ranges)]
 
 
 # -- the job ----------------------------------------------------------------------------------------
@@ -1246,55 +1233,3 @@ def _encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any
     return enc
 
 
-def _compute(tasks: list, scheduler: str | None, progress, token: str | None = None) -> list:
-    """Run ``tasks``; ``token``: the job's id, whose open sources every worker closes at the end."""
-    import contextlib
-
-    import dask
-
-    if not tasks:
-        return []
-    ctx = progress(len(tasks)) if progress else contextlib.nullcontext()
-    if scheduler and "://" in scheduler:
-        from zopt.cluster import compute_on_cluster
-
-        return compute_on_cluster(tasks, scheduler, ctx, token)
-    get = _local_scheduler(scheduler or "threads")
-    import dask.threaded
-
-    if get is not dask.threaded.get:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get))
-    from concurrent.futures import ThreadPoolExecutor
-
-    import dask.system
-
-    # our own pool, shut down before returning or raising: when a task fails, the tasks still
-    # running finish (and queued ones are cancelled) before the caller removes a partial store,
-    # so no late write can recreate it
-    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
-    try:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get, pool=pool))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _local_scheduler(name: str) -> Any:
-    """The ``get`` function of Dask's local scheduler ``name`` (other names are left to Dask).
-
-    Passing the function rather than its name keeps ``dask.compute`` from importing
-    ``distributed`` to look for a client (0.14 s per process).
-    """
-    import dask.local
-    import dask.threaded
-
-    if name in ("threads", "threading"):
-        return dask.threaded.get
-    if name in ("sync", "synchronous", "single-threaded"):
-        return dask.local.get_sync
-    if name in ("processes", "multiprocessing"):
-        import dask.multiprocessing
-
-        return dask.multiprocessing.get
-    return name

@@ -1,14 +1,16 @@
 """Pure chunk-grid arithmetic: no I/O, no zarr, no Dask.
 
-Fill checks and padding of edge chunks today; the rest of the grid and region maths of the
-engine moves here as the engine is split (issue 17's target shape).
+Fill checks, padding of edge chunks, chunk shapes of a target size and the regions of a grid;
+the rest of the engine's grid maths moves here as the engine is split.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-__all__ = ["is_fill", "padded"]
+__all__ = ["fit_shape", "is_fill", "padded", "regions"]
 
 
 def _uint_view(a: np.ndarray) -> np.ndarray:
@@ -33,3 +35,21 @@ def padded(values: np.ndarray, shape: tuple[int, ...], fill: np.ndarray) -> np.n
     out = np.full(shape, fill, dtype=fill.dtype)
     out[tuple(slice(0, s) for s in values.shape)] = values
     return out
+
+
+def fit_shape(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
+    """A chunk shape of about ``target_elems`` elements, filling the last dimensions first."""
+    out = []
+    remaining = max(1, target_elems)
+    for s in reversed(shape):
+        take = max(1, min(s, remaining))
+        out.append(take)
+        remaining = max(1, remaining // take)
+    return tuple(reversed(out))
+
+
+def regions(shape: tuple[int, ...], step: tuple[int, ...]) -> list[tuple[slice, ...]]:
+    """The regions of a grid of ``step``-sized cells over an array of ``shape``, in C order,
+    clipped at the array's edge (e.g. every shard's region)."""
+    ranges = [range(0, s, k) for s, k in zip(shape, step, strict=True)]
+    return [tuple(slice(o, min(o + k, s)) for o, k, s in zip(origin, step, shape, strict=True)) for origin in itertools.product(*ranges)]

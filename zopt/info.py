@@ -32,8 +32,9 @@ from zopt.shards import (
     layout_of,
     read_index,
 )
+from zopt.sources import arrays_in
 
-__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "store_info"]
+__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "store_info"]
 
 
 @dataclass
@@ -62,24 +63,6 @@ class ArrayInfo:
     layouts: collections.Counter = field(default_factory=collections.Counter)
     masks: collections.Counter = field(default_factory=collections.Counter)
     temp_files: int = 0
-
-
-def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
-    """The Zarr arrays of a local store (the store itself if it is an array), by path.
-
-    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
-    """
-    node = zarr.open(os.fspath(store), mode="r")
-    if isinstance(node, zarr.Array):
-        found = {"": node}
-    else:
-        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
-    if names:
-        missing = [n for n in names if n not in found]
-        if missing:
-            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
-        return [found[n] for n in names]
-    return [found[k] for k in sorted(found)]
 
 
 def chunk_files(store: str | os.PathLike, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], Path]]:
@@ -202,3 +185,42 @@ def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo
         info.allocated_bytes += allocated_bytes(path)
         if reader is not None and reader.codec is not None:
             info.masks[reader.mask(path.read_bytes())] += 1
+
+
+def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per inner chunk of ``array`` in a local store: ``(masks, ratios)`` over the inner-chunk grid.
+
+    masks : int16, the ``conditional`` mask read from each stored chunk's header, -1 where the
+        chunk is not stored (it equals the fill value); None when the chain has no conditional
+        codec. ratios : float64, raw chunk bytes / stored bytes, NaN where not stored.
+    Raises ShardIndexError naming a shard whose index is corrupt.
+    """
+    inner = _inner_shape(array)
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True))
+    raw = math.prod(inner) * array.dtype.itemsize
+    masks = np.full(grid, -1, dtype=np.int16)
+    ratios = np.full(grid, np.nan)
+    layout = layout_of(array)
+    if layout is not None:
+        reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
+        for shard, path in chunk_files(store, array):
+            table = read_index(path, layout, os.path.relpath(path, store))
+            blob = path.read_bytes() if reader.codec is not None else b""
+            for i in np.flatnonzero(table[:, 0] != EMPTY):
+                local = np.unravel_index(int(i), layout.chunks_per_shard)
+                index = tuple(s * n + c for s, n, c in zip(shard, layout.chunks_per_shard, local, strict=True))
+                start, n = int(table[i, 0]), int(table[i, 1])
+                ratios[index] = raw / n
+                if reader.codec is not None:
+                    masks[index] = reader.mask(blob[start : start + n])
+        return (masks if reader.codec is not None else None), ratios
+    meta = array.metadata
+    codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
+    reader = _MaskReader(codecs, chunk_spec(inner, meta.data_type, meta.fill_value)) if codecs is not None else None
+    has_masks = reader is not None and reader.codec is not None
+    for coords, path in chunk_files(store, array):
+        data = path.read_bytes()
+        ratios[coords] = raw / max(len(data), 1)
+        if has_masks:
+            masks[coords] = reader.mask(data)
+    return (masks if has_masks else None), ratios

@@ -6,6 +6,8 @@ modification time of the file, or of a Zarr store's metadata files) and the job'
 source changed between two jobs in the same process (a notebook re-run, a long-lived
 ``tcp://`` worker) is opened again, never served stale. ``release(token)`` closes a job's
 datasets when it ends (on distributed workers too), so no file stays open or locked.
+
+``arrays_in(store, names)`` lists the Zarr arrays of a local store (analysis, info, compaction).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import collections
 import os
 import threading
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import xarray as xr
+import zarr
 
-__all__ = ["cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
+__all__ = ["arrays_in", "cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
 
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 _MAX_OPEN = 8
@@ -148,3 +152,21 @@ def child_groups(src: str) -> list[str]:
             return sorted(nc.groups)
     except OSError:  # not a netCDF4/HDF5 file (netCDF3 has no groups)
         return []
+
+
+def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
+    """The Zarr arrays of a local store (the store itself if it is an array), by path.
+
+    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
+    """
+    node = zarr.open(os.fspath(store), mode="r")
+    if isinstance(node, zarr.Array):
+        found = {"": node}
+    else:
+        found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
+    if names:
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
+        return [found[n] for n in names]
+    return [found[k] for k in sorted(found)]
