@@ -69,3 +69,41 @@ def test_a_failed_job_leaves_no_partial_store_once_it_returns(tmp_path, cluster)
     time.sleep(4)  # any task still running would have written by now
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     assert not os.path.exists(str(dst) + PARTIAL_SUFFIX)
+
+
+def test_tasks_go_in_bounded_waves_and_the_bar_follows_the_cluster(tmp_path, cluster, monkeypatch):
+    import zopt.cluster
+
+    cl, client, _ = cluster
+    monkeypatch.setattr(zopt.cluster, "IN_FLIGHT", 4)
+    monkeypatch.setattr(zopt.cluster, "WAVE", 2)
+    seen = []
+    submitted = []
+    real = distributed.Client.compute
+
+    def compute(self, collections, *args, **kwargs):
+        submitted.append(len(collections))
+        return real(self, collections, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "compute", compute)
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.done = total, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            seen.append((self.total, self.done))
+
+        def advance(self, n=1):
+            self.done += n
+
+    report = recompress(NEMO, tmp_path / "w.zarr", variables=["tos"], chunks="y=30,x=36", shards="y=30,x=108",
+                        scheduler=cl.scheduler_address, progress=Bar)
+    assert report.arrays[0].units == 44 and seen == [(44, 44)]  # 11 x 4 shards: each one finished moved the bar
+    assert submitted[0] == 4 and set(submitted[1:]) <= {1, 2} and sum(submitted) == 44  # never more than 4 in flight
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "w.zarr", path="tos")[...],
+                                  xr.open_dataset(NEMO, decode_cf=False).tos.values)
+    assert report.arrays[0].chunks_written == 110

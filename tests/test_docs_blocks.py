@@ -1,4 +1,4 @@
-"""Every code block of the pages that document presets and the xarray helpers runs, in order,
+"""Every code block of the pages that document presets, the xarray helpers and recompress runs, in order,
 in a fresh directory (python blocks in this interpreter, bash blocks with this interpreter's
 ``python`` and ``zopt`` first on PATH)."""
 
@@ -21,7 +21,7 @@ def blocks(page: str) -> list[tuple[str, str]]:
     return BLOCK.findall((DOCS / page).read_text())
 
 
-@pytest.mark.parametrize("page", ["presets.md", "xarray.md"])
+@pytest.mark.parametrize("page", ["presets.md", "xarray.md", "recompress.md"])
 def test_every_code_block_runs(page, tmp_path, monkeypatch):
     found = blocks(page)
     assert found, f"{page} has no code blocks"

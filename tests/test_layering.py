@@ -22,13 +22,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the codecs, with the writer side of `conditional` (its decisions) and the pipeline that
     # publishes each chunk's index to it
     ("codecs", ("zopt.codecs", "zopt.codecs.", "zopt.decisions", "zopt.pipeline", "zopt._zarr_config")),
-    ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.scheduling",
+    ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.locations", "zopt.graph", "zopt.scheduling",
                  "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.menu", "zopt.chunk_feed", "zopt.readers")),
     ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds")),
-    ("plan", ("zopt.plan", "zopt.plot", "zopt.lossy.keepbits", "zopt.lossy.")),
+    ("plan", ("zopt.plan", "zopt.lossy.keepbits", "zopt.lossy.")),
     ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
                 "zopt.recompress", "zopt.recompress.")),
-    ("frontends", ("zopt.cli", "zopt.xarray", "zopt")),
+    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt")),
 ]
 
 

@@ -46,12 +46,12 @@ def _assert_bitwise_equal(a: xr.Dataset, b: xr.Dataset) -> None:
 
 
 def test_every_preset_is_a_valid_chain_that_round_trips(tmp_path):
-    from zopt.engine import _split_chain
+    from zopt.engine import split_chain
 
     rng = np.random.default_rng(0)
     values = np.round(np.cumsum(rng.standard_normal((64, 64)), axis=1), 2).astype("f4")
     for p in PRESETS.values():
-        split = _split_chain(p.chain())
+        split = split_chain(p.chain())
         (cond,) = conditional_codecs_in(split["compressors"])
         assert all(c.to_dict()["name"] in ("shuffle", "zstd") for c in cond.codecs)
         z = zarr.create_array(tmp_path / f"{p.name}.zarr", shape=values.shape, chunks=(32, 32), dtype="f4",

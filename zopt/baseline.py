@@ -72,7 +72,7 @@ def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], sch
     """
     import dask
 
-    from zopt.engine import _compute
+    from zopt.scheduling import compute
 
     store = os.fspath(store) if isinstance(store, str | os.PathLike) else store
     tasks = []
@@ -86,6 +86,6 @@ def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], sch
             region = tuple(slice(i * k, min((i + 1) * k, s)) for i, k, s in zip(start, step, array.shape, strict=True))
             tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard)))
     out = dict.fromkeys(names, 0)
-    for (name, _), n in zip(tasks, _compute([t for _, t in tasks], scheduler, None), strict=True):
+    for (name, _), n in zip(tasks, compute([t for _, t in tasks], scheduler, None), strict=True):
         out[name] += n
     return out

@@ -34,7 +34,40 @@ def _human(n: float | None) -> str:
 
 def _one_line(exc: BaseException) -> str:
     """An error as one line: its message with line breaks folded."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    notes = " ".join(" ".join(n.split()) for n in getattr(exc, "__notes__", ()))
+    return f"{text}; {notes}" if notes else text
+
+
+class _Location(click.ParamType):
+    """A local path that must exist, or an fsspec URL (``s3://…``, ``memory://…``; checked when opened)."""
+
+    name = "path or URL"
+
+    def convert(self, value, param, ctx):
+        from zopt.locations import is_url, local_path
+
+        if is_url(value):
+            return value
+        path = local_path(value)
+        if not os.path.exists(path):
+            self.fail(f"Path {value!r} does not exist.", param, ctx)
+        return path
+
+
+def work_table(report: Any) -> Table:
+    """The plan of work of ``recompress --dry-run`` (a RecompressReport with nothing written)."""
+    table = Table(title=f"zopt recompress --dry-run → {report.dst}")
+    for col in ("array", "shape", "dtype", "layout", "shards", "done", "tasks", "logical", "source stored", "memory/task"):
+        table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "layout") else "right")
+    for a in report.arrays:
+        table.add_row(a.name or "(root)", "×".join(map(str, a.shape)), a.dtype, a.layout, str(a.units), str(a.units_resumed),
+                      str(a.tasks), _human(a.logical_bytes), _human(a.stored_before),
+                      _human(a.projected_task_bytes))
+    table.add_row("total", "", "", "", str(sum(a.units for a in report.arrays)),
+                  str(sum(a.units_resumed for a in report.arrays)), str(sum(a.tasks for a in report.arrays)),
+                  _human(report.logical_bytes), "", _human(max((a.projected_task_bytes for a in report.arrays), default=0)))
+    return table
 
 
 def _mask_text(masks: Any, n_bits: int = 2) -> str:
@@ -77,11 +110,9 @@ class _RichProgress:
         self._callback.__enter__()
         return self
 
-    def watch(self, futures: list) -> None:
-        from distributed import as_completed
-
-        for _ in as_completed(futures):
-            self.progress.advance(self.task)
+    def advance(self, n: int = 1) -> None:
+        """``n`` more shards done (called as a cluster's tasks finish)."""
+        self.progress.advance(self.task, n)
 
     def __exit__(self, *exc: object) -> None:
         if self._callback is not None:
@@ -161,7 +192,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("src", type=click.Path(exists=True))
+@click.argument("src", type=_Location())
 @click.argument("dst", required=False)
 @click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32.")
@@ -181,9 +212,11 @@ def main() -> None:
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
 @click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
+@click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
+              "per task, shards an interrupted run already finished) and exit without writing.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, no_progress, preset, vs_default) -> None:
+               max_memory, in_place, no_progress, preset, vs_default, dry_run) -> None:
     """Rewrite SRC (Zarr v2/v3 store or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -193,7 +226,11 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
 
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
+    if dry_run and vs_default:
+        raise click.UsageError("--vs-default measures a written DST; --dry-run writes none: give one of them.")
     if in_place:
+        if dry_run:
+            raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
         _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
@@ -220,10 +257,19 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory,
+            plan=plan, max_memory=max_memory, dry_run=dry_run,
         )
-    except (ValueError, OSError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    except Exception as exc:
+        from zopt.journal import keeps_partial
+
+        if isinstance(exc, ValueError | OSError | ZoptError) or keeps_partial(exc):  # e.g. a lost worker
+            raise click.ClickException(_one_line(exc)) from exc
+        raise
+    if dry_run:
+        console.print(work_table(report))
+        for note in report.notes:
+            console.print(f"note: {note}")
+        return
     baseline = None
     if vs_default:
         from zopt.baseline import zarr_default_bytes
@@ -344,7 +390,7 @@ def _analysis_options(command):
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store", type=_Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
 @click.option("--overwrite", is_flag=True, help="Replace the analysis at OUTPUT if it exists.")
@@ -462,7 +508,7 @@ def plan() -> None:
 
 
 @plan.command("create")
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store", type=_Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
 @click.option("--overwrite", is_flag=True, help="Replace the plan at OUTPUT if it exists.")

@@ -7,11 +7,17 @@ What the local schedulers give for free has to be asked for here:
   would re-create a partial store the caller is about to remove);
 - at the end, every worker closes the sources the job opened (``zopt.sources.release``), so no
   file stays open or locked and a later job never reads a stale view;
-- a scheduler that cannot be reached is one error naming the address.
+- a scheduler that cannot be reached is one error naming the address;
+- tasks go to the scheduler in waves: at most ``IN_FLIGHT`` tasks are submitted and not yet
+  finished, topped up ``WAVE`` at a time as they finish, so the scheduler's memory and the size
+  of each graph message stay bounded whatever the number of shards (one task per shard; a
+  million shards are 50 waves of 20 000, never one graph of a million keys);
+- the progress bar (``ctx.advance``) moves as the cluster's tasks finish.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -22,6 +28,9 @@ __all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
 #: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
 CONNECT_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 300.0
+#: tasks submitted per graph message, and submitted but unfinished at most
+WAVE = 20_000
+IN_FLIGHT = 40_000
 
 
 class SchedulerUnreachableError(ZoptError, OSError):
@@ -53,8 +62,8 @@ def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
 
 def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -> list:
     """Compute ``tasks`` (Dask delayed objects whose keys contain ``token``) on the cluster at
-    ``address`` inside the context manager ``ctx`` (a progress bar, which may ``watch`` the
-    futures). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
+    ``address`` inside the context manager ``ctx`` (a progress bar, whose ``advance`` is called as each
+    task finishes). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
     does not answer within ``CONNECT_TIMEOUT`` seconds; re-raises a task's error after every task
     of the job has stopped."""
     from distributed import Client
@@ -64,15 +73,34 @@ def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -
     except (OSError, TimeoutError) as exc:
         raise SchedulerUnreachableError(f"scheduler: no dask.distributed scheduler answered at {address} "
                                         f"within {CONNECT_TIMEOUT:.0f} s ({type(exc).__name__})") from exc
+    from distributed import as_completed
+
     with client:
-        futures = client.compute(tasks)
+        results: list = [None] * len(tasks)
+        position: dict = {}
+        pending = iter(enumerate(tasks))
+        running = as_completed()
+
+        def submit(n: int) -> None:
+            wave = list(itertools.islice(pending, n))
+            if wave:
+                for (i, _), future in zip(wave, client.compute([t for _, t in wave]), strict=True):
+                    position[future.key] = i
+                    running.add(future)
+
         try:
             with ctx:
-                if hasattr(ctx, "watch"):
-                    ctx.watch(futures)
-                return client.gather(futures)
+                submit(IN_FLIGHT)
+                for future in running:
+                    results[position.pop(future.key)] = future.result()  # a task's error is raised here
+                    future.release()
+                    if hasattr(ctx, "advance"):
+                        ctx.advance()
+                    if running.count() <= IN_FLIGHT - WAVE:
+                        submit(WAVE)
+            return results
         except BaseException:
-            client.cancel(futures)
+            client.cancel(list(running.futures))
             if token:
                 _drain(client, token)
             raise

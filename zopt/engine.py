@@ -47,14 +47,17 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from zopt import locations as loc
 from zopt._zarr_compat import open_array, unservable_array_error
 from zopt.chunk_feed import AlignedChunkReader
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.decisions import Decision
+from zopt.graph import shard_tasks
 from zopt.grid import fit_shape as _fit
 from zopt.grid import is_fill, padded
 from zopt.grid import regions as _regions
+from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
 from zopt.menu import default_chain
 from zopt.paths import (
     PARTIAL_SUFFIX,
@@ -124,6 +127,9 @@ class ArrayReport:
     layout: str = "compact"  # compact, fixed-slot or unsharded
     allocated_after: int = 0  # bytes on disk (less than stored_after for sparse slot files)
     projected_task_bytes: int = 0  # projected peak memory of one task (see projected_task_bytes)
+    units: int = 0  # write units (shards; chunks when unsharded), each one marked done in the journal
+    units_resumed: int = 0  # units an interrupted run of the same job had finished: skipped
+    tasks: int = 0  # Dask tasks of this array in this run
 
     @property
     def ratio(self) -> float:
@@ -193,7 +199,7 @@ def source_variables(src: str, group: zarr.Group | None = None, token: str | Non
     group already opened from ``src``, if the caller has it; ``token``: the job's id (see
     ``zopt.sources.open_source``).
     Raises FileNotFoundError if ``src`` does not exist."""
-    if not os.path.exists(src):
+    if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else _zarr_v3_group(src)
     if group is not None:
@@ -236,10 +242,7 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
 
 
 def _source_nbytes(src: str) -> int:
-    p = Path(src)
-    if p.is_dir():
-        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-    return p.stat().st_size
+    return loc.total_bytes(src)
 
 
 def chunk_bytes_stored(store: str, name: str) -> int:
@@ -271,7 +274,12 @@ def _stored_sizes(store: Any, name: str) -> tuple[int, int]:
 
 
 def _stored_bytes_of(src: str, name: str) -> int | None:
-    return chunk_bytes_stored(src, name) if _is_zarr(src) else None
+    if not _is_zarr(src):
+        return None
+    if loc.is_url(src):
+        return sum(n for p, n in loc.files(loc.join(src, name) if name else src)
+                   if p.rsplit("/", 1)[-1] not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"))
+    return chunk_bytes_stored(src, name)
 
 
 # -- codec chain and chunking -----------------------------------------------------------------------
@@ -297,7 +305,7 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
     return chain
 
 
-def _split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
 
     A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
@@ -477,9 +485,10 @@ class _Recorder(Decision):
 
 
 def _write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    marker: str | None = None,
 ) -> tuple[collections.Counter, int]:
-    """Dask task (unsharded targets): write one chunk region through zarr."""
+    """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
     data = read_source(src, name, region, token)
     array = zarr.open_array(dst, path=name, mode="r+")
     if plan is not None:  # one chunk per task here: check its content against the plan
@@ -496,7 +505,10 @@ def _write_region(
     masks: collections.Counter = collections.Counter()
     if recorder is not None:
         masks.update(mask for _, mask, _ in recorder.log)
-    return masks, len(recorder.log) if recorder else 0
+    result = masks, len(recorder.log) if recorder else 0
+    if marker is not None:
+        mark(marker, *result)
+    return result
 
 
 @dataclass(frozen=True)
@@ -651,11 +663,15 @@ def _masks_of(encoded: list) -> collections.Counter:
     return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
 
 
-def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...]) -> tuple[collections.Counter, int]:
-    """Dask task (compact layout): encode a whole shard and write it packed, atomically."""
+def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
+                        ) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
     encoded = list(job.encode(shard_coords, None, limit=False))
     job.write_packed(shard_coords, pack_parts(job.layout, ((i, e.data) for i, e in encoded)))
-    return _masks_of(encoded), len(encoded)
+    result = _masks_of(encoded), len(encoded)
+    if marker is not None:
+        mark(marker, *result)
+    return result
 
 
 def _write_slot_part(job: _ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
@@ -666,8 +682,9 @@ def _write_slot_part(job: _ShardJob, shard_coords: tuple[int, ...], part: tuple[
     return _masks_of(encoded), written
 
 
-def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts) -> tuple[collections.Counter, int]:
-    """Dask task (fixed-slot layout): write the shard's index and rename it into place."""
+def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
+                    ) -> tuple[collections.Counter, int]:
+    """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
     path = job.path(shard_coords)
     written = [w for _, ws in parts for w in ws]
     tmp = tmp_path(path, job.job)
@@ -679,6 +696,8 @@ def _finalize_shard(job: _ShardJob, shard_coords: tuple[int, ...], *parts) -> tu
     masks: collections.Counter = collections.Counter()
     for m, _ in parts:
         masks.update(m)
+    if marker is not None:
+        mark(marker, masks, len(written))
     return masks, len(written)
 
 
@@ -716,12 +735,15 @@ def recompress(
     slot_parts: int | None = None,
     plan: Any = None,
     max_memory: int | str | None = None,
+    dry_run: bool = False,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
     Parameters
     ----------
-    src : path of a Zarr v2/v3 store or a netCDF/HDF5 file. Only read.
+    src : a Zarr v2/v3 store (group, nested groups or root array) or a netCDF/HDF5 file: a local
+        path or an fsspec URL (``s3://…``, ``gs://…``, ``memory://…``, ``file://…``; see
+        ``zopt.locations``). Only read.
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
@@ -755,6 +777,16 @@ def recompress(
         against the content it was made for while writing (the partial store is then removed).
     max_memory : refuse the job (ValueError, before anything is written) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    dry_run : build the plan of work (target metadata in memory, the Dask graph) and return it
+        without writing anything: the report's arrays give shapes, units (shards), tasks,
+        logical and source bytes, projected memory per task, and units an interrupted run of
+        the same job already finished (``units_resumed``); ``stored_after`` stays 0.
+
+    Resuming (local directory destinations): the job keeps a journal in ``dst.zopt-partial``
+    (``zopt.journal``). A run killed, preempted or failed for a reason outside the job's inputs
+    (a lost worker, an I/O error, Ctrl-C) leaves it; the same call again skips the shards
+    already written and publishes as usual. Other options or a changed source raise
+    ``zopt.journal.ResumeMismatchError`` before anything is touched.
 
     Returns a ``RecompressReport``. Raises FileExistsError if ``dst`` exists and not
     ``overwrite``; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
@@ -767,12 +799,13 @@ def recompress(
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
     if plan is not None and not (isinstance(decision, str) and decision == "compress_if_smaller"):
         raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
-    src = resolve(src)  # on the client: Dask workers may run in another directory
+    src = os.fspath(src) if loc.is_url(src) else resolve(loc.local_path(src))  # on the client: workers may run elsewhere
     store, dst = _destination(dst)
     notes: list[str] = []
     if store is None:
         dst = resolve(dst)
-        check_no_overlap(src, dst)
+        if not loc.is_url(src):
+            check_no_overlap(src, dst)
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
@@ -780,6 +813,7 @@ def recompress(
     else:
         from zarr.core.sync import sync
 
+        _check_no_url_overlap(src, store)
         if sync(store.exists("zarr.json")) and not overwrite:
             raise FileExistsError(f"dst {_store_text(store)} holds a Zarr hierarchy; use --overwrite (overwrite=True) "
                                   "to replace it")
@@ -788,7 +822,7 @@ def recompress(
             notes.append(f"layout: fixed slots need positional writes (a local directory store); {_store_text(store)} "
                          "has none, so each shard was assembled packed inside one task and written with one put")
     chain = parse_chain(codecs)
-    split = _split_chain(chain)
+    split = split_chain(chain)
     if isinstance(plan, str | os.PathLike):
         from zopt.plan import Plan
 
@@ -815,17 +849,38 @@ def recompress(
     if root_meta and not names:
         notes.append("the source is a root array that is not numeric; copied as it is")
 
+    journal, record = None, None
     if store is None:
         partial: Any = dst.rstrip("/") + PARTIAL_SUFFIX
-        shutil.rmtree(partial, ignore_errors=True)
-    else:  # no rename in a store: written in place, cleared first and on failure
+        journal = Journal(partial)
+        fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
+                                      "variables": variables, "layout": layout, "slot_parts": slot_parts, "plan": plan})
+        record = journal.read()
+        if record is not None:
+            journal.check(record, fp, dst)  # ResumeMismatchError: nothing touched
+        elif not dry_run:
+            shutil.rmtree(partial, ignore_errors=True)  # no journal: a job killed before its plan of work was recorded
+        if record is not None and not dry_run:
+            remove_temporaries(partial)
+    dst_text = dst if store is None else _store_text(store)
+    done_by = journal if record is not None else None  # its markers: the units an interrupted run finished
+    if dry_run:  # the target's metadata in memory: nothing written
+        journal, store = None, zarr.storage.MemoryStore()
+        partial = store
+    elif store is not None:  # no rename in a store: written in place, cleared first and on failure
         partial = store
         sync(store.delete_dir(""))
     try:
         splits = {n: _split_for(source[n], codecs, split) for n in names}
-        layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
-                                 root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
-                                 token=job_id)
+        if record is None or dry_run:
+            layouts = _create_target(src, source_group, partial, source, names, chunk_arg, shard_arg, splits,
+                                     root_meta=root_meta, plan=plan if chunks is None else None, explicit=variables,
+                                     token=job_id)
+            if journal is not None:
+                journal.begin(fp, job_id, layouts)
+        else:
+            layouts = Journal.layouts(record)
+            notes.append(f"resumed the interrupted job in {partial}")
         tasks, reports = [], {}
         for name in names:
             var = source[name]
@@ -846,34 +901,64 @@ def recompress(
             rep.projected_task_bytes = projected_task_bytes(dst_array, shard_layout, layout, slot_parts)
             if limit is not None and rep.projected_task_bytes > limit:
                 raise ValueError(_memory_message(name, rep.projected_task_bytes, limit))
+            done = done_by.done(name) if done_by is not None else {}
+            n_tasks = len(tasks)
             if shard_layout is None:
                 for region in _regions(tuple(var.shape), inner):
-                    key = f"zopt-chunk-{name}-{'.'.join(str(r.start // c) for r, c in zip(region, inner, strict=True))}-{job_id}"
+                    coords = tuple(r.start // c for r, c in zip(region, inner, strict=True))
+                    rep.units += 1
+                    if _resumed(rep, done, coords):
+                        continue
+                    key = f"zopt-chunk-{name}-{'.'.join(map(str, coords))}-{job_id}"
+                    marker = journal.marker(name, coords) if journal is not None else None
                     tasks.append((name, dask.delayed(_write_region, pure=False)(
-                        src, name, partial, region, decision, array_plan, job_id, dask_key_name=key)))
+                        src, name, partial, region, decision, array_plan, job_id, marker, dask_key_name=key)))
+                rep.tasks = len(tasks) - n_tasks
                 continue
             if layout == "fixed-slot":
                 shard_layout.slot_size  # noqa: B018 - raises ValueError naming a codec without a bound
-            job = dask.delayed(
-                _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout, tuple(var.shape),
-                          decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan, store),
-                traverse=False, name=f"zopt-job-{name}-{job_id}",
-            )
+            shard_job = _ShardJob(src, name, os.path.join(partial, name) if store is None else name, shard_layout,
+                                  tuple(var.shape), decision, job_id, dst_array.metadata.chunk_key_encoding, array_plan,
+                                  store)
             grid = tuple(math.ceil(s / k) for s, k in zip(var.shape, shard, strict=True))
             parts = _slot_parts(shard_layout, slot_parts) if layout == "fixed-slot" else []
+            if layout == "compact":  # one graph layer for the array's shards (zopt.graph)
+                units = []
+                for coords in np.ndindex(*grid):
+                    rep.units += 1
+                    if not _resumed(rep, done, coords):
+                        units.append((f"zopt-shard-{name}-{'.'.join(map(str, coords))}-{job_id}", coords,
+                                      journal.marker(name, coords) if journal is not None else None))
+                tasks.extend((name, t) for t in shard_tasks(_write_packed_shard, shard_job, f"zopt-job-{name}-{job_id}",
+                                                             units))
+                rep.tasks = len(tasks) - n_tasks
+                continue
+            job = dask.delayed(shard_job, traverse=False, name=f"zopt-job-{name}-{job_id}")
             for coords in np.ndindex(*grid):
+                rep.units += 1
+                if _resumed(rep, done, coords):
+                    continue
                 label = f"{name}-{'.'.join(map(str, coords))}-{job_id}"
-                if layout == "compact":
-                    task = dask.delayed(_write_packed_shard, pure=False)(job, coords, dask_key_name=f"zopt-shard-{label}")
-                else:
-                    writes = [
-                        dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
-                        for p in parts
-                    ]
-                    task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, dask_key_name=f"zopt-shard-{label}")
+                marker = journal.marker(name, coords) if journal is not None else None
+                writes = [
+                    dask.delayed(_write_slot_part, pure=False)(job, coords, p, dask_key_name=f"zopt-slots-{label}-{p[0]}")
+                    for p in parts
+                ]
+                task = dask.delayed(_finalize_shard, pure=False)(job, coords, *writes, marker=marker,
+                                                                  dask_key_name=f"zopt-shard-{label}")
                 tasks.append((name, task))
+            rep.tasks = (len(tasks) - n_tasks) * (1 + len(parts))
+        if dry_run:
+            if children:
+                notes.append(f"the child groups {children} are rewritten as stores of their own, not planned here: "
+                             "give SRC/GROUP to --dry-run for each")
+            return RecompressReport(dst=dst_text, arrays=list(reports.values()),
+                                    seconds=time.perf_counter() - t0, source_bytes=_source_nbytes(src), notes=notes)
         graph_seconds = _run_writes(tasks, reports, partial, scheduler, progress, token=job_id)
         for child in children:  # each child group is a store of its own inside the new one
+            if record is not None and os.path.exists(os.path.join(partial, child, "zarr.json")):
+                notes.append(f"{child}: already rewritten by the interrupted run")  # published into the partial store
+                continue
             sub = recompress(
                 os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
                 decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
@@ -890,9 +975,14 @@ def recompress(
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
         if store is None:
+            journal.remove()  # DST never holds the journal; a kill right here only means starting over
             publish(partial, dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
-    except BaseException:
-        if store is None:
+    except BaseException as exc:
+        if journal is not None and keeps_partial(exc) and journal.read() is not None:
+            exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
+        elif dry_run:
+            pass
+        elif store is None:
             shutil.rmtree(partial, ignore_errors=True)
         else:
             sync(store.delete_dir(""))
@@ -903,9 +993,31 @@ def recompress(
     for rep in reports.values():
         rep.seconds = elapsed
     return RecompressReport(
-        dst=dst if store is None else _store_text(store), arrays=list(reports.values()), seconds=elapsed,
+        dst=dst_text, arrays=list(reports.values()), seconds=elapsed,
         source_bytes=_source_nbytes(src), graph_seconds=graph_seconds, notes=notes,
     )
+
+
+def _check_no_url_overlap(src: str, store: Any) -> None:
+    """OverlapError if the destination store's URL and a URL source are one inside the other."""
+    from zopt.paths import OverlapError
+
+    d, s = _store_text(store).rstrip("/"), src.rstrip("/")
+    if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):
+        raise OverlapError(f"dst: {d} and SRC {s} overlap; writing there would delete or replace the source: "
+                           "choose a DST outside SRC")
+
+
+def _resumed(rep: ArrayReport, done: dict, coords: tuple[int, ...]) -> bool:
+    """Whether write unit ``coords`` was finished by an interrupted run (its journal marker is in
+    ``done``); if so its masks and chunks go into ``rep``."""
+    found = done.get(Journal.key(coords))
+    if found is None:
+        return False
+    rep.masks.update(found[0])
+    rep.chunks_written += found[1]
+    rep.units_resumed += 1
+    return True
 
 
 def _store_text(store: Any) -> str:
@@ -980,7 +1092,7 @@ def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[
     for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
     if codecs is not None:
         return split
-    return _split_chain(default_chain(var.dtype))
+    return split_chain(default_chain(var.dtype))
 
 
 def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress,
@@ -1197,21 +1309,28 @@ def _create_target(src: str, source_group: zarr.Group | None, partial: Any, sour
 
 def _copy_array_files(source_dir: str, target: Any, name: str) -> None:
     """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
-    if isinstance(target, str | os.PathLike):
+    if isinstance(target, str | os.PathLike) and not loc.is_url(source_dir):
         shutil.copytree(source_dir, os.path.join(target, name), dirs_exist_ok=not name)
         return
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    for path in sorted(Path(source_dir).rglob("*")):
-        if path.is_file():
-            key = "/".join([*([name] if name else []), *path.relative_to(source_dir).parts])
-            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(path.read_bytes())))
+    for rel, _ in loc.files(source_dir):
+        if name == "" and rel.split("/")[0] == JOURNAL_DIR:
+            continue
+        data = loc.read_bytes(loc.join(source_dir, rel))
+        if isinstance(target, str | os.PathLike):
+            out = Path(target, name, rel)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        else:
+            key = "/".join([*([name] if name else []), *rel.split(os.sep)])
+            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
 
 def _zarr_v3_group(src: str) -> zarr.Group | None:
     """``src`` opened read-only if it is a Zarr v3 group in a local directory, else None."""
-    if not os.path.isfile(os.path.join(src, "zarr.json")):
+    if not loc.isfile(loc.join(src, "zarr.json")):
         return None
     try:
         return zarr.open_group(src, mode="r", zarr_format=3)

@@ -34,7 +34,7 @@ from zopt.shards import (
 )
 from zopt.sources import arrays_in
 
-__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "store_info"]
+__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "inner_chunk_shape", "store_info"]
 
 
 @dataclass
@@ -151,7 +151,7 @@ def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None) ->
             dtype=str(meta.data_type.to_json(3) if hasattr(meta, "data_type") else array.dtype),
             layout="unsharded",
             shard_files=0,
-            chunks_total=math.prod(math.ceil(s / c) for s, c in zip(array.shape, _inner_shape(array), strict=True)),
+            chunks_total=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner_chunk_shape(array), strict=True)),
             chunks_stored=0,
             logical_bytes=int(math.prod(array.shape) * itemsize),
             apparent_bytes=0,
@@ -167,7 +167,8 @@ def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None) ->
     return out
 
 
-def _inner_shape(array: zarr.Array) -> tuple[int, ...]:
+def inner_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+    """The inner chunk shape of a sharded array, else its chunk shape (elements)."""
     layout = layout_of(array)
     return layout.inner_shape if layout is not None else tuple(array.metadata.chunk_grid.chunk_shape)
 
@@ -195,7 +196,7 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
         codec. ratios : float64, raw chunk bytes / stored bytes, NaN where not stored.
     Raises ShardIndexError naming a shard whose index is corrupt.
     """
-    inner = _inner_shape(array)
+    inner = inner_chunk_shape(array)
     grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True))
     raw = math.prod(inner) * array.dtype.itemsize
     masks = np.full(grid, -1, dtype=np.int16)

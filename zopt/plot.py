@@ -161,7 +161,7 @@ def plot_store(store: str | os.PathLike, arrays: Sequence[Any], path: str | os.P
     """Write a PNG of stored chunks of ``arrays`` (zarr arrays of the local ``store``): the mask
     read from each chunk's header and its raw / stored bytes (``zopt.info.chunk_grids``)."""
     from zopt.codecs.conditional import conditional_codecs_in
-    from zopt.info import _inner_shape, chunk_grids
+    from zopt.info import chunk_grids, inner_chunk_shape
 
     panels = []
     for array in arrays:
@@ -174,7 +174,7 @@ def plot_store(store: str | os.PathLike, arrays: Sequence[Any], path: str | os.P
         name = (array.path or "/") + (f" [{units}]" if units else "")
         dims = getattr(array.metadata, "dimension_names", None)
         panels.append(GridPanel(f"{name} ({'×'.join(map(str, array.shape))}, {array.dtype})", masks, ratios,
-                                codecs, list(dims) if dims else None, _inner_shape(array)))
+                                codecs, list(dims) if dims else None, inner_chunk_shape(array)))
     if not panels:
         raise ValueError(f"info --png: {os.fspath(store)!r} has no array of one dimension or more to draw")
     plot_grids(panels, f"zopt info {os.fspath(store)}", path)

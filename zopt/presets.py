@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json"]
+__all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,12 @@ class Preset:
         ``decision`` (default: the preset's). ``itemsize`` as for ``chain``; ``shuffle`` gets
         it as ``element_size`` when given. Raises ValueError naming ``decision`` if invalid."""
         from zopt.codecs.conditional import with_decision_in
-        from zopt.engine import _split_chain
+        from zopt.engine import split_chain
 
         chain = self.chain(itemsize)
         if itemsize is not None:
-            _set_element_size(chain, itemsize)
-        split = _split_chain(chain)
+            set_element_size(chain, itemsize)
+        split = split_chain(chain)
         chosen = self.decision if decision is None else decision
         split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
         return split
@@ -79,14 +79,14 @@ class Preset:
         return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain()}
 
 
-def _set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
+def set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
     """Give every ``shuffle`` in ``codecs`` (also inside ``conditional``) ``element_size`` if unset."""
     for c in codecs:
         cfg = c.get("configuration") or {}
         if c["name"] == "shuffle" and cfg.get("element_size") is None:
             c["configuration"] = {**cfg, "element_size": itemsize}
         if isinstance(cfg.get("codecs"), list):
-            _set_element_size(cfg["codecs"], itemsize)
+            set_element_size(cfg["codecs"], itemsize)
 
 
 def _chain(*wrapped: dict[str, Any]) -> tuple[str, ...]:

@@ -22,6 +22,8 @@ from typing import Any
 import xarray as xr
 import zarr
 
+from zopt import locations as loc
+
 __all__ = ["arrays_in", "cached_tokens", "is_zarr", "open_source", "release", "source_identity"]
 
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
@@ -31,13 +33,17 @@ _cache: collections.OrderedDict[tuple, xr.Dataset] = collections.OrderedDict()
 
 
 def is_zarr(path: str) -> bool:
-    """True if ``path`` is a local directory with Zarr metadata (v2 or v3) at its root."""
+    """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root."""
+    if loc.is_url(path):
+        return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
 
 
 def source_identity(src: str) -> tuple:
     """``(resolved path, (name, size, mtime_ns) …)`` of a file, or of a Zarr store's root metadata
-    files: changes when the file (or the store's metadata) is rewritten."""
+    files: changes when the file (or the store's metadata) is rewritten. A URL: itself."""
+    if loc.is_url(src):
+        return (src,)
     path = os.path.realpath(src)
     files = [os.path.join(path, n) for n in _ZARR_METADATA] if os.path.isdir(path) else [path]
     stats = []
@@ -57,7 +63,7 @@ def open_source(src: str, token: str | None = None) -> xr.Dataset:
     id: ``release(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
     does not exist.
     """
-    if not os.path.exists(src):
+    if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     key = (source_identity(src), token)
     with _lock:
@@ -80,7 +86,7 @@ def _open(src: str) -> xr.Dataset:
         with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
             warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
             return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
-    if os.path.isdir(src):
+    if loc.isdir(src):
         raise ValueError(f"src: {src!r} is a directory without Zarr metadata (zarr.json, .zgroup, .zarray) at its root: "
                          "give a Zarr store or a netCDF/HDF5 file")
     try:
@@ -112,36 +118,31 @@ def root_array_metadata(src: str) -> dict | None:
     v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else."""
     import json
 
-    if not os.path.isdir(src):
+    if not loc.is_url(src) and not os.path.isdir(src):
         return None
-    v3, v2 = os.path.join(src, "zarr.json"), os.path.join(src, ".zarray")
-    if os.path.isfile(v3):
-        with open(v3, "rb") as f:
-            meta = json.load(f)
-        return meta if meta.get("node_type") == "array" else None
-    if os.path.isfile(v2):
-        with open(v2, "rb") as f:
-            return json.load(f)
+    for doc in ("zarr.json", ".zarray"):
+        try:
+            meta = json.loads(loc.read_bytes(loc.join(src, doc)))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+        return meta if doc == ".zarray" or meta.get("node_type") == "array" else None
     return None
 
 
 def child_groups(src: str) -> list[str]:
     """Names of the groups directly inside ``src``'s root group: subdirectories of a Zarr store
     holding group metadata, or the groups of a netCDF4/HDF5 file (``[]`` for other formats)."""
-    if os.path.isdir(src):
-        found = []
-        for entry in sorted(os.scandir(src), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            v3 = os.path.join(entry.path, "zarr.json")
-            if os.path.isfile(v3):
-                import json
+    if loc.is_url(src) or os.path.isdir(src):
+        import json
 
-                with open(v3, "rb") as f:
-                    if json.load(f).get("node_type") == "group":
-                        found.append(entry.name)
-            elif os.path.isfile(os.path.join(entry.path, ".zgroup")):
-                found.append(entry.name)
+        found = []
+        for name in loc.subdirs(src):
+            try:
+                if json.loads(loc.read_bytes(loc.join(src, name, "zarr.json"))).get("node_type") == "group":
+                    found.append(name)
+            except FileNotFoundError:
+                if loc.exists(loc.join(src, name, ".zgroup")):
+                    found.append(name)
         return found
     try:
         import netCDF4

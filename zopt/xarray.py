@@ -32,12 +32,12 @@ import xarray as xr
 from zopt import paths
 from zopt.engine import (
     RecompressReport,
-    _split_chain,
     choose_chunks,
     parse_shape,
     shape_for,
+    split_chain,
 )
-from zopt.presets import _set_element_size, get_preset
+from zopt.presets import get_preset, set_element_size
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
@@ -138,8 +138,8 @@ def encoding(
         if ap is not None:
             ap.check(shape, inner, ap.codecs, ap.header_bits, str(dtype))
             chain = _plan_chain(ap)
-            _set_element_size(chain, dtype.itemsize)
-            split = _split_chain(chain)
+            set_element_size(chain, dtype.itemsize)
+            split = split_chain(chain)
             split["compressors"] = list(with_decision_in(split["compressors"] or (), ap)) or None
         else:
             split = get_preset(_preset_name(preset, dtype)).array_codecs(dtype.itemsize, decision)
@@ -230,9 +230,9 @@ def recompress(
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
             warnings.simplefilter("ignore", UserWarning)
             delayed = ds.to_zarr(partial, mode="w", zarr_format=3, consolidated=True, encoding=enc, compute=False)
-        from zopt.engine import _compute
+        from zopt.scheduling import compute
 
-        _compute([delayed], scheduler, None)
+        compute([delayed], scheduler, None)
         paths.publish(partial, dst)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -1,0 +1,190 @@
+"""Resumable recompress jobs: real processes SIGKILLed at random points, then the same command again.
+
+The second run must skip every shard the journal marks finished (their files keep their inode:
+not rewritten), rewrite all others (a shard torn by the kill included), and publish a store that
+reads back bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from zopt.engine import recompress
+from zopt.journal import JOURNAL_DIR, Journal, ResumeMismatchError
+from zopt.paths import PARTIAL_SUFFIX
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+SHAPE = (480, 480)
+
+
+def _source(path: Path, kind: str) -> Path:
+    rng = np.random.default_rng(7)
+    data = (rng.normal(size=SHAPE) * 100).astype("f4")
+    data[rng.random(SHAPE) < 0.01] = np.nan  # NaNs compared by bits below
+    if kind == "root":
+        a = zarr.create_array(str(path), shape=SHAPE, chunks=(60, 60), dtype="f4", dimension_names=("y", "x"))
+        a[...] = data
+    else:  # a v3 group with two arrays and attributes
+        g = zarr.create_group(str(path), attributes={"title": "resume"})
+        for name, d in (("a", data), ("b", data[::-1].copy())):
+            a = g.create_array(name, shape=SHAPE, chunks=(60, 60), dtype="f4", dimension_names=("y", "x"))
+            a[...] = d
+    return path
+
+
+def _cmd(src: Path, dst: Path, layout: str) -> list[str]:
+    cmd = [sys.executable, "-m", "zopt.cli", "recompress", str(src), str(dst), "--scheduler", "synchronous",
+           "--no-progress"]
+    if layout == "unsharded":
+        return [*cmd, "--chunks", "y=60,x=60", "--shards", "y=60,x=60"]  # shards equal to chunks: unsharded, 64 chunks
+    cmd += ["--chunks", "y=20,x=20", "--shards", "y=40,x=40"]  # 144 shards of 4 inner chunks
+    return [*cmd, "--layout", "fixed-slot", "--slot-parts", "2"] if layout == "fixed-slot" else cmd
+
+
+def _markers(partial: Path) -> set[str]:
+    done = partial / JOURNAL_DIR / "done"
+    return {str(p.relative_to(done)) for p in done.rglob("*") if p.is_file() and not p.name.startswith(".")}
+
+
+def _shard_inodes(root: Path) -> dict[str, tuple[int, int]]:
+    """Each shard (chunk) file's identity: inode and modification time, both changed by a rewrite."""
+    return {str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in root.rglob("c/**/*") if p.is_file()}
+
+
+def _kill_after(cmd: list[str], partial: Path, at: int, rng: random.Random) -> bool:
+    """Run ``cmd`` and SIGKILL it once ``at`` shards are marked, a random few ms later (mid-write).
+    Returns False if the job finished first."""
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while proc.poll() is None:
+            if len(_markers(partial)) >= at:
+                time.sleep(rng.random() * 0.004)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return True
+            time.sleep(0.001)
+        return False
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _assert_same(src: Path, dst: Path, names: list[str]) -> None:
+    for name in names:
+        a = zarr.open_array(str(src), path=name, mode="r")[...]
+        b = zarr.open_array(str(dst), path=name, mode="r")[...]
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(a.view("u4"), b.view("u4")), name  # NaN payloads included
+
+
+@pytest.mark.parametrize("kind,layout", [("root", "compact"), ("group", "fixed-slot"), ("group", "unsharded")])
+def test_sigkilled_job_resumes_and_writes_only_unfinished_shards(tmp_path, kind, layout):
+    src = _source(tmp_path / "src.zarr", kind)
+    dst = tmp_path / "dst.zarr"
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    names = [""] if kind == "root" else ["a", "b"]
+    total = (144 if layout != "unsharded" else 64) * len(names)
+    rng = random.Random(f"{kind}-{layout}")
+    cmd = _cmd(src, dst, layout)
+    killed_runs = 0
+    for _ in range(2):  # kills at random points: the second one kills a resumed run
+        at = len(_markers(partial)) + rng.randint(1, total // 4) if partial.exists() else rng.randint(1, total // 3)
+        if not _kill_after(cmd, partial, at, rng):
+            break
+        killed_runs += 1
+        assert not dst.exists() and (partial / JOURNAL_DIR / "job.json").exists()
+    assert killed_runs >= 1
+    before = _markers(partial)
+    inodes = _shard_inodes(partial)
+    assert 0 < len(before) < total
+    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "resumed" in out.stdout
+    after = _shard_inodes(dst)
+    kept = {k for k, ino in after.items() if inodes.get(k) == ino}
+    rewritten = set(after) - kept
+    # every marked shard kept its file, every other shard was written by the second run
+    assert len(kept) == len(before) and len(rewritten) == total - len(before)
+    assert not partial.exists() and not any(JOURNAL_DIR in str(p) or ".zopt-" in p.name for p in dst.rglob("*"))
+    _assert_same(src, dst, names)
+
+
+def test_resuming_after_90_percent_rewrites_about_10_percent(tmp_path):
+    src = _source(tmp_path / "src.zarr", "root")
+    dst = tmp_path / "dst.zarr"
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    cmd = _cmd(src, dst, "compact")
+    assert _kill_after(cmd, partial, 130, random.Random(1))  # 130 of 144 shards
+    before = _markers(partial)
+    inodes = _shard_inodes(partial)
+    assert subprocess.run(cmd, env=ENV, capture_output=True).returncode == 0
+    rewritten = [k for k, ino in _shard_inodes(dst).items() if inodes.get(k) != ino]
+    assert len(before) >= 130 and len(rewritten) == 144 - len(before) <= 14
+    _assert_same(src, dst, [""])
+
+
+def test_resume_refuses_other_options_or_a_changed_source_in_one_line(tmp_path):
+    src = _source(tmp_path / "src.zarr", "group")
+    dst = tmp_path / "dst.zarr"
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    cmd = _cmd(src, dst, "compact")
+    assert _kill_after(cmd, partial, 20, random.Random(2))
+    before = _markers(partial)
+    other = [c if c != "y=40,x=40" else "y=80,x=80" for c in cmd]
+    out = subprocess.run(other, env=ENV, capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    line = [ln for ln in out.stderr.splitlines() if "resume:" in ln]
+    assert line and "shards: y=40,x=40 → y=80,x=80" in line[0] and "delete" in line[0]
+    assert _markers(partial) == before  # nothing touched
+    meta = json.loads((src / "zarr.json").read_text())
+    meta["attributes"]["title"] = "changed"
+    (src / "zarr.json").write_text(json.dumps(meta))
+    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
+    assert out.returncode != 0 and "the source changed" in out.stderr and "Traceback" not in out.stderr
+    with pytest.raises(ResumeMismatchError, match="the source changed"):
+        recompress(src, dst, chunks="y=20,x=20", shards="y=40,x=40", scheduler="synchronous")
+    assert _markers(partial) == before
+
+
+def test_a_marker_that_is_unreadable_means_the_shard_is_redone(tmp_path):
+    src = _source(tmp_path / "src.zarr", "root")
+    dst = tmp_path / "dst.zarr"
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    cmd = _cmd(src, dst, "compact")
+    assert _kill_after(cmd, partial, 30, random.Random(3))
+    journal = Journal(partial)
+    done = journal.done("")
+    victim = sorted(done)[0]
+    Path(journal.marker("", map(int, victim.split(".")))).write_bytes(b'{"masks": {"1": ')  # torn
+    shard = partial / "c" / victim.replace(".", "/")
+    shard.write_bytes(shard.read_bytes()[:10])  # and its shard torn too
+    report = recompress(src, dst, chunks="y=20,x=20", shards="y=40,x=40", scheduler="synchronous")
+    assert report.arrays[0].units_resumed == len(done) - 1
+    _assert_same(src, dst, [""])
+
+
+def test_dry_run_prints_the_plan_of_work_and_writes_nothing(tmp_path):
+    src = _source(tmp_path / "src.zarr", "group")
+    dst = tmp_path / "dst.zarr"
+    report = recompress(src, dst, chunks="y=20,x=20", shards="y=40,x=40", layout="fixed-slot", slot_parts=3,  # 2 rows of inner chunks: 2 parts
+                        dry_run=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.zarr"]
+    (a, b) = report.arrays
+    assert a.units == b.units == 144 and a.tasks == 144 * 3 and a.units_resumed == 0
+    assert a.logical_bytes == 480 * 480 * 4 and a.projected_task_bytes > 0 and a.stored_after == 0
+    out = subprocess.run([sys.executable, "-m", "zopt.cli", "recompress", str(src), str(dst), "--chunks", "y=20,x=20",
+                          "--shards", "y=40,x=40", "--dry-run"], env=ENV, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "288" in out.stdout and "memory/task" in out.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.zarr"]
