@@ -1,22 +1,35 @@
-"""Benchmark: recompress a 1 GiB float32 array — zopt vs dask.array.from_zarr(...).to_zarr(...).
+"""Benchmark: recompress float32 into shards — zopt against zarr-python, Dask, zarrs and tensorstore.
 
-    python benchmarks/recompress.py [--size-gib 1] [--workdir bench-out] [--repeat 2]
+    python benchmarks/recompress.py [--size-gib 1] [--repeat 3] [--workdir bench-out]
+                                    [--python313 /path/to/python3.13] [--runners a,b,...]
 
-Both runs read the same uncompressed source store (shard-aligned source chunks, so the dask
-route needs no rechunk) and write a sharded Zarr v3 store with 256×256 inner chunks on Dask's
-local threaded scheduler:
+The job (issue 19): a float32 array of ``(512, 512, 1024)`` per GiB (``--size-gib`` scales the
+number of 256³ shards; 0.25 is the smallest), stored in source chunks 64³ ``[bytes, zstd(3)]``,
+rewritten into shards 256³ with inner chunks 64³ and the index at the end. Two variants:
+``smooth`` (a smooth field with noise) and ``mixed`` (a quarter of the shards random bits, a
+quarter constant, half smooth).
 
-- zopt: ``zopt.engine.recompress`` with ``bytes`` + ``conditional([shuffle, zstd(3)])`` deciding
-  ``compress_if_smaller`` per inner chunk, in the default compact layout (one task encodes and
-  packs each shard) and in the fixed-slot layout (sparse shard files: the ratio is taken on
-  allocated bytes);
-- dask: ``dask.array.from_zarr(src).to_zarr(dst)`` into an array created with
-  ``bytes`` + ``shuffle`` + ``zstd(3)`` (every chunk compressed).
+Runners, each in its own subprocess (peak RSS ``ru_maxrss``, CPU times and minor page faults
+from ``getrusage`` belong to that run alone), repetitions interleaved, medians reported:
 
-Each run is its own subprocess, so peak RSS (``ru_maxrss``) belongs to that run alone.
-MB/s counts logical (uncompressed) bytes. The data: a smooth field (sum of sines, 3 significant
-digits) over most of the array, white noise in one band, a constant block — chunks that want
-different masks.
+- ``zarr``: zarr-python, a loop over shards ``dst[shard] = src[shard]``, ``[shuffle, zstd3]``;
+- ``dask``: ``dask.array.from_zarr(src, chunks=shard).to_zarr(dst)``, 2 threads, same codecs;
+- ``zarrs``: the zarr-python loop with the zarrs pipeline (Rust, ``codec_pipeline.strict``);
+- ``tensorstore``: a loop over shards, ``blosc(zstd, clevel 2 = zstd level 3, shuffle)``
+  (tensorstore has no standalone shuffle);
+- ``zopt-plain``: ``zopt.engine.recompress`` with ``[bytes, shuffle, zstd3]``;
+- ``zopt-default``: ``recompress`` with its default chain (float32: ``conditional([shuffle,
+  zstd3])``, ``compress_if_smaller``);
+- ``zopt-fixed-slot``: the default chain, ``layout="fixed-slot"``;
+- ``zopt-default-py313``: ``zopt-default`` under ``--python313`` (zarr 3.4 there), if given;
+- ``ceiling``: the composed numcodecs loop in 2 processes — zstd-decompress each source chunk,
+  shuffle, zstd(3)-compress — on the source chunk files read into memory first (no I/O): the
+  realistic ceiling of this machine for the job.
+
+Every output is read back and compared bit for bit with the source (not timed); imports happen
+before the clock starts. MB/s counts logical (uncompressed) bytes. CPU seconds (user + sys) are
+shown too: on a shared machine they, unlike wall time, do not depend on how many threads a
+runner has to compete for the cores with. The ratios are to tensorstore and to the ceiling of the same run.
 """
 
 from __future__ import annotations
@@ -25,122 +38,389 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-SHAPE_PER_GIB = (16384, 16384)
-INNER = (256, 256)
-SHARD = (2048, 4096)
+SHARD = 256
+INNER = 64
+RUNNERS = ("zarr", "dask", "zarrs", "tensorstore", "zopt-plain", "zopt-default", "zopt-fixed-slot",
+           "zopt-default-py313", "ceiling")
+VARIANTS = ("smooth", "mixed")
+LABELS = {
+    "zarr": "zarr-python, a loop over shards, [shuffle, zstd3]",
+    "dask": "dask from_zarr().to_zarr(), 2 threads",
+    "zarrs": "zarrs pipeline (Rust), [shuffle, zstd3]",
+    "tensorstore": "tensorstore, blosc(zstd3, shuffle)",
+    "zopt-plain": "zopt, plain [bytes, shuffle, zstd3]",
+    "zopt-default": "zopt, default conditional([shuffle, zstd3])",
+    "zopt-fixed-slot": "zopt, default, --layout fixed-slot",
+    "zopt-default-py313": "zopt, default, Python 3.13 / zarr 3.4",
+    "ceiling": "composed numcodecs loop, 2 processes (no I/O)",
+}
+PRELOAD = {
+    "zarr": ("zarr", "zarr.codecs.numcodecs", "numcodecs"),
+    "zarrs": ("zarr", "zarr.codecs.numcodecs", "numcodecs", "zarrs"),
+    "dask": ("zarr", "zarr.codecs.numcodecs", "numcodecs", "dask.array"),
+    "tensorstore": ("tensorstore",),
+    "zopt-plain": ("zopt.engine", "zopt.codecs", "numcodecs"),
+    "zopt-default": ("zopt.engine", "zopt.codecs", "numcodecs"),
+    "zopt-fixed-slot": ("zopt.engine", "zopt.codecs", "numcodecs"),
+    "ceiling": ("numcodecs", "concurrent.futures"),
+}
+PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "shuffle"},
+         {"name": "zstd", "configuration": {"level": 3}}]
 
 
-def make_source(path: Path, size_gib: float) -> tuple[int, int]:
+def shape_for(size_gib: float) -> tuple[int, int, int]:
+    n = max(4, round(16 * size_gib))  # 256³ float32 shards of 64 MiB
+    grid = (max(1, n // 8), 2 if n >= 8 else 1, 4)
+    return tuple(g * SHARD for g in grid)
+
+
+# -- source data ----------------------------------------------------------------------------------
+
+
+def _smooth(z0: int, shape: tuple[int, int, int], rng):
+    import numpy as np
+
+    z = np.arange(z0, z0 + shape[0], dtype="f4")[:, None, None]
+    y = np.arange(shape[1], dtype="f4")[None, :, None]
+    x = np.arange(shape[2], dtype="f4")[None, None, :]
+    a = 15 + 10 * np.sin(x / 37) * np.cos(y / 23) + 5 * np.sin(z / 51)
+    a += rng.normal(0, 0.05, a.shape).astype("f4")
+    return a.astype("f4")
+
+
+def make_source(path: Path, variant: str, shape: tuple[int, int, int]) -> None:
+    """Write the source array ``v`` (chunks 64³, ``[bytes, zstd(3)]``) if it is not there yet."""
     import numpy as np
     import zarr
+    from zarr.codecs import ZstdCodec
 
-    rows = int(SHAPE_PER_GIB[0] * size_gib)
-    shape = (rows - rows % SHARD[0], SHAPE_PER_GIB[1])
-    if (path / "zarr.json").exists():
-        return shape
-    root = zarr.open_group(str(path), mode="w", zarr_format=3)
-    arr = root.create_array(
-        "field", shape=shape, chunks=SHARD, dtype="f4", compressors=None, fill_value=0,
-        dimension_names=("y", "x"),
-    )
-    rng = np.random.default_rng(42)
-    x = np.linspace(0, 40, shape[1], dtype="f4")
-    for r0 in range(0, shape[0], SHARD[0]):
-        y = np.linspace(r0 / shape[0] * 30, (r0 + SHARD[0]) / shape[0] * 30, SHARD[0], dtype="f4")[:, None]
-        block = np.round(np.sin(x) * np.cos(y) * 20 + 15, 3).astype("f4")
-        if r0 // SHARD[0] % 4 == 1:
-            block[:, : shape[1] // 4] = rng.standard_normal((SHARD[0], shape[1] // 4), dtype="f4")
-        if r0 // SHARD[0] % 4 == 2:
-            block[:, -shape[1] // 8 :] = -999.0
-        arr[r0 : r0 + SHARD[0]] = block
-    zarr.consolidate_metadata(str(path))
-    return shape
-
-
-def run_zopt(src: str, dst: str, layout: str = "compact") -> dict:
-    from zopt.engine import recompress
-
-    t = time.perf_counter()
-    report = recompress(src, dst, chunks=INNER, shards=SHARD, overwrite=True, layout=layout)
-    a = report.arrays[0]
-    return {"seconds": time.perf_counter() - t, "stored": a.stored_after, "allocated": a.allocated_after,
-            "masks": {str(k): v for k, v in report.masks().items()}}
+    if (path / "v" / "zarr.json").exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    arr = g.create_array("v", shape=shape, chunks=(INNER,) * 3, dtype="f4", fill_value=0,
+                         compressors=[ZstdCodec(level=3)], dimension_names=("z", "y", "x"))
+    rng = np.random.default_rng(19)
+    grid = [s // SHARD for s in shape]
+    for z0 in range(0, shape[0], SHARD):
+        slab = _smooth(z0, (SHARD, shape[1], shape[2]), rng)
+        if variant == "mixed":
+            for sy in range(grid[1]):
+                for sx in range(grid[2]):
+                    k = (z0 // SHARD * grid[1] + sy) * grid[2] + sx
+                    block = (slice(None), slice(sy * SHARD, (sy + 1) * SHARD), slice(sx * SHARD, (sx + 1) * SHARD))
+                    if k % 4 == 0:
+                        slab[block] = rng.integers(0, 2**32, (SHARD,) * 3, dtype=np.uint32).view("f4")
+                    elif k % 4 == 1:
+                        slab[block] = 7.25
+        arr[z0 : z0 + SHARD] = slab
+    (path / "complete").write_text("")
 
 
-def run_dask(src: str, dst: str) -> dict:
-    import dask.array as da
+# -- runners (each runs in a child process) -----------------------------------------------------------
+
+
+def _shard_regions(shape):
+    import itertools
+
+    for o in itertools.product(*[range(0, s, SHARD) for s in shape]):
+        yield tuple(slice(a, a + SHARD) for a in o)
+
+
+def _zarr_target(dst: str, shape, compressors):
+    import zarr
+
+    return zarr.create_array(dst, shape=shape, chunks=(INNER,) * 3, shards=(SHARD,) * 3, dtype="f4",
+                             fill_value=0, compressors=compressors, overwrite=True)
+
+
+def run_zarr(src: str, dst: str) -> None:
     import zarr
     from zarr.codecs import ZstdCodec
     from zarr.codecs.numcodecs import Shuffle
 
-    from zopt.engine import _stored_sizes
+    source = zarr.open_array(src, path="v", mode="r")
+    target = _zarr_target(dst, source.shape, [Shuffle(elementsize=4), ZstdCodec(level=3)])
+    for region in _shard_regions(source.shape):
+        target[region] = source[region]
 
+
+def run_zarrs(src: str, dst: str) -> None:
+    import zarr
+    import zarrs  # noqa: F401
+
+    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}):
+        run_zarr(src, dst)
+
+
+def run_dask(src: str, dst: str) -> None:
+    import dask
+    import dask.array as da
+    from zarr.codecs import ZstdCodec
+    from zarr.codecs.numcodecs import Shuffle
+
+    source = da.from_zarr(src, component="v", chunks=(SHARD,) * 3)
+    target = _zarr_target(dst, source.shape, [Shuffle(elementsize=4), ZstdCodec(level=3)])
+    with dask.config.set(scheduler="threads", num_workers=2):
+        da.to_zarr(source, target)
+
+
+def run_tensorstore(src: str, dst: str) -> None:
+    import tensorstore as ts
+
+    source = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": f"{src}/v"}}).result()
+    shape = tuple(source.shape)
+    target = ts.open({
+        "driver": "zarr3", "kvstore": {"driver": "file", "path": dst}, "create": True, "delete_existing": True,
+        "metadata": {
+            "shape": list(shape), "data_type": "float32", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD] * 3}},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [INNER] * 3,
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                           {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 2, "shuffle": "shuffle",
+                                                               "typesize": 4, "blocksize": 0}}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                "index_location": "end"}}],
+        },
+    }).result()
+    pending = []
+    for region in _shard_regions(shape):  # two shards in flight: one per core
+        pending.append(target[region].write(source[region]))
+        if len(pending) >= 2:
+            pending.pop(0).result()
+    for p in pending:
+        p.result()
+
+
+def run_zopt(src: str, dst: str, codecs=None, layout: str = "compact") -> dict:
+    from zopt.engine import recompress
+
+    report = recompress(src, dst, codecs=json.dumps(codecs) if codecs else None, chunks=(INNER,) * 3,
+                        shards=(SHARD,) * 3, overwrite=True, layout=layout, variables=["v"])
+    return {"masks": {str(k): v for k, v in report.masks().items()}}
+
+
+def _ceiling_worker(args) -> tuple[float, int]:
+    import numcodecs
+    import numpy as np
+
+    files, out_sizes = args
+    blobs = [Path(f).read_bytes() for f in files]  # read before the clock: no I/O in the loop
+    dec, enc = numcodecs.Zstd(), numcodecs.Zstd(level=3)
+    buf = np.empty(INNER**3 * 4, dtype=np.uint8)
+    shuffled = np.empty_like(buf)
     t = time.perf_counter()
-    source = da.from_zarr(src, component="field")
-    shutil.rmtree(dst, ignore_errors=True)
-    target = zarr.create_array(
-        dst, shape=source.shape, chunks=INNER, shards=SHARD, dtype="f4", fill_value=0,
-        compressors=[Shuffle(elementsize=4), ZstdCodec(level=3)],  # zarr's own codecs
+    total = 0
+    for b in blobs:
+        dec.decode(b, out=buf)
+        shuffled.reshape(4, -1)[...] = buf.reshape(-1, 4).T  # the byte shuffle
+        total += len(enc.encode(shuffled))
+    return time.perf_counter() - t, total, _peak_rss()
+
+
+def run_ceiling(src: str, dst: str) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
+    files = sorted(str(p) for p in (Path(src) / "v" / "c").rglob("*") if p.is_file())
+    halves = [files[0::2], files[1::2]]
+    with ProcessPoolExecutor(2) as pool:
+        results = list(pool.map(_ceiling_worker, [(h, None) for h in halves]))
+    return {"seconds": max(r[0] for r in results), "stored": sum(r[1] for r in results), "verified": None,
+            "worker_peak_rss": max(r[2] for r in results)}
+
+
+def verify(src: str, dst: str, which: str) -> bool:
+    """Every value of the output equals the source's, bit for bit."""
+    import numpy as np
+    import zarr
+
+    source = zarr.open_array(src, path="v", mode="r")
+    target = zarr.open_array(dst, path="v" if which.startswith("zopt") else "", mode="r") if which.startswith("zopt") \
+        else zarr.open_array(dst, mode="r")
+    return all(
+        np.array_equal(np.asarray(target[r]).view("u4"), np.asarray(source[r]).view("u4"))
+        for r in _shard_regions(source.shape)
     )
-    da.to_zarr(source, target)
-    elapsed = time.perf_counter() - t
-    stored, allocated = _stored_sizes(dst, "")
-    return {"seconds": elapsed, "stored": stored, "allocated": allocated}
+
+
+def _stored(dst: str) -> tuple[int, int]:
+    apparent = allocated = 0
+    for p in Path(dst).rglob("*"):
+        if p.is_file() and p.name != "zarr.json":
+            st = p.stat()
+            apparent += st.st_size
+            allocated += st.st_blocks * 512
+    return apparent, allocated
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes: ``VmHWM``, which, unlike ``ru_maxrss``, does not carry
+    over the RSS of the parent the process was forked from."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def child(which: str, src: str, dst: str) -> None:
     import resource
 
-    out = run_dask(src, dst) if which == "dask" else run_zopt(src, dst, "fixed-slot" if which == "zopt-fixed-slot" else "compact")
-    out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    def usage():
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + c.ru_utime, s.ru_stime + c.ru_stime, s.ru_minflt + c.ru_minflt, s.ru_majflt + c.ru_majflt
+
+    # imports before the clock: on a loaded machine importing xarray/dask/pandas (zopt, dask) can
+    # take seconds, which is no part of the job's throughput
+    import importlib
+
+    for module in PRELOAD.get(which, ()):
+        importlib.import_module(module)
+    u0 = usage()
+    t = time.perf_counter()
+    extra = {}
+    if which == "ceiling":
+        extra = run_ceiling(src, dst)
+    elif which.startswith("zopt"):
+        codecs = PLAIN if which == "zopt-plain" else None
+        extra = run_zopt(src, dst, codecs, "fixed-slot" if which == "zopt-fixed-slot" else "compact")
+    else:
+        {"zarr": run_zarr, "zarrs": run_zarrs, "dask": run_dask, "tensorstore": run_tensorstore}[which](src, dst)
+    seconds = time.perf_counter() - t
+    u1 = usage()
+    out = {"seconds": seconds, "user": u1[0] - u0[0], "sys": u1[1] - u0[1], "minflt": u1[2] - u0[2],
+           "majflt": u1[3] - u0[3], "peak_rss": _peak_rss()}
+    out.update(extra)
+    if which != "ceiling":
+        out["stored"], out["allocated"] = _stored(dst)
+        out["verified"] = verify(src, dst, which)
     print(json.dumps(out))
+
+
+# -- driver ------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-gib", type=float, default=1.0)
+    ap.add_argument("--size-gib", type=float, default=1.0, help="array size in GiB (multiples of 1/16, ≥ 0.25)")
     ap.add_argument("--workdir", default="bench-out")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--python313", help="a Python 3.13 interpreter with zarr 3.4 for zopt-default-py313")
+    ap.add_argument("--runners", default=",".join(RUNNERS), help=f"comma-separated subset of {','.join(RUNNERS)}")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--json", help="also write every run's measurements to this file")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--make-source", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.make_source:
+        variant, path, *dims = args.make_source
+        make_source(Path(path), variant, tuple(map(int, dims)))
+        return
     if args.child:
         child(*args.child)
         return
+    runners = [r for r in args.runners.split(",") if r]
+    unknown = sorted(set(runners) - set(RUNNERS))
+    if unknown:
+        ap.error(f"--runners: unknown {unknown}; allowed: {', '.join(RUNNERS)}")
+    if "zopt-default-py313" in runners and not args.python313:
+        runners.remove("zopt-default-py313")
+    variants = [v for v in args.variants.split(",") if v]
+    shape = shape_for(args.size_gib)
+    logical = 4 * shape[0] * shape[1] * shape[2]
     work = Path(args.workdir)
-    work.mkdir(exist_ok=True)
-    src = work / "source.zarr"
-    shape = make_source(src, args.size_gib)
-    logical = shape[0] * shape[1] * 4
+    work.mkdir(parents=True, exist_ok=True)
+    sources = {}
+    for v in variants:  # in a child process, so that no runner inherits its memory
+        sources[v] = work / f"source-{v}-{'x'.join(map(str, shape))}.zarr"
+        subprocess.run([sys.executable, __file__, "--make-source", v, str(sources[v]), *map(str, shape)], check=True)
     rows = []
     for rep in range(args.repeat):
-        for which in ("dask", "zopt", "zopt-fixed-slot"):
-            dst = work / f"{which}.zarr"
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", which, str(src), str(dst)],
-                capture_output=True, text=True, check=True,
-            )
-            res = json.loads(out.stdout.strip().splitlines()[-1])
-            res.update(which=which, rep=rep)
-            rows.append(res)
-            shutil.rmtree(dst, ignore_errors=True)
-    print(f"\nrecompress {logical / 2**30:.2f} GiB float32 {shape}, inner {INNER}, shards {SHARD}, "
-          f"{os.cpu_count()} cores, Dask threaded scheduler\n")
-    print(f"{'route':<48} {'rep':>3} {'seconds':>8} {'MB/s':>8} {'stored MiB':>11} {'allocated MiB':>14} {'ratio':>6} {'peak RSS MiB':>13}")
-    names = {
-        "dask": "dask.array.from_zarr().to_zarr() [shuffle,zstd]",
-        "zopt": "zopt recompress [conditional(shuffle,zstd)]",
-        "zopt-fixed-slot": "zopt recompress --layout fixed-slot",
-    }
-    for r in rows:
-        print(f"{names[r['which']]:<48} {r['rep']:>3} {r['seconds']:>8.2f} {logical / 1e6 / r['seconds']:>8.1f} "
-              f"{r['stored'] / 2**20:>11.1f} {r['allocated'] / 2**20:>14.1f} {logical / r['allocated']:>6.2f} {r['peak_rss'] / 2**20:>13.0f}")
-    masks = next(r["masks"] for r in rows if r["which"] == "zopt")
-    print(f"\nzopt masks (bit 0 shuffle, bit 1 zstd): { {format(int(k), '02b'): v for k, v in sorted(masks.items())} }")
+        for v in variants:
+            order = runners[rep % len(runners):] + runners[: rep % len(runners)]  # rotate: no runner always first
+            for which in order:
+                dst = work / f"out-{which}.zarr"
+                shutil.rmtree(dst, ignore_errors=True)
+                python = args.python313 if which == "zopt-default-py313" else sys.executable
+                kind = "zopt-default" if which == "zopt-default-py313" else which
+                proc = subprocess.run([python, __file__, "--child", kind, str(sources[v]), str(dst)],
+                                      capture_output=True, text=True)
+                shutil.rmtree(dst, ignore_errors=True)
+                if proc.returncode != 0:
+                    print(f"{which} {v}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                res = json.loads(proc.stdout.strip().splitlines()[-1])
+                res.update(which=which, variant=v, rep=rep)
+                rows.append(res)
+                print(f"  rep {rep} {v:6} {which:20} {res['seconds']:7.2f} s  {logical / 1e6 / res['seconds']:7.0f} MB/s  "
+                      f"peak {res['peak_rss'] / 2**20:5.0f} MiB  verified {res.get('verified')}", file=sys.stderr, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"shape": shape, "rows": rows}, indent=1))
+    print_table(rows, runners, variants, shape, logical, args)
+
+
+def _median(rows, which, variant, key):
+    vals = [r[key] for r in rows if r["which"] == which and r["variant"] == variant and r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def print_table(rows, runners, variants, shape, logical, args) -> None:
+    print(f"\nrecompress {logical / 2**30:.2f} GiB float32 {shape}: source chunks 64³ [bytes, zstd3] -> shards 256³, "
+          f"inner 64³, index at the end; {os.cpu_count()} cores; medians of {args.repeat}\n")
+    mbs = {(w, v): (logical / 1e6 / s if (s := _median(rows, w, v, "seconds")) else None) for w in runners for v in variants}
+    head = f"| {'runner':<50} |" + "".join(f" {v} MB/s (peak RSS MiB) | × tensorstore | × ceiling |" for v in variants)
+    print(head)
+    print("|" + "---|" * (1 + 3 * len(variants)))
+    for w in runners:
+        cells = []
+        for v in variants:
+            m = mbs[(w, v)]
+            rss = _median(rows, w, v, "peak_rss")
+            ts, ceil = mbs.get(("tensorstore", v)), mbs.get(("ceiling", v))
+            cells.append(f" {m:,.0f} ({rss / 2**20:,.0f}) |" if m and w != "ceiling" else (f" {m:,.0f} |" if m else " – |"))
+            cells.append(f" {m / ts:.2f} |" if m and ts else " – |")
+            cells.append(f" {m / ceil:.2f} |" if m and ceil else " – |")
+        print(f"| {LABELS[w]:<50} |" + "".join(cells))
+    print("\nCPU view (medians): MB per CPU-second (user + sys, all threads and processes of the runner)\n")
+    print(f"| {'runner':<50} |" + "".join(f" {v} MB/CPU-s | × tensorstore | × ceiling |" for v in variants))
+    print("|" + "---|" * (1 + 3 * len(variants)))
+    cpu = {}
+    for w in runners:
+        for v in variants:
+            user, sys_ = _median(rows, w, v, "user"), _median(rows, w, v, "sys")
+            cpu[(w, v)] = logical / 1e6 / (user + sys_) if user is not None and user + sys_ > 0 else None
+    for w in runners:
+        cells = []
+        for v in variants:
+            m, ts, ceil = cpu[(w, v)], cpu.get(("tensorstore", v)), cpu.get(("ceiling", v))
+            cells += [f" {m:,.0f} |" if m else " – |", f" {m / ts:.2f} |" if m and ts else " – |",
+                      f" {m / ceil:.2f} |" if m and ceil else " – |"]
+        print(f"| {LABELS[w]:<50} |" + "".join(cells))
+    print("\nwhere the time goes (medians): CPU user / sys seconds, sys share, minor faults per MiB, stored MiB, verified")
+    for v in variants:
+        for w in runners:
+            s = _median(rows, w, v, "seconds")
+            if s is None:
+                continue
+            user, sys_, flt = (_median(rows, w, v, k) for k in ("user", "sys", "minflt"))
+            stored = _median(rows, w, v, "stored")
+            ok = {r.get("verified") for r in rows if r["which"] == w and r["variant"] == v}
+            allocated = _median(rows, w, v, "allocated") or stored
+            print(f"  {v:6} {w:20} user {user:6.1f}  sys {sys_:6.1f} ({sys_ / max(user + sys_, 1e-9):4.0%})  "
+                  f"faults/MiB {flt / (logical / 2**20):6.0f}  stored {stored / 2**20 if stored else 0:7.1f} MiB "
+                  f"(allocated {allocated / 2**20 if allocated else 0:7.1f})  verified {sorted(ok, key=str)}")
+    masks = next((r.get("masks") for r in rows if r["which"] == "zopt-default" and r["variant"] == "mixed"), None)
+    if masks:
+        print(f"\nzopt default masks on mixed (bit 0 shuffle, bit 1 zstd): "
+              f"{ {format(int(k), '02b'): n for k, n in sorted(masks.items())} }")
 
 
 if __name__ == "__main__":

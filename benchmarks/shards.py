@@ -2,7 +2,7 @@
 
     python benchmarks/shards.py [--size-gib 0.5] [--workdir bench-out] [--repeat 3]
 
-On the same float32 source as ``benchmarks/recompress.py`` (a smooth field, a noise band, a
+On the 2-D float32 source of ``benchmarks/field2d.py`` (a smooth field, a noise band, a
 constant block; shards of 2048×4096, inner chunks 256×256), each run in its own subprocess:
 
 1. ``zopt fixed-slot``: ``recompress(layout="fixed-slot", slot_parts=2)`` — every shard written
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from recompress import INNER, SHARD, make_source  # noqa: E402
+from field2d import INNER, SHARD, make_source  # noqa: E402
 
 
 def _rss() -> int:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent / "zopt"
 
 # (layer, module-name prefixes), in data-path order. A prefix ending in "." takes a package.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("zopt.errors", "zopt._version", "zopt._zarr_compat", "zopt._context", "zopt.grid",
+    ("foundation", ("zopt.errors", "zopt._version", "zopt._zarr_compat", "zopt._context", "zopt.grid", "zopt._alloc",
                     "zopt.dtypes", "zopt.dtypes.")),
     # the codecs, with the writer side of `conditional` (its decisions) and the pipeline that
     # publishes each chunk's index to it

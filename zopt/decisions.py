@@ -130,7 +130,11 @@ class CompressIfSmaller(Decision):
     with its codec skipped. A length-preserving filter is judged by trial-encoding the rest of the
     chain on a sample — 8 evenly spaced windows totalling 1/16 of the chunk — with and without
     it, for chunks over ``SAMPLE_ABOVE`` bytes (full trials below): one full encode of the
-    chosen branch plus two sample trials, instead of two full trials.
+    chosen branch plus two sample trials, instead of two full trials. A filter whose
+    ``compute_encoded_size`` says it keeps the length (``shuffle``) is applied to the whole
+    chunk only once the sample has chosen it, and when neither sample trial is smaller than the
+    sample the chunk is stored as it is with no full trial at all (early abort, as ZFS does for
+    incompressible records): random data costs two sample trials.
     """
 
     sample_fraction = 16
@@ -152,6 +156,20 @@ class CompressIfSmaller(Decision):
         def best(i: int, current: np.ndarray) -> tuple[int, np.ndarray]:
             if i == n:
                 return 0, current
+            if current.size > SAMPLE_ABOVE and _keeps_length(codecs[i]):
+                # a filter known to keep the length: judged on the sample before any full trial,
+                # so a filter that loses is never applied to the whole chunk
+                sample = _sample(current, self.sample_fraction, self.sample_windows)
+                on = best_sample(i + 1, run(i, sample))
+                off = best_sample(i + 1, sample)
+                if min(on, off) >= sample.size:
+                    # early abort (as ZFS's): nothing in the rest of the chain shrinks the sample
+                    # at all, so the chunk is stored as it is without a full trial
+                    return 0, current
+                if on < off:
+                    mask, payload = best(i + 1, run(i, current))
+                    return mask | (1 << i), payload
+                return best(i + 1, current)
             trial = run(i, current)
             if trial.size != current.size:
                 if trial.size < current.size:
@@ -182,6 +200,15 @@ class CompressIfSmaller(Decision):
             return min(best_sample(i + 1, trial), best_sample(i + 1, current))
 
         return best(0, data)
+
+
+def _keeps_length(ref: CodecRef) -> bool:
+    """True when the codec's encoded size is known to equal its input's (a filter such as
+    ``shuffle``): its ``compute_encoded_size`` says so without needing an array spec."""
+    try:
+        return int(ref.codec.compute_encoded_size(1 << 20, None)) == 1 << 20
+    except Exception:  # compressors raise (size unknown); some codecs need the spec: unknown
+        return False
 
 
 def sample_windows(nbytes: int, fraction: int, windows: int = SAMPLE_WINDOWS) -> list[tuple[int, int]]:

@@ -55,6 +55,7 @@ import zarr
 
 from zopt import locations as loc
 from zopt._zarr_compat import open_array
+from zopt.chunk_feed import AlignedChunkReader
 from zopt.chunking import (
     parse_shape,
     unused_shape_notes,
@@ -68,6 +69,7 @@ from zopt.grid import is_fill, padded
 from zopt.grid import regions as _regions
 from zopt.journal import JOURNAL_DIR, Journal, fingerprint, keeps_partial, mark, remove_temporaries
 from zopt.lock import store_lock
+from zopt.menu import default_chain
 from zopt.paths import (
     PARTIAL_SUFFIX,
     check_no_overlap,
@@ -92,7 +94,7 @@ from zopt.shards import (
     finalize_slots,
     is_packed,
     layout_of,
-    pack,
+    pack_parts,
     read_shard,
     remove_temp_files,
     tmp_path,
@@ -124,7 +126,8 @@ __all__ = [
     "with_decision",
 ]
 
-#: the default target chain: raw bytes, then shuffle+zstd where they make the chunk smaller
+#: the default target chain for types of 2 bytes and more (``zopt.menu.default_chain`` gives
+#: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
 DEFAULT_CHAIN: list[dict[str, Any]] = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {
@@ -412,12 +415,14 @@ class _ShardJob:
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
 
-    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | None) -> None:
-        """Write (or, for None, delete) a whole packed shard: atomically into a local directory,
-        with one ``set`` into a store."""
+    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | list | None) -> None:
+        """Write (or, for None, delete) a whole packed shard (bytes, or ``pack_parts``' pieces):
+        atomically into a local directory, with one ``set`` into a store."""
         if self.store is None:
             write_packed(self.path(shard_coords), data)
             return
+        if isinstance(data, list):
+            data = b"".join(data)
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
@@ -438,17 +443,22 @@ class _ShardJob:
             hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
             region[axis] = slice(lo, hi)
         origin = [r.start for r in region]
-        data = read_source(self.src, self.name, tuple(region), self.job)
         encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
         native = encoder.spec.dtype.to_native_dtype()
-        data = np.asarray(data).astype(native, copy=False)
         fill = np.asarray(layout.fill_value, dtype=native)
+        # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
+        direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+        if direct is None:
+            data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
         slot = layout.slot_size if limit else None
         for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
             r = chunk_region[axis]
             if r.start < region[axis].start or r.start >= region[axis].stop:
                 continue
-            local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
+            if direct is not None:
+                local = direct.read(index, fill)[tuple(slice(0, c.stop - c.start) for c in chunk_region)]
+            else:
+                local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
             if self.plan is not None:
                 self.plan.check_chunk(index, local, fill)
             if self.lossy is not None:
@@ -456,7 +466,10 @@ class _ShardJob:
             chunk = padded(local, layout.inner_shape, fill)
             if is_fill(chunk, fill):
                 continue
-            yield i, encoder.encode(chunk, index, limit=slot)
+            encoded = encoder.encode(chunk, index, limit=slot)
+            if direct is not None and np.may_share_memory(encoded.data, chunk):  # e.g. a [bytes] chain: no copy made
+                encoded = type(encoded)(encoded.data.copy(), encoded.masks)
+            yield i, encoded
 
 
 def _parse_bytes(value: int | str | None) -> int | None:
@@ -542,7 +555,7 @@ def _write_packed_shard(job: _ShardJob, shard_coords: tuple[int, ...], marker: s
                         ) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
     encoded = list(job.encode(shard_coords, None, limit=False))
-    job.write_packed(shard_coords, pack(job.layout, ((i, e.data) for i, e in encoded)))
+    job.write_packed(shard_coords, pack_parts(job.layout, ((i, e.data) for i, e in encoded)))
     result = _masks_of(encoded), len(encoded)
     if marker is not None:
         mark(marker, *result)
@@ -631,7 +644,8 @@ def recompress(
         ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
         threaded or synchronous scheduler with it.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
-        ``sharding_indexed`` when sharded. Default ``DEFAULT_CHAIN``.
+        ``sharding_indexed`` when sharded. Default: ``zopt.menu.default_chain`` of each
+        variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
     chunks, shards : inner chunk and shard shapes: by dimension name (``"y=32,x=32"`` or a dict;
         unnamed dimensions whole, for every variable having one of the names) or positional
         (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
@@ -958,12 +972,11 @@ def _root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
 
 
 def _split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
-    """The chain of one variable: the default chain leaves out shuffle for 1-byte types (a no-op there)."""
-    if codecs is not None or var.dtype.itemsize != 1:
+    """The chain of one variable: a given chain for every variable, else ``zopt.menu``'s default
+    for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
+    if codecs is not None:
         return split
-    chain = json.loads(json.dumps(DEFAULT_CHAIN))
-    chain[1]["configuration"]["codecs"] = [c for c in chain[1]["configuration"]["codecs"] if c["name"] != "shuffle"]
-    return split_chain(chain)
+    return split_chain(default_chain(var.dtype))
 
 
 def _run_writes(tasks: list, reports: dict[str, ArrayReport], target: Any, scheduler: str | None, progress,

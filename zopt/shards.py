@@ -32,7 +32,7 @@ import functools
 import math
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,11 +302,10 @@ def _holds_index(path: str | os.PathLike, layout: ShardLayout, index: bytes, whe
         return False
 
 
-def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | memoryview]]) -> bytes | None:
-    """The bytes of a packed shard: chunks in C order, then (or before) the index.
-
-    chunks : ``(i, data)`` for the non-empty inner chunks. Returns None when there are none.
-    """
+def pack_parts(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | memoryview]]) -> list[memoryview] | None:
+    """The pieces of a packed shard in file order — chunks in C order, then (or before) the
+    index — without joining them (``write_packed`` writes them one after the other, so a shard
+    is never copied whole in memory). Same arguments and None as ``pack``."""
     items = sorted(((i, memoryview(np.ascontiguousarray(d)).cast("B") if isinstance(d, np.ndarray) else memoryview(d)) for i, d in chunks), key=lambda x: x[0])
     if not items:
         return None
@@ -315,13 +314,24 @@ def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | m
     for i, d in items:
         table[i] = (offset, d.nbytes)
         offset += d.nbytes
-    index = layout.encode_index(table)
+    index = memoryview(layout.encode_index(table))
     parts = [d for _, d in items]
-    return b"".join([index, *parts] if layout.index_location == "start" else [*parts, index])
+    return [index, *parts] if layout.index_location == "start" else [*parts, index]
 
 
-def write_packed(path: str | os.PathLike, data: bytes | None, tmp_dir: str | os.PathLike | None = None) -> int:
-    """Atomically replace the file ``path`` with ``data`` (None: remove it). Returns bytes.
+def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | memoryview]]) -> bytes | None:
+    """The bytes of a packed shard: chunks in C order, then (or before) the index.
+
+    chunks : ``(i, data)`` for the non-empty inner chunks. Returns None when there are none.
+    """
+    parts = pack_parts(layout, chunks)
+    return None if parts is None else b"".join(parts)
+
+
+def write_packed(path: str | os.PathLike, data: bytes | Sequence[memoryview] | None,
+                 tmp_dir: str | os.PathLike | None = None) -> int:
+    """Atomically replace the shard file ``path`` with ``data`` (bytes, or the pieces of
+    ``pack_parts``; None: remove it). Returns bytes written.
 
     The temporary file is written in ``tmp_dir`` (same filesystem), else next to ``path``.
     """
@@ -331,14 +341,18 @@ def write_packed(path: str | os.PathLike, data: bytes | None, tmp_dir: str | os.
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tmp_dir or path.parent) / f"{path.name}{TMP_MARK}packed-{uuid.uuid4().hex}"
+    parts = [data] if isinstance(data, bytes | bytearray | memoryview) else data
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        with open(tmp, "wb", buffering=0) as f:
+            for part in parts:
+                view = memoryview(part).cast("B")
+                while view.nbytes:  # a raw write may be partial
+                    view = view[f.write(view):]
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return len(data)
+    return sum(memoryview(p).nbytes for p in parts)
 
 
 # -- reading and compaction --------------------------------------------------------------------------

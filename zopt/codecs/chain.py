@@ -112,6 +112,9 @@ class ChunkEncoder:
     """
 
     def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
+        from zopt._alloc import retain_freed_memory
+
+        retain_freed_memory()  # chunk-sized buffers reused instead of faulted in per chunk
         self.spec = spec
         self.array_array: list[tuple[Any, ArraySpec]] = []
         self.array_bytes: tuple[Any, ArraySpec] | None = None
