@@ -202,3 +202,14 @@ def test_zarr_default_bytes_of_an_unsharded_array_with_fill_chunks(tmp_path, mon
     monkeypatch.setattr(baseline, "TASK_BYTES", 3 * 500 * 8)  # several tasks of 3 chunks, the last one partial
     assert zarr_default_bytes(tmp_path / "z.zarr", ["v"]) == {"v": _store_bytes(tmp_path / "plain.zarr", "")}
     assert len(list((tmp_path / "plain.zarr" / "c").iterdir())) == 8
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+def test_the_default_preset_is_the_engines_chain_for_each_type(itemsize):
+    """``--preset default`` and ``zopt.xarray.encoding(preset="default")`` write what a plain
+    ``zopt recompress`` writes: bool/1-byte types zstd(10) without shuffle, wider types the
+    shuffle + zstd(3) chain (``zopt.menu``)."""
+    from zopt.menu import default_chain
+    from zopt.presets import get_preset
+
+    assert get_preset("default").chain(itemsize) == default_chain(f"V{itemsize}")

@@ -48,8 +48,13 @@ class Preset:
         """The codec chain as a list of codec JSON objects (a new copy each call).
 
         itemsize : bytes per element of the array it is for; with 1, ``shuffle`` (a no-op on
-        1-byte elements) is left out, as zopt's default chain does.
+        1-byte elements) is left out, as zopt's default chain does. The ``default`` preset with
+        an ``itemsize`` is exactly the engine's chain for that type (``zopt.menu.default_chain``).
         """
+        if self.name == "default" and itemsize is not None:  # the engine's own per-type chain
+            from zopt.menu import default_chain
+
+            return default_chain(f"V{itemsize}")
         chain = [json.loads(c) for c in self.codecs]
         if itemsize == 1:
             for c in chain:
