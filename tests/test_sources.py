@@ -58,3 +58,43 @@ def test_the_cache_is_keyed_on_the_source_identity(tmp_path):
     assert sources.open_source(str(src), "t1") is not a  # rewritten: opened again even in the same job
     assert sources.release("t1") == 2 and sources.release("t2") == 1
     assert sources.cached_tokens() == [] and not _open_fds_to(str(src))
+
+
+def test_threads_opening_one_source_at_once_open_it_once(tmp_path, monkeypatch):
+    """Dask threads of one job asking for the same source at the same moment get one dataset,
+    opened once: two concurrent opens of a netCDF file crashed the process (SIGSEGV inside
+    netCDF4/HDF5, seen in ``zopt verify``) and left a second, never-closed copy."""
+    import threading
+    import time
+
+    import xarray as xr
+
+    from zopt import sources
+
+    path = tmp_path / "one.nc"
+    xr.Dataset({"v": ("x", [1.0, 2.0])}).to_netcdf(path)
+    opened = []
+    real_open = sources._open
+
+    def slow_open(src):
+        opened.append(src)
+        time.sleep(0.05)  # wide enough for every thread to arrive while the first still opens
+        return real_open(src)
+
+    monkeypatch.setattr(sources, "_open", slow_open)
+    results, barrier = [], threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        results.append(sources.open_source(str(path), "job-threads"))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(opened) == 1
+        assert len({id(ds) for ds in results}) == 1
+    finally:
+        assert sources.release("job-threads") == 1

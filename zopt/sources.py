@@ -47,6 +47,7 @@ __all__ = [
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 _MAX_OPEN = 8
 _lock = threading.Lock()
+_open_lock = threading.Lock()  # serialises opens (see open_source)
 _cache: collections.OrderedDict[tuple, xr.Dataset] = collections.OrderedDict()
 
 
@@ -84,17 +85,19 @@ def open_source(src: str, token: str | None = None) -> xr.Dataset:
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     key = (source_identity(src), token)
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    ds = _open(src)
-    with _lock:
-        ds = _cache.setdefault(key, ds)
-        _cache.move_to_end(key)
-        while len(_cache) > _MAX_OPEN:
-            _, old = _cache.popitem(last=False)
-            old.close()
+    # one open at a time: netCDF4/HDF5 crash (SIGSEGV) when two threads open a file at once, and
+    # a thread that waited here finds the dataset the first one opened instead of a second copy
+    with _open_lock:
+        with _lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        ds = _open(src)
+        with _lock:
+            _cache[key] = ds
+            while len(_cache) > _MAX_OPEN:
+                _, old = _cache.popitem(last=False)
+                old.close()
     return ds
 
 
