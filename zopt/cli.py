@@ -9,6 +9,7 @@ here (click's decorators are the documentation); what they print is in ``zopt.ta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -83,6 +84,20 @@ def _largest_file(root: str) -> int:
     from pathlib import Path
 
     return max((p.stat().st_size for p in Path(root).rglob("*") if p.is_file()), default=0)
+
+@contextlib.contextmanager
+def _shard_rewrite_errors(store: str):
+    """One CLI line for a failed shard rewrite of ``store`` (``--in-place``, ``compact``): a full
+    disk says the space one shard needs; any other error is folded to one line."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
+                                                         "temporary files were removed")) from exc
+        raise click.ClickException(_one_line(exc)) from exc
+    except (ValueError, ZoptError) as exc:
+        raise click.ClickException(_one_line(exc)) from exc
 
 
 class _RichProgress:
@@ -368,16 +383,9 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     given = [name for name, value in refused.items() if value]
     if given:
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
-    try:
+    with _shard_rewrite_errors(src):
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise click.ClickException(disk_full_message(src, _largest_file(src), "every shard is whole (old or new), "
-                                                         "temporary files were removed")) from exc
-        raise click.ClickException(_one_line(exc)) from exc
-    except (ValueError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
@@ -394,15 +402,8 @@ def compact(store, arrays, scheduler, no_progress, grace) -> None:
     """Rewrite the fixed-slot shards of STORE packed, atomically, one task per shard."""
     from zopt.compact import compact as run
 
-    try:
+    with _shard_rewrite_errors(store):
         report = run(store, arrays or None, scheduler=scheduler, progress=None if no_progress else _RichProgress, grace=grace)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
-                                                         "temporary files were removed")) from exc
-        raise click.ClickException(_one_line(exc)) from exc
-    except (ValueError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
     table = Table(title=f"zopt compact {store}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
     for col in ("array", "shards", "compacted", "apparent before", "apparent after", "allocated before", "allocated after"):
         table.add_column(col, justify="left" if col == "array" else "right")
