@@ -37,6 +37,7 @@ __all__ = [
     "is_zarr",
     "open_source",
     "read_source",
+    "root_array_variable",
     "release",
     "root_array_metadata",
     "source_identity",
@@ -300,3 +301,13 @@ def zarr_v3_group(src: str) -> zarr.Group | None:
         return zarr.open_group(src, mode="r", zarr_format=3)
     except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
         return None
+
+
+def root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
+    """``{"": SourceVariable}`` for a store whose root is an array (v2 or v3)."""
+    array = zarr.open_array(src, mode="r")
+    names = meta.get("dimension_names") or meta.get("attributes", {}).get("_ARRAY_DIMENSIONS")
+    if names is None:
+        names = dict(array.attrs).get("_ARRAY_DIMENSIONS")
+    dims = tuple(str(d) if d else f"dim_{i}" for i, d in enumerate(names or (None,) * array.ndim))
+    return {"": SourceVariable(tuple(array.shape), array.dtype, dims)}
