@@ -95,9 +95,7 @@ def _shard_rewrite_errors(store: str):
         if is_disk_full(exc):
             raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
                                                          "temporary files were removed")) from exc
-        raise click.ClickException(_one_line(exc)) from exc
-    except (ValueError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+        raise  # one line from _Main, like every other error
 
 
 class _RichProgress:
@@ -197,11 +195,26 @@ def _settle_zarr_tasks(timeout: float = 5.0) -> None:
         sync(rest())
 
 
+#: what a command's failure may be: zopt's own errors, bad input (ValueError) and I/O (OSError)
+USER_ERRORS = (ZoptError, ValueError, OSError)
+
+
 class _Main(click.Group):
+    """Every command's errors in one place: ``USER_ERRORS``, and an infrastructure failure that
+    keeps a job's partial store (a lost worker, ``zopt.journal.keeps_partial``), become one line
+    (``click.ClickException``), no traceback."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
+            raise
+        except Exception as exc:
+            _settle_zarr_tasks()
+            from zopt.journal import keeps_partial
+
+            if isinstance(exc, USER_ERRORS) or keeps_partial(exc):
+                raise click.ClickException(_cli_words(_one_line(exc))) from exc
             raise
         except BaseException:
             _settle_zarr_tasks()
@@ -299,13 +312,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             kept = (f"the partial output {partial} is kept: free space and run the same command to resume"
                     if os.path.exists(partial) else "the partial output was removed")
             raise click.ClickException(disk_full_message(dst, _tree_bytes(src), kept + ", DST is as it was")) from exc
-        raise click.ClickException(_cli_words(_one_line(exc))) from exc
-    except Exception as exc:
-        from zopt.journal import keeps_partial
-
-        if isinstance(exc, ValueError | OSError | ZoptError) or keeps_partial(exc):  # e.g. a lost worker
-            raise click.ClickException(_cli_words(_one_line(exc))) from exc
-        raise
+        raise  # one line from _Main, like every other error
     if dry_run:
         console.print(work_table(report))
         for note in report.notes:
@@ -351,14 +358,11 @@ def info(store, arrays, png, check) -> None:
     if not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
-    try:
-        infos = store_info(store, arrays or None, check=check)
-        if png:
-            from zopt.plot import plot_store
+    infos = store_info(store, arrays or None, check=check)
+    if png:
+        from zopt.plot import plot_store
 
-            plot_store(store, arrays_in(store, arrays or None), png)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+        plot_store(store, arrays_in(store, arrays or None), png)
     table = Table(title=f"zopt info {store}")
     for col in ("array", "shape", "dtype", "layout", "shards", "chunks", "slot", "slot fill", "logical", "apparent", "allocated", "ratio", "masks"):
         table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "layout", "masks") else "right")
@@ -460,11 +464,8 @@ def _check_output(store, output, overwrite) -> None:
     """Refuse an output path that overlaps STORE, exists without --overwrite, or is not a Zarr store."""
     from zopt.paths import check_no_overlap, check_replaceable
 
-    try:
-        check_no_overlap(store, output)
-        check_replaceable(output, overwrite, "output")
-    except (FileExistsError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    check_no_overlap(store, output)
+    check_replaceable(output, overwrite, "output")
 
 
 def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False):
@@ -479,22 +480,19 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress,
     from zopt.chunking import parse_shape, shape_for
     from zopt.info import arrays_in
 
-    try:
-        spec = parse_shape(chunks, "chunks")
-        out = {}
-        for a in arrays_in(store, arrays or None):
-            why = analysable(a)
-            if why is not None:
-                if a.ndim:  # scalars are not worth a line
-                    console.print(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
-                continue
-            dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
-            shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
-            out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
-                           decode_times=decode_times, progress=None if no_progress else _RichProgress))
-        return out
-    except (ValueError, OSError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    spec = parse_shape(chunks, "chunks")
+    out = {}
+    for a in arrays_in(store, arrays or None):
+        why = analysable(a)
+        if why is not None:
+            if a.ndim:  # scalars are not worth a line
+                console.print(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
+            continue
+        dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
+        shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
+        out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
+                       decode_times=decode_times, progress=None if no_progress else _RichProgress))
+    return out
 
 
 def _raw_zarr_view(src: str, path: str) -> str:
@@ -502,10 +500,7 @@ def _raw_zarr_view(src: str, path: str) -> str:
     recompress gives by default, so a plan made from it applies to ``recompress SRC DST --plan``."""
     from zopt.engine import recompress
 
-    try:
-        recompress(src, path, codecs=[{"name": "bytes", "configuration": {"endian": "little"}}])
-    except (ValueError, OSError, ZoptError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    recompress(src, path, codecs=[{"name": "bytes", "configuration": {"endian": "little"}}])
     console.print(f"note: {src} is not a Zarr store: analysed through a raw Zarr copy with recompress's default "
                   "chunks, in a temporary directory removed afterwards")
     return path
@@ -586,10 +581,7 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
     else:
         analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
                                  decode_times or policy == "fastest_within")
-    try:
-        made = make_plan(analyses, policy, **kwargs)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    made = make_plan(analyses, policy, **kwargs)
     made.save(output)
     console.print(_plan_table(made, output))
 
@@ -604,10 +596,7 @@ def plan_show(path, png) -> None:
     """Summarise a saved plan; --png draws its masks over the chunk grid."""
     from zopt.plan import Plan
 
-    try:
-        p = Plan.load(path)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    p = Plan.load(path)
     console.print(_plan_table(p, path))
     if png:
         from zopt.plot import plot_plan

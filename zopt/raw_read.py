@@ -31,6 +31,7 @@ import numpy as np
 
 from zopt._zarr_compat import endian_of, regular_chunk_shape
 from zopt.decisions import sample_windows
+from zopt.errors import ZoptError
 
 __all__ = ["RawChunkReader", "analysis_windows", "sampled_bytes"]
 
@@ -56,7 +57,7 @@ def sampled_bytes(raw: np.ndarray, fraction: int, windows: int) -> np.ndarray:
     return np.concatenate([raw[s : s + n] for s, n in spans])
 
 
-class _ShardReplaced(Exception):
+class _ShardReplaced(ZoptError):
     """A shard file was replaced (``zopt compact``, ``--in-place``) after its index was read."""
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from zopt._zarr_compat import endian_of, index_location_of
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.sync import sync_decoder
+from zopt.errors import ZoptError
 
 __all__ = [
     "EMPTY",
@@ -63,7 +64,7 @@ EMPTY = np.uint64(2**64 - 1)
 TMP_MARK = ".zopt-"
 
 
-class ShardIndexError(ValueError):
+class ShardIndexError(ZoptError, ValueError):
     """A shard's index is corrupt or does not match its file. ``key``: the shard's path."""
 
     def __init__(self, key: str, reason: str) -> None:

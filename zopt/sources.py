@@ -50,6 +50,9 @@ _MAX_OPEN = 8
 _lock = threading.Lock()
 _open_lock = threading.Lock()  # serialises opens (see open_source)
 _cache: collections.OrderedDict[tuple, xr.Dataset] = collections.OrderedDict()
+_MAX_ARRAYS = 64
+# (src, variable, token) -> (zarr array or None, raw reader or None): a job's tasks open each source array once per process
+_arrays: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
 
 
 def is_zarr(path: str) -> bool:
@@ -124,6 +127,8 @@ def release(token: str | None) -> int:
     with _lock:
         keys = [k for k in _cache if k[1] == token]
         closing = [_cache.pop(k) for k in keys]
+        for k in [k for k in _arrays if k[2] == token]:
+            del _arrays[k]
     for ds in closing:
         ds.close()
     return len(closing)
@@ -274,23 +279,42 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
     with zopt's checks (``zopt.checked_read``: corrupt shards and chunks named, a torn read
     retried once), anything else through xarray (``open_source(src, token)``).
     """
+    array, reader = _zarr_source(src, name, token)
+    if reader is not None:
+        return reader.read_region(region, array.fill_value)
+    if array is not None and array.metadata.zarr_format == 3:
+        from zopt.checked_read import read_region
+
+        return read_region(array, region, src if os.path.isdir(src) else None)
+    if array is not None and not name:  # a root array: no xarray view
+        return np.asarray(array[region])
+    return open_source(src, token)[name].variable[region].values
+
+
+def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
+    """``(zarr array, RawChunkReader or None)`` of variable ``name`` of a Zarr source, or ``(None,
+    None)`` for another source; opened once per process for a job (``token``: ``release`` forgets it)."""
     from zopt.raw_read import RawChunkReader
 
+    key = (src, name, token)
+    if token is not None:
+        with _lock:
+            if key in _arrays:
+                _arrays.move_to_end(key)
+                return _arrays[key]
+    array = reader = None
     if is_zarr(src):
         try:
             array = open_array(src, path=name, mode="r")
         except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
             array = None
         reader = RawChunkReader.open(src, array) if array is not None else None
-        if reader is not None:
-            return reader.read_region(region, array.fill_value)
-        if array is not None and array.metadata.zarr_format == 3:
-            from zopt.checked_read import read_region
-
-            return read_region(array, region, src if os.path.isdir(src) else None)
-        if array is not None and not name:  # a root array: no xarray view
-            return np.asarray(array[region])
-    return open_source(src, token)[name].variable[region].values
+    if token is not None:
+        with _lock:
+            _arrays[key] = (array, reader)
+            while len(_arrays) > _MAX_ARRAYS:
+                _arrays.popitem(last=False)
+    return array, reader
 
 
 def zarr_v3_group(src: str) -> zarr.Group | None:

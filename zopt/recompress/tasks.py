@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,31 @@ class Recorder(Decision):
         return mask, payload
 
 
+_MAX_TARGETS = 16
+_targets_lock = threading.Lock()
+# (destination path, array, job) -> the opened destination array: a job's chunk tasks open it once per process
+_targets: collections.OrderedDict[tuple, zarr.Array] = collections.OrderedDict()
+
+
+def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
+    """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
+    local directory (its metadata does not change while the job writes chunks; a retried task
+    finds the same array)."""
+    if not isinstance(dst, str) or job is None:
+        return zarr.open_array(dst, path=name, mode="r+")
+    key = (dst, name, job)
+    with _targets_lock:
+        if key in _targets:
+            _targets.move_to_end(key)
+            return _targets[key]
+    array = zarr.open_array(dst, path=name, mode="r+")
+    with _targets_lock:
+        _targets[key] = array
+        while len(_targets) > _MAX_TARGETS:
+            _targets.popitem(last=False)
+    return array
+
+
 def write_region(
     src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
     marker: str | None = None,
@@ -79,7 +105,7 @@ def write_region(
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
     data = read_source(src, name, region, token)
-    array = zarr.open_array(dst, path=name, mode="r+")
+    array = _target_array(dst, name, token)
     if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         data = lossy.prepare(index, data, f"chunk {index}")
