@@ -99,7 +99,7 @@ def main() -> None:
     import zarr
     from zarr.codecs import BloscCodec
 
-    from zopt.engine import choose_chunks
+    from zopt.chunking import choose_chunks
 
     warnings.filterwarnings("ignore")
     work = Path(args.workdir)

@@ -254,7 +254,8 @@ def recompress(
     except BaseException:
         release_sources(job_id)
         raise
-    if dry_run:
+    if dry_run:  # the graph is built as the run would build it (its cost is part of the plan), never run
+        write_tasks(work, target, src, decision, job_id, lossy_vars)
         release_sources(job_id)
         if children:
             notes.append(f"the child groups {children} are rewritten as stores of their own, not planned here: "
