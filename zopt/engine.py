@@ -627,6 +627,7 @@ def recompress(
     lossy: Any = None,
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
+    before_publish: Callable[[Any, list[str]], None] | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -684,6 +685,11 @@ def recompress(
         reader that pairs an old shard index with a rewritten file (``zopt compact``,
         ``--in-place``) gets an error instead of wrong values; default: for ``fixed-slot``
         (the layout written to be rewritten), not for ``compact``. See docs/reliability.md.
+    before_publish : ``before_publish(partial, names)``, called once everything is written, right
+        before publishing: ``partial`` is the partial store (a local path string; the destination
+        store itself for a ``Store``/URL ``dst``), ``names`` the arrays rewritten (``GROUP/NAME``
+        in child groups). If it raises, nothing is published, the partial output stays (with
+        its journal) and the error propagates (``recompress --verify`` runs ``zopt.verify`` here).
     dry_run : build the plan of work (target metadata in memory, the Dask graph) and return it
         without writing anything: the report's arrays give shapes, units (shards), tasks,
         logical and source bytes, projected memory per task, and units an interrupted run of
@@ -784,6 +790,7 @@ def recompress(
             remove_temporaries(partial)
     dst_text = dst if store is None else store_text(store)
     done_by = journal if record is not None else None  # its markers: the units an interrupted run finished
+    checking = False  # before_publish is running: if it raises, the partial output stays
     if dry_run:  # the target's metadata in memory: nothing written
         journal, store = None, zarr.storage.MemoryStore()
         partial = store
@@ -899,11 +906,17 @@ def recompress(
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
+        if before_publish is not None:
+            checking = True
+            before_publish(partial, list(reports))
+            checking = False
         if store is None:
             journal.remove()  # DST never holds the journal; a kill right here only means starting over
             publish(partial, dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
     except BaseException as exc:
-        if journal is not None and keeps_partial(exc) and journal.read() is not None:
+        if checking:
+            pass
+        elif journal is not None and keeps_partial(exc) and journal.read() is not None:
             exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
         elif dry_run:
             pass
