@@ -1089,6 +1089,9 @@ def recompress_in_place(
     tasks, reports, notes = [], {}, []
     job_id = uuid.uuid4().hex[:12]
     with store_lock(store, job_id) as tmp_dir:
+        from zopt.journal import InPlaceJournal
+
+        resume = InPlaceJournal.start(store, names, decision, plan)  # what an interrupted run of this job finished
         shards = []  # (path, layout, key) of every shard rewritten
         for name in names:
             array = arrays[name]
@@ -1114,19 +1117,23 @@ def recompress_in_place(
                               array.metadata.chunk_key_encoding, array_plan),
                     traverse=False, name=f"zopt-job-{name}-{job_id}",
                 ),)
+            done = resume.done(name)
             for coords in np.ndindex(*array.cdata_shape):  # stored chunks (unsharded) or shards; absent ones stay absent
                 key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
                 path = os.path.join(store, *key.split("/"))
                 if os.path.exists(path):
                     label = f"zopt-inplace-{name}-{'.'.join(map(str, coords))}-{job_id}"
                     extra = (decision, array_plan) if shard_layout is None else ()
-                    tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, str(tmp_dir), dask_key_name=label)))
+                    if not _resumed(reports[name], done, coords):
+                        tasks.append((name, dask.delayed(resume.task, pure=False)(write, path, resume.marker(name, coords), *first,
+                                                                                   coords, *extra, str(tmp_dir), dask_key_name=label)))
                     if shard_layout is not None:
                         shards.append((path, shard_layout, key))
         graph_seconds = _run_writes(tasks, reports, store, scheduler, progress, token=job_id)
         if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
             for name, rep in reports.items():
                 rep.stored_after, rep.allocated_after = _stored_sizes(store, name)
+        resume.remove()  # complete: the next run is a new job
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
