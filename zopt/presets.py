@@ -9,8 +9,10 @@ installed; the wrapped codecs are ``shuffle`` (the spec's byte shuffle) and Zarr
 - ``fast``: ``conditional([shuffle, zstd(1)])``, ``always`` — one encoding per chunk and no
   trials, for ingest that must keep up with an instrument or a model.
 - ``archive``: ``conditional([shuffle, zstd(19)])``, ``compress_if_smaller`` — slower, smaller.
-- ``lossless-8bit``: ``conditional([zstd(5)])``, ``compress_if_smaller`` — for 1-byte and bool
-  data (``uint8``, ``int8``, ``bool``, ``float8_*``), where a byte shuffle does nothing.
+- ``lossless-8bit``: ``conditional([zstd(10)])``, ``compress_if_smaller`` — for 1-byte and bool
+  data (``uint8``, ``int8``, ``bool``, ``float8_*``), where a byte shuffle does nothing; the
+  level is ``zopt.menu.BYTE_LEVEL``, so it is the default chain of those types, for every
+  variable.
 
 ``shuffle`` is written without ``element_size``: it takes the array's item size when the array
 is created (``zopt.xarray.encoding`` sets it explicitly per variable). For 1-byte types it is
@@ -25,6 +27,8 @@ import copy
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from zopt.menu import BYTE_LEVEL
 
 __all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
 
@@ -122,8 +126,8 @@ PRESETS: dict[str, Preset] = {
                _chain({"name": "shuffle"}, _zstd(1)), "always"),
         Preset("archive", "archive: shuffle + zstd(19) where they make the chunk smaller (slow to write)",
                _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller"),
-        Preset("lossless-8bit", "1-byte and bool data: zstd(5) where it makes the chunk smaller, no shuffle",
-               _chain(_zstd(5)), "compress_if_smaller"),
+        Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no shuffle",
+               _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller"),
     )
 }
 

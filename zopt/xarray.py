@@ -56,7 +56,7 @@ def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
 def _preset_name(preset: str | None, dtype: np.dtype) -> str:
     if preset is not None:
         return preset
-    return "lossless-8bit" if dtype.itemsize == 1 else "default"
+    return "default"  # with the item size: the engine's per-type chain (zopt.menu)
 
 
 def _plan_chain(ap: Any) -> list[dict[str, Any]]:
@@ -90,9 +90,10 @@ def encoding(
         (``(12, 90, 180)``, for variables with that many dimensions). Defaults: ~256 KiB inner
         chunks and ~64 MiB shards (``zopt.chunking.choose_chunks``); an array that fits in one
         inner chunk is not sharded.
-    preset : a name from ``zopt.presets`` (``zopt presets``). Default: ``lossless-8bit`` for
-        1-byte and bool variables, ``default`` for the others. ``shuffle`` is left out for 1-byte
-        types with every preset (it would do nothing there).
+    preset : a name from ``zopt.presets`` (``zopt presets``). Default: ``default``, which per
+        variable is exactly ``zopt recompress``'s chain for its type (``zopt.menu.default_chain``:
+        ``zstd(10)`` for 1-byte and bool, ``shuffle`` + ``zstd(3)`` for the others). ``shuffle``
+        is left out for 1-byte types with every preset (it would do nothing there).
     plan : a ``zopt.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
         masks (no trial encoding); it is checked against each variable (shape, chunk shape, dtype)
         and raises ``zopt.plan.PlanMismatchError`` listing what differs, or naming the planned
