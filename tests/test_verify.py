@@ -168,6 +168,10 @@ def test_s3_pair_verifies(tmp_path, s3_bucket):
     report = verify(src, dst)
     assert report.ok and [c.name for c in report.checks] == [""] and report.checks[0].chunks == 24
     assert verify(src_local, dst).ok
+    seen = []
+    check = before_publish_check(src, f"{s3_bucket}/checked.zarr", done=seen)  # a URL dst: written in place
+    recompress(src, f"{s3_bucket}/checked.zarr", chunks=(20, 20), before_publish=check, scheduler="synchronous")
+    assert len(seen) == 1 and seen[0].ok and seen[0].dst == f"{s3_bucket}/checked.zarr"
 
 
 # -- recompress --verify ----------------------------------------------------------------------

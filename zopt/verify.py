@@ -398,6 +398,7 @@ def verify(
 
     from zopt import locations as loc
     from zopt.grid import regions
+    from zopt.paths import resolve
     from zopt.scheduling import compute
     from zopt.sources import is_zarr, release
 
@@ -407,6 +408,9 @@ def verify(
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    shown = (src, dst)
+    # resolved here, on the client: Dask workers may run in another directory
+    src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
     token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
         theirs, ours = _metas(src, token), _metas(dst, token)
@@ -417,7 +421,7 @@ def verify(
             names = list(dict.fromkeys(arrays))
         else:
             names = [*ours, *(n for n in theirs if n not in ours)]
-        report = VerifyReport(src, dst)
+        report = VerifyReport(*shown)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
