@@ -114,8 +114,11 @@ def test_sigkilled_job_resumes_and_writes_only_unfinished_shards(tmp_path, kind,
     after = _shard_inodes(dst)
     kept = {k for k, ino in after.items() if inodes.get(k) == ino}
     rewritten = set(after) - kept
-    # every marked shard kept its file, every other shard was written by the second run
-    assert len(kept) == len(before) and len(rewritten) == total - len(before)
+    # every marked shard kept its file, every other shard was written by the second run, except
+    # that a fixed-slot shard finalized but not yet marked when the kill came (at most one per
+    # killed run: one task at a time) keeps its file too (its finalize is idempotent: seen on leg 2)
+    spare = killed_runs if layout == "fixed-slot" else 0
+    assert len(before) <= len(kept) <= len(before) + spare and len(kept) + len(rewritten) == total
     assert not partial.exists() and not any(JOURNAL_DIR in str(p) or ".zopt-" in p.name for p in dst.rglob("*"))
     _assert_same(src, dst, names)
 
