@@ -22,7 +22,6 @@ import zarr
 
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
-from zopt.codecs.sync import sync_decoder
 from zopt.errors import ChunkDecodeError
 from zopt.shards import (
     EMPTY,
@@ -83,37 +82,24 @@ def _temp_files(store: str | os.PathLike, array: zarr.Array) -> int:
     return sum(1 for p in root.rglob(f"*{TMP_MARK}*") if p.is_file())
 
 
-def _codec_name(codec: Any) -> str:
-    try:
-        return str(codec.to_dict()["name"])
-    except Exception:  # noqa: BLE001 - a codec without to_dict
-        return type(codec).__name__
-
-
 class _MaskReader:
     """Reads the ``conditional`` mask of a stored chunk: decodes the bytes→bytes codecs after
     the conditional codec (e.g. crc32c), then parses its header."""
 
     def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
-        enc = ChunkEncoder(codecs, spec)
+        self.encoder = ChunkEncoder(codecs, spec)
         self.codec: ConditionalCodec | None = None
-        self.after: list = []
-        for codec, s in enc.bytes_bytes:
-            if self.codec is not None:
-                self.after.append((_codec_name(codec), sync_decoder(codec, s)))
-            elif isinstance(codec, ConditionalCodec):
-                self.codec = codec
+        self.stop = 0
+        for i, codec in enumerate(self.encoder.bytes_bytes_codecs):
+            if isinstance(codec, ConditionalCodec):
+                self.codec, self.stop = codec, i + 1
+                break
 
     def mask(self, data: bytes, key: str, inner: tuple[int, ...] | None = None) -> int:
         """The mask of the stored chunk ``data``; ChunkDecodeError naming ``key``, the inner chunk
         and the codec when a checksum does not match or the header is not valid."""
         assert self.codec is not None
-        raw = np.frombuffer(data, dtype=np.uint8)
-        for name, dec in reversed(self.after):
-            try:
-                raw = dec(raw)
-            except Exception as exc:  # noqa: BLE001 - zarr's codecs raise many types
-                raise ChunkDecodeError(key, inner, exc, codec=name) from exc
+        raw = self.encoder.decode_bytes(data, stop=self.stop, key=key, inner=inner)
         try:
             return parse_header(raw[: self.codec.header_nbytes], self.codec.header_bits, len(self.codec.codecs))
         except ValueError as exc:

@@ -41,7 +41,7 @@ import numpy as np
 
 from zopt._zarr_compat import endian_of, index_location_of
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
-from zopt.codecs.sync import sync_decoder
+from zopt.errors import ChunkDecodeError
 
 __all__ = [
     "EMPTY",
@@ -71,6 +71,14 @@ class ShardIndexError(ValueError):
         super().__init__(f"shard {key!r}: {reason}")
 
 
+@functools.lru_cache(maxsize=64)
+def _index_encoder(index_codecs: tuple[Any, ...], chunks_per_shard: tuple[int, ...]) -> ChunkEncoder:
+    from zarr.core.dtype import UInt64
+
+    spec = chunk_spec((*chunks_per_shard, 2), UInt64(endianness="little"), 2**64 - 1)
+    return ChunkEncoder(index_codecs, spec)
+
+
 @dataclass(frozen=True)
 class ShardLayout:
     """Geometry of the shards of one array.
@@ -98,10 +106,10 @@ class ShardLayout:
         return math.prod(self.chunks_per_shard)
 
     def _index_encoder(self) -> ChunkEncoder:
-        from zarr.core.dtype import UInt64
-
-        spec = chunk_spec((*self.chunks_per_shard, 2), UInt64(endianness="little"), 2**64 - 1)
-        return ChunkEncoder(self.index_codecs, spec)
+        try:  # read once per shard: build the encoder once per process and geometry
+            return _index_encoder(self.index_codecs, self.chunks_per_shard)
+        except TypeError:  # an unhashable codec
+            return _index_encoder.__wrapped__(self.index_codecs, self.chunks_per_shard)
 
     @functools.cached_property  # ints only: the layout is pickled to workers, encoders are not
     def index_nbytes(self) -> int:
@@ -144,14 +152,13 @@ class ShardLayout:
 
         Raises ShardIndexError naming ``key`` when the checksum or the length is wrong.
         """
-        raw = np.frombuffer(bytes(data), dtype=np.uint8)
         enc = self._index_encoder()
         try:
-            for codec, s in reversed(enc.bytes_bytes):
-                raw = sync_decoder(codec, s)(raw)
-        except Exception as exc:
-            raise ShardIndexError(key, f"index does not decode ({type(exc).__name__}: {exc})") from exc
-        codec, s = enc.array_bytes
+            raw = enc.decode_bytes(np.frombuffer(bytes(data), dtype=np.uint8))
+        except ChunkDecodeError as exc:
+            cause = exc.__cause__
+            raise ShardIndexError(key, f"index does not decode ({type(cause).__name__}: {cause})") from cause
+        codec = enc.array_bytes_codec
         if raw.size != 16 * self.n_inner:
             raise ShardIndexError(key, f"index has {raw.size} bytes after decoding, expected {16 * self.n_inner}")
         endian = endian_of(codec) or "little"

@@ -7,7 +7,9 @@ pipeline does not offer: the ``conditional`` codec's mask per chunk, and a bound
 size of a chunk so that it can own a fixed slot in a shard file.
 
 ``ChunkEncoder`` runs a codec list (array→array codecs, one array→bytes codec, bytes→bytes
-codecs; the inner chain of a ``sharding_indexed`` codec) on a numpy chunk:
+codecs; the inner chain of a ``sharding_indexed`` codec) on a numpy chunk, both ways
+(``encode``; ``decode`` and ``decode_bytes``, which the shard index reader and ``zopt info``
+use to undo a chain's trailing codecs, e.g. ``crc32c``):
 
 - array→array and array→bytes codecs through their synchronous ``_encode_sync`` (zarr's
   ``bytes``/``transpose`` and zopt's codecs have one), otherwise their async method on a
@@ -46,7 +48,8 @@ from zarr.core.buffer import default_buffer_prototype
 
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
-from zopt.codecs.sync import sync_encoder
+from zopt.codecs.sync import sync_decoder, sync_encoder
+from zopt.errors import ChunkDecodeError
 
 __all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
 
@@ -142,6 +145,7 @@ class ChunkEncoder:
         self._encoders = [
             None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
         ]
+        self._decoders: list[Any] | None = None  # made on the first decode: most encoders never decode
 
     @property
     def codecs(self) -> tuple[Any, ...]:
@@ -199,6 +203,60 @@ class ChunkEncoder:
                 )
         return EncodedChunk(data, masks)
 
+    @property
+    def array_bytes_codec(self) -> Any:
+        """The array→bytes codec (e.g. ``bytes``, ``packbits``)."""
+        return self.array_bytes[0]
+
+    @property
+    def bytes_bytes_codecs(self) -> tuple[Any, ...]:
+        """The bytes→bytes codecs, in chain order."""
+        return tuple(c for c, _ in self.bytes_bytes)
+
+    def decode_bytes(
+        self,
+        data: bytes | np.ndarray,
+        *,
+        stop: int = 0,
+        key: str | None = None,
+        inner: tuple[int, ...] | None = None,
+    ) -> np.ndarray:
+        """Undo the bytes→bytes codecs from the last down to position ``stop`` (0: all of them).
+
+        data : stored bytes of one chunk. Returns 1-D uint8: the bytes codec ``stop`` produced
+        (``stop`` = the index of a ``conditional`` codec in ``bytes_bytes_codecs`` + 1 gives its
+        header and payload). Raises ``ChunkDecodeError`` naming ``key``, ``inner`` and the codec
+        whose decoding failed (a checksum mismatch, truncated bytes).
+        """
+        if self._decoders is None:
+            self._decoders = [sync_decoder(c, s) for c, s in self.bytes_bytes]
+        raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
+        for i in range(len(self.bytes_bytes) - 1, stop - 1, -1):
+            try:
+                raw = self._decoders[i](raw)
+            except Exception as exc:  # noqa: BLE001 - zarr's and numcodecs' codecs raise many types
+                raise ChunkDecodeError(key, inner, exc, codec=_codec_name(self.bytes_bytes[i][0])) from exc
+        return raw
+
+    def decode(self, data: bytes | np.ndarray, *, key: str | None = None,
+               inner: tuple[int, ...] | None = None) -> np.ndarray:
+        """Decode one stored chunk into a numpy array of the spec's shape and dtype.
+
+        Raises ``ChunkDecodeError`` naming ``key``, ``inner`` and the failing codec.
+        """
+        raw = self.decode_bytes(data, key=key, inner=inner)
+        proto = self.spec.prototype
+        codec, s = self.array_bytes
+        try:
+            value = _run_sync(codec, "_decode_sync", "_decode_single", proto.buffer.from_array_like(raw), s)
+            for codec, s in reversed(self.array_array):
+                value = _run_sync(codec, "_decode_sync", "_decode_single", value, s)
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise ChunkDecodeError(key, inner, exc, codec=_codec_name(codec)) from exc
+        out = np.asarray(value.as_numpy_array())
+        native = self.spec.dtype.to_native_dtype()
+        return out if out.dtype == native else out.astype(native)  # e.g. a big-endian ``bytes`` codec
+
     def _bytes_bytes(
         self, data: np.ndarray, chunk_index: tuple[int, ...] | None, force_zero: bool
     ) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -214,6 +272,13 @@ class ChunkEncoder:
             data = out
             masks.append(mask)
         return data, tuple(masks)
+
+
+def _codec_name(codec: Any) -> str:
+    try:
+        return str(codec.to_dict()["name"])
+    except Exception:  # noqa: BLE001 - a codec without to_dict
+        return type(codec).__name__
 
 
 def _raw_nbytes(spec: ArraySpec) -> int:
