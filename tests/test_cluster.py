@@ -107,3 +107,22 @@ def test_tasks_go_in_bounded_waves_and_the_bar_follows_the_cluster(tmp_path, clu
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "w.zarr", path="tos")[...],
                                   xr.open_dataset(NEMO, decode_cf=False).tos.values)
     assert report.arrays[0].chunks_written == 110
+
+
+def test_verify_runs_on_the_cluster_and_workers_close_what_it_opened(tmp_path, cluster, monkeypatch):
+    cl, client, _ = cluster
+    shutil.copy(NEMO, tmp_path / "nemo.nc")
+    monkeypatch.chdir(tmp_path)
+    args = ["--scheduler", cl.scheduler_address, "--no-progress"]
+    result = CliRunner().invoke(main, ["recompress", "nemo.nc", "out.zarr", "--chunks", "y=30,x=36",
+                                       "--shards", "y=90,x=108", "--verify", *args])
+    assert result.exit_code == 0, result.output
+    assert "verified out.zarr against nemo.nc" in " ".join(result.output.split())
+    tos = zarr.open_array("out.zarr", path="tos", mode="r+")
+    tos[0, 100, 200] = tos[0, 100, 200] + 1
+    result = CliRunner().invoke(main, ["verify", "nemo.nc", "out.zarr", "tos", *args])
+    assert result.exit_code == 1
+    assert "tos (1 of " in result.output and "first: chunk 0.3.5 [0:1, 90:120, 180:216]" in result.output
+    from zopt.sources import cached_tokens
+
+    assert all(tokens == [] for tokens in client.run(cached_tokens).values())

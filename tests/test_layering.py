@@ -29,8 +29,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("plan", ("zopt.plan",)),
     ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
                 "zopt.recompress", "zopt.recompress.", "zopt.lossy", "zopt.lossy.prepare",
-                "zopt.lossy.verify")),
-    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt.tables", "zopt.lossy.cli", "zopt")),
+                "zopt.lossy.verify", "zopt.lossy.check")),
+    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt.tables", "zopt.lossy.cli", "zopt.progress",
+                   "zopt.verify_cli", "zopt")),
 ]
 
 

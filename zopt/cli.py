@@ -17,11 +17,11 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from zopt import __version__
 from zopt.errors import ZoptError, disk_full_message, is_disk_full
+from zopt.progress import RichProgress as _RichProgress
 from zopt.tables import console
 from zopt.tables import human as _human
 from zopt.tables import mask_text as _mask_text
@@ -96,49 +96,6 @@ def _shard_rewrite_errors(store: str):
             raise click.ClickException(disk_full_message(store, _largest_file(store), "every shard is whole (old or new), "
                                                          "temporary files were removed")) from exc
         raise  # one line from _Main, like every other error
-
-
-class _RichProgress:
-    """A rich progress bar fed by Dask's local-scheduler callbacks or distributed futures."""
-
-    def __init__(self, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        self.progress = Progress(
-            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False,
-        )
-        self.task = self.progress.add_task("shards", total=total)
-        self._callback = None
-        self.keys: frozenset[str] = frozenset()
-
-    def watch_keys(self, keys: frozenset[str]) -> None:
-        """The keys of the tasks that advance the bar (``zopt.scheduling.compute``)."""
-        self.keys = keys
-
-    def __enter__(self) -> _RichProgress:
-        from dask.callbacks import Callback
-
-        self.progress.__enter__()
-        bar = self
-
-        class _Tick(Callback):
-            def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's signature
-                if str(key) in bar.keys:
-                    bar.progress.advance(bar.task)
-
-        self._callback = _Tick()
-        self._callback.__enter__()
-        return self
-
-    def advance(self, n: int = 1) -> None:
-        """``n`` more shards done (called as a cluster's tasks finish)."""
-        self.progress.advance(self.task, n)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._callback is not None:
-            self._callback.__exit__(*exc)
-        self.progress.__exit__(*exc)
 
 
 def summary_table(report: Any, baseline: dict[str, int] | None = None) -> Table:
@@ -259,9 +216,11 @@ def main() -> None:
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
 @click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
               "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
+@click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
+              "on any difference nothing is published and the partial output is kept.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers) -> None:
+               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -273,6 +232,10 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if dry_run and vs_default:
         raise click.UsageError("--vs-default measures a written DST; --dry-run writes none: give one of them.")
+    if verify_first and (in_place or dry_run):
+        raise click.UsageError("--verify compares a new DST with SRC before publishing it; " + (
+            "--in-place keeps no copy of the old values to compare with (run zopt info --check to decode every chunk)"
+            if in_place else "--dry-run writes nothing to verify"))
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
@@ -298,13 +261,20 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             decision = chosen.decision
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
+    verified: list = []
+    check = None
+    if verify_first:
+        from zopt.verify import before_publish_check
+
+        check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
+                                     done=verified)
     try:
         report = run(
             src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
             plan=plan, max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None,
-            readers=readers,
+            readers=readers, before_publish=check,
         )
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst:
@@ -326,6 +296,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     console.print(summary_table(report, baseline))
     for note in report.notes:
         console.print(f"note: {note}")
+    for done in verified:
+        console.print(done.success_line(), markup=False)
 
 
 @main.command("presets")
@@ -606,7 +578,8 @@ def plan_show(path, png) -> None:
 
 
 def _register_lossy() -> None:  # zopt.lossy's commands live in their own module
-    from zopt.lossy.cli import lossy_plan, verify
+    from zopt.lossy.cli import lossy_plan
+    from zopt.verify_cli import verify
 
     main.add_command(verify)
     main.add_command(lossy_plan)

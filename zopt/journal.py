@@ -39,7 +39,8 @@ from typing import Any
 
 from zopt.errors import ZoptError
 
-__all__ = ["JOURNAL_DIR", "Journal", "ResumeMismatchError", "fingerprint", "mark", "source_identity"]
+__all__ = ["IN_PLACE_DIR", "JOURNAL_DIR", "InPlaceJournal", "Journal", "ResumeMismatchError", "fingerprint", "mark",
+           "source_identity"]
 
 JOURNAL_DIR = ".zopt-journal"
 _FORMAT = 1
@@ -237,3 +238,79 @@ def keeps_partial(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and not isinstance(exc, FileExistsError | FileNotFoundError | PermissionError):
         return True
     return type(exc).__name__ in ("KilledWorker", "CommClosedError", "CancelledError", "FutureCancelledError")
+
+
+# -- in-place rewrites (``recompress --in-place``) ---------------------------------------------
+
+IN_PLACE_DIR = ".zopt-in-place"
+
+
+class InPlaceJournal:
+    """What an interrupted ``recompress --in-place`` of a store finished, so the same job resumes.
+
+    Lives in ``<store>/.zopt-in-place/`` (outside ``.zopt-jobs``, whose per-job directories the
+    store lock removes when a job starts): ``done/<array>/<c0.c1…>``, one marker per rewritten
+    shard (or chunk file of an unsharded array), written atomically by the task after the file
+    was renamed into place. A marker holds the job's fingerprint (a digest of the zopt version,
+    the metadata documents of the store and of every array rewritten — codecs included —, the
+    decision or plan and the arrays), the file's ``(size, mtime_ns, inode)`` after the rename,
+    and the unit's ``(masks, chunks written)`` for the report.
+
+    A run with the same fingerprint skips a unit whose marker matches its file as it is now;
+    any other unit — never reached, killed mid-write, touched since (``zopt compact``, phase B
+    of an earlier run), or marked by a job with another fingerprint — is rewritten, which is
+    always correct (the rewrite is idempotent). Nothing is written before the first unit is
+    done, and the directory is removed when a run completes.
+    """
+
+    def __init__(self, store: str | os.PathLike, job: str) -> None:
+        self.dir = Path(store) / IN_PLACE_DIR
+        self.job = job
+
+    @classmethod
+    def start(cls, store: str, names: Iterable[str], decision: Any, plan: Any) -> InPlaceJournal:
+        """The journal of an in-place job on ``store`` rewriting arrays ``names`` (the caller holds its lock)."""
+        names = sorted(names)
+        fp = fingerprint(store, names, {"mode": "in-place", "decision": decision, "plan": plan, "variables": names})
+        return cls(store, hashlib.blake2b(json.dumps(fp, sort_keys=True).encode(), digest_size=16).hexdigest())
+
+    def marker(self, name: str, coords: Iterable[int]) -> str:
+        """The marker path of unit ``coords`` (shard or chunk grid coordinates) of array ``name``."""
+        return str(self.dir / "done" / _array_dir(name) / _unit_key(coords))
+
+    def done(self, name: str) -> dict[str, tuple[collections.Counter, int]]:
+        """``{unit key: (masks, chunks written)}`` of array ``name``'s units marked by this job
+        whose marker matches the unit's file as it is now (see the class docstring)."""
+        found = {}
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.dir / "done" / _array_dir(name)):
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    record = json.loads(Path(entry.path).read_bytes())
+                    if record["job"] != self.job:
+                        continue  # another job's (other options, other zopt): redone
+                    st = os.stat(record["file"])
+                    if [st.st_size, st.st_mtime_ns, st.st_ino] != record["stat"]:
+                        continue  # changed since: rewritten again
+                    found[entry.name] = (collections.Counter({int(k): v for k, v in record["masks"].items()}),
+                                         int(record["written"]))
+                except (ValueError, KeyError, TypeError, OSError):
+                    continue  # unreadable, or the file is gone: its unit is not skipped
+        return found
+
+    def task(self, write: Any, path: str, marker: str, *args: Any) -> Any:
+        """Dask task: ``write(*args)`` (returning ``(masks, chunks written)``), then the marker
+        of ``path`` as the rewrite left it. A file removed (all fill value) gets no marker: a
+        later run finds no file and has nothing to do."""
+        masks, written = write(*args)
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(path)
+            _write_atomic(Path(marker), json.dumps({
+                "job": self.job, "file": path, "stat": [st.st_size, st.st_mtime_ns, st.st_ino],
+                "masks": {str(k): v for k, v in masks.items()}, "written": written}).encode())
+        return masks, written
+
+    def remove(self) -> None:
+        """Remove the journal (only its own directory)."""
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,7 +5,8 @@
   of the bound and a per-chunk check;
 - ``bitinfo``: bitwise real information content (Klöwer et al. 2021) and keepbits;
 - ``prepare``: the analysis graph and the hook ``recompress`` calls;
-- ``verify``: compares a source with a recompressed store, within each variable's recorded bound.
+- ``check``: one region of a lossy array against its recorded bound (``zopt.verify`` calls it);
+- ``verify``: the old name of ``zopt.verify`` (kept for existing imports).
 """
 
 from zopt.lossy.bounds import AbsChain, LossyBoundError, design_abs

@@ -25,7 +25,7 @@ import zarr
 from zopt import locations as loc
 from zopt.chunking import parse_shape, unused_shape_notes
 from zopt.codecs.conditional import conditional_codecs_in
-from zopt.journal import Journal, fingerprint, keeps_partial
+from zopt.journal import InPlaceJournal, Journal, fingerprint, keeps_partial
 from zopt.lock import store_lock
 from zopt.paths import (
     check_no_overlap,
@@ -432,6 +432,7 @@ def recompress_in_place(
     tasks, reports, notes = [], {}, []
     job_id = uuid.uuid4().hex[:12]
     with store_lock(store, job_id) as tmp_dir:
+        resume = InPlaceJournal.start(store, names, decision, plan)  # what an interrupted run of this job finished
         shards = []  # (path, layout, key) of every shard rewritten
         for name in names:
             array, shard_layout = arrays[name], layouts[name]
@@ -445,13 +446,14 @@ def recompress_in_place(
             if shard_layout is not None and not has_inner_checksum(shard_layout):
                 notes.append(unchecked_note(name))
             array_tasks, array_shards = in_place_tasks(store, name, array, shard_layout, decision, plans[name], job_id,
-                                                       str(tmp_dir))
+                                                       str(tmp_dir), resume, reports[name])
             tasks += array_tasks
             shards += array_shards
         graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, token=job_id)
         if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
             for name, rep in reports.items():
                 rep.stored_after, rep.allocated_after = stored_sizes(store, name)
+        resume.remove()  # complete: the next run is a new job
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed

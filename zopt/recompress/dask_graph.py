@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from zopt.graph import job_key, shard_tasks, unit_key
+from zopt.journal import Journal
 from zopt.recompress.reports import ArrayReport
 from zopt.recompress.tasks import (
     ShardJob,
@@ -65,9 +66,15 @@ def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, loss
 
 
 def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout | None, decision: Any, plan: Any,
-                   job: str, tmp_dir: str) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
+                   job: str, tmp_dir: str, resume: Any = None,
+                   report: ArrayReport | None = None) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
     """``recompress_in_place``'s tasks for one array of local store ``store``: one per stored shard
-    (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard."""
+    (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
+
+    resume : the job's ``zopt.journal.InPlaceJournal``: a unit an interrupted run of the same job
+        finished (its marker matches the file) gets no task, and its masks and chunks go into
+        ``report``; every other task writes its marker after its rename.
+    """
     import dask
 
     tasks, shards = [], []
@@ -80,12 +87,22 @@ def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout 
             traverse=False, name=job_key(name, job),
         ),)
     extra = (decision, plan) if shard_layout is None else ()
+    done = resume.done(name) if resume is not None else {}
     for coords in np.ndindex(*array.cdata_shape):
         key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
         path = os.path.join(store, *key.split("/"))
         if os.path.exists(path):
-            tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, tmp_dir,
-                                                                dask_key_name=unit_key("inplace", name, coords, job))))
+            found = done.get(Journal.key(coords)) if done else None
+            label = unit_key("inplace", name, coords, job)
+            if found is not None and report is not None:  # finished by an interrupted run of this job
+                report.masks.update(found[0])
+                report.chunks_written += found[1]
+                report.units_resumed += 1
+            elif resume is not None:
+                tasks.append((name, dask.delayed(resume.task, pure=False)(
+                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, dask_key_name=label)))
+            else:
+                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, tmp_dir, dask_key_name=label)))
             if shard_layout is not None:
                 shards.append((path, shard_layout, key))
     return tasks, shards

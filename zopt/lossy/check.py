@@ -1,0 +1,139 @@
+"""Checking one region of a lossy array against its source: within its recorded bound (``zopt verify``).
+
+Pure array maths on values already read (``zopt.verify`` reads them, one inner chunk at a time):
+
+- ``abs`` arrays: the maximum absolute and relative error over finite, non-sentinel values, the
+  number of values beyond the bound (decided exactly, ``exact_abs_error_exceeds``), and the
+  positions of NaN, ±Infinity and every sentinel, which must be preserved exactly;
+- keepbits arrays (``keepbits``, ``info``, per chunk or not): every value must equal the source
+  bitrounded to the recorded keepbits of its chunk (NaN, infinities and sentinels untouched),
+  i.e. exactly the stated bits are kept; the maximum errors, and the share of the source's
+  real information (``zopt.lossy.bitinfo``) the kept bits hold. Without a per-chunk grid in the
+  attribute (grids above ``MAX_GRID_IN_ATTRIBUTES`` chunks) the relative error bound of the
+  smallest keepbits is checked instead.
+
+The bound comes from the ``zopt_lossy`` attribute ``recompress --lossy`` wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zopt.lossy.bounds import exact_abs_error_exceeds
+
+__all__ = ["bound_text", "check_region", "information_kept", "kind_of"]
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    """``x``'s raw bit patterns in native byte order, through a same-size unsigned view."""
+    x = np.ascontiguousarray(x)
+    if not x.dtype.isnative:
+        x = x.byteswap().view(x.dtype.newbyteorder("="))
+    return x.view(f"u{x.dtype.itemsize}") if x.dtype.itemsize in (1, 2, 4, 8) else x
+
+
+def kind_of(record: dict[str, Any] | None) -> str:
+    """``"lossless"``, ``"abs"`` or ``"keepbits"`` for a ``zopt_lossy`` attribute (or None)."""
+    return "lossless" if record is None else ("abs" if record.get("method") == "abs" else "keepbits")
+
+
+def bound_text(record: dict[str, Any]) -> tuple[str, str]:
+    """``(bound, keepbits)`` of a ``zopt_lossy`` attribute, as text for a report."""
+    if kind_of(record) == "abs":
+        return f"abs {record['abs']}", ""
+    keep = str(record["keepbits"]) if "keepbits" in record else f"{record['keepbits_min']}..{record['keepbits_max']} per chunk"
+    return f"relative {record.get('relative')}", keep
+
+
+def _errors(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if x.size == 0:
+        return 0.0, 0.0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d = np.abs(y.astype(np.float64) - x.astype(np.float64))
+        ax = np.abs(x.astype(np.float64))
+        rel = np.where(ax > 0, d / np.where(ax > 0, ax, 1), np.where(d > 0, np.inf, 0.0))
+    return float(d.max()), float(rel.max())
+
+
+def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record: dict[str, Any],
+                 sentinels: tuple[Any, ...]) -> dict[str, Any]:
+    """Check ``y`` (stored) against ``x`` (source), same shape and dtype, at ``region`` of the array.
+
+    Returns ``{"n", "viol", "spec", "abs", "rel", "counts", "kept"?}``: elements, values beyond the
+    bound (or not the expected bits), special positions not preserved, maximum absolute and
+    relative error (array units; relative dimensionless), bit-pair counts for the information
+    content, and the weighted information share kept (per-chunk keepbits grids)."""
+    from zopt.lossy.prepare import bitround, special_mask
+
+    out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None}
+    special = special_mask(x, sentinels)
+    if x.dtype.kind == "f":
+        out["spec"] += int((np.isnan(x) != np.isnan(y)).sum())
+        inf = np.isinf(x)
+        out["spec"] += int((x[inf] != y[inf]).sum())
+    for s in sentinels:
+        if not (isinstance(s, float | np.floating) and np.isnan(s)):
+            out["spec"] += int(((x == x.dtype.type(s)) != (y == y.dtype.type(s))).sum())
+    normal = ~special
+    out["abs"], out["rel"] = _errors(x[normal], y[normal])
+    if record["method"] == "abs":
+        out["viol"] = int(exact_abs_error_exceeds(x[normal], y[normal], float(record["abs"])).sum())
+        return out
+    from zopt.grid import regions
+    from zopt.lossy.bitinfo import pair_counts
+
+    out["counts"] = pair_counts(x, normal)
+    grid = record.get("keepbits_grid")
+    if "keepbits" in record or grid is not None:
+        inner = tuple(record.get("chunk_shape") or x.shape)
+        origin = [r.start for r in region]
+        gridarr = None if grid is None else np.asarray(grid)
+        kept = [0.0, 0]  # information share kept, weighted by valid pairs, chunk by chunk
+        for sub in regions(x.shape, inner):
+            if gridarr is None:
+                k = int(record["keepbits"])
+            else:
+                index = tuple((o + s.start) // c for o, s, c in zip(origin, sub, inner, strict=True))
+                k = int(gridarr[index])
+            xs = x[sub]
+            special = special_mask(xs, sentinels)
+            expected = bitround(xs, k, special)
+            out["viol"] += int((bits(expected) != bits(y[sub])).sum())
+            if gridarr is not None:
+                c = pair_counts(xs, ~special)
+                share = information_kept(c, x.dtype, k)
+                if share is not None:
+                    n = int(c[:, 0].sum())
+                    kept[0] += share * n
+                    kept[1] += n
+        if gridarr is not None:
+            out["kept"] = kept
+        return out
+    # no grid: the relative bound of the smallest keepbits (normal numbers; subnormals absolute)
+    k = int(record["keepbits_min"])
+    fi = np.finfo(x.dtype)
+    xs, ys = x[normal].astype(np.float64), y[normal].astype(np.float64)
+    limit = np.maximum(np.abs(xs), float(fi.smallest_normal)) * 2.0 ** -(k + 1)
+    out["viol"] = int((np.abs(ys - xs) > limit).sum())
+    return out
+
+
+def information_kept(counts: np.ndarray, dtype: np.dtype, kept: int) -> float | None:
+    """The smallest share, over dimensions, of the real information that ``kept`` mantissa bits hold
+    (``counts``: ``zopt.lossy.bitinfo.pair_counts``); None without valid pairs."""
+    from zopt.lossy.bitinfo import bit_information
+
+    fi = np.finfo(dtype)
+    best = None
+    for dim_counts in counts:
+        if dim_counts[0].sum() == 0:
+            continue
+        info = bit_information(dim_counts)
+        total = info.sum()
+        if total <= 0:
+            continue
+        share = float(info[: fi.bits - fi.nmant + kept].sum() / total)
+        best = share if best is None else min(best, share)
+    return best
