@@ -87,6 +87,7 @@ def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout 
             traverse=False, name=job_key(name, job),
         ),)
     extra = (decision, plan) if shard_layout is None else ()
+    after = (job,) if shard_layout is None else ()  # an unsharded array is opened once per process and job
     done = resume.done(name) if resume is not None else {}
     for coords in np.ndindex(*array.cdata_shape):
         key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
@@ -100,9 +101,10 @@ def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout 
                 report.units_resumed += 1
             elif resume is not None:
                 tasks.append((name, dask.delayed(resume.task, pure=False)(
-                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, dask_key_name=label)))
+                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, *after, dask_key_name=label)))
             else:
-                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, tmp_dir, dask_key_name=label)))
+                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, tmp_dir, *after,
+                                                                    dask_key_name=label)))
             if shard_layout is not None:
                 shards.append((path, shard_layout, key))
     return tasks, shards

@@ -76,7 +76,7 @@ class Recorder(Decision):
 _MAX_TARGETS = 16
 _targets_lock = threading.Lock()
 # (destination path, array, job) -> the opened destination array: a job's chunk tasks open it once per process
-_targets: collections.OrderedDict[tuple, zarr.Array] = collections.OrderedDict()
+_targets: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
 
 def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
@@ -252,10 +252,30 @@ def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir
     return masks_of(encoded), len(encoded)
 
 
-def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
-                            tmp_dir: str | None = None):
-    """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file."""
+def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array, ChunkEncoder]:
+    """Array ``name`` of ``store`` opened for reading and its chunks' encoder, once per process
+    and job (an in-place job changes chunk files, never the metadata)."""
+    key = (store, name, job, "in place")
+    with _targets_lock:
+        if job is not None and key in _targets:
+            _targets.move_to_end(key)
+            return _targets[key]
     array = open_array(store, path=name, mode="r")
+    state = array, ChunkEncoder(array.metadata.codecs, chunk_spec(tuple(array.chunks), array.metadata.data_type,
+                                                                  array.fill_value))
+    if job is not None:
+        with _targets_lock:
+            _targets[key] = state
+            while len(_targets) > _MAX_TARGETS:
+                _targets.popitem(last=False)
+    return state
+
+
+def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+                           tmp_dir: str | None = None, job: str | None = None):
+    """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
+    ``job``: the job's id, under which the array is opened once per process."""
+    array, encoder = _in_place_array(store, name, job)
     chunks = tuple(array.chunks)
     region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
     values = np.asarray(array[region])
@@ -268,7 +288,6 @@ def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decis
     if is_fill(chunk, fill):
         write_packed(path, None)
         return collections.Counter(), 0
-    encoder = ChunkEncoder(array.metadata.codecs, chunk_spec(chunks, array.metadata.data_type, array.fill_value))
     encoded = encoder.with_decision(plan if plan is not None else decision).encode(chunk, coords)
     write_packed(path, encoded.data, tmp_dir)
     return masks_of([(0, encoded)]), 1
