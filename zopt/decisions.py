@@ -29,7 +29,7 @@ Choices zopt makes where the spec is open, followed by all of the above:
   smaller. For a codec that changes the length (a compressor) that is
   ``len(trial) < len(unencoded)``. A codec that keeps the length (a filter such as ``shuffle``)
   cannot be judged alone, so it is judged by the final size of the rest of the chain with and
-  without it (ties skip it) — on a 1/32 sample for chunks over 64 KiB. With
+  without it (ties skip it) — on a 1/16 sample for chunks over 64 KiB. With
   ``[shuffle, zstd]`` it picks ``0b11``, ``0b10`` or ``0b00`` per chunk.
 """
 
@@ -128,7 +128,7 @@ class CompressIfSmaller(Decision):
 
     A length-changing codec is judged on the full chunk, so a chunk is never stored larger than
     with its codec skipped. A length-preserving filter is judged by trial-encoding the rest of the
-    chain on a sample — 8 evenly spaced windows totalling 1/32 of the chunk — with and without
+    chain on a sample — 8 evenly spaced windows totalling 1/16 of the chunk — with and without
     it, for chunks over ``SAMPLE_ABOVE`` bytes (full trials below): one full encode of the
     chosen branch plus two sample trials, instead of two full trials. A filter whose
     ``compute_encoded_size`` says it keeps the length (``shuffle``) is applied to the whole
@@ -137,10 +137,7 @@ class CompressIfSmaller(Decision):
     incompressible records): random data costs two sample trials.
     """
 
-    #: 1/32, not 1/16: on the real-data corpus (``benchmarks/corpus.py``'s datasets) it stores
-    #: 0.11 % less in total and never more on any dataset (closer to the per-chunk oracle), and it
-    #: halves the sample trials: 8 % → 6 % over the plain chain on ``benchmarks/recompress.py``'s smooth data
-    sample_fraction = 32
+    sample_fraction = 16
     #: on ``benchmarks/recompress.py``'s data 8 windows store 0.6 % less than 2
     sample_windows = 8
 
