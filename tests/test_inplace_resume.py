@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from sigkill import kill_at_replace
 
 from zopt.engine import recompress, recompress_in_place
 from zopt.journal import IN_PLACE_DIR, InPlaceJournal
@@ -51,15 +52,8 @@ def _shard_ids(store: Path) -> dict[str, tuple[int, int]]:
 def _kill_cli_at(call: int, store: Path, *args: str) -> None:
     """``zopt recompress STORE --in-place`` in a fresh interpreter that SIGKILLs itself at its
     ``call``-th os.replace (a shard's rename or a marker's, alternately)."""
-    script = textwrap.dedent(f"""
-        import os, signal, sys
-        real, n = os.replace, [0]
-        def replace(a, b):
-            n[0] += 1
-            if n[0] == {call}:
-                os.kill(os.getpid(), signal.SIGKILL)
-            real(a, b)
-        os.replace = replace
+    script = kill_at_replace(call) + textwrap.dedent(f"""
+        import sys
         from zopt.cli import main
         sys.exit(main([{str(store)!r}, "--in-place", "--no-progress", "--scheduler", "synchronous", *{list(args)!r}]))
     """).replace("main([", "main(['recompress', ")

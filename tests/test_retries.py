@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from sigkill import kill_at_replace
 
 from zopt.compact import compact
 from zopt.engine import (
@@ -49,16 +50,7 @@ def _files(store: Path) -> dict[str, bytes]:
 
 def _killed_at(call: int, code: str) -> None:
     """Run ``code`` in a fresh interpreter that SIGKILLs itself at its ``call``-th os.replace."""
-    script = textwrap.dedent(f"""
-        import os, signal
-        real, n = os.replace, [0]
-        def replace(a, b):
-            n[0] += 1
-            if n[0] == {call}:
-                os.kill(os.getpid(), signal.SIGKILL)
-            real(a, b)
-        os.replace = replace
-    """) + textwrap.dedent(code)
+    script = kill_at_replace(call) + textwrap.dedent(code)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr[-2000:]
 
