@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -214,16 +215,23 @@ class Journal:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+#: zarr-python's LocalStore writes ``<key with its suffix replaced>.<uuid4 hex>.partial`` and renames it
+#: into place (zarr 3.1 to 3.4, ``zarr.storage._local._atomic_write``); a killed job leaves it behind
+_ZARR_TEMP = re.compile(r".*\.[0-9a-f]{32}\.partial")
+
+
 def remove_temporaries(partial: str | os.PathLike) -> int:
-    """Delete the temporary shard files (``zopt.shards.TMP_MARK`` in the name) a killed job left in
-    ``partial``; returns how many. They are never part of the store: every shard is renamed into place."""
+    """Delete the temporary files a killed job left in ``partial`` (its own, with
+    ``zopt.shards.TMP_MARK`` in the name, and zarr-python's LocalStore ones,
+    ``<name>.<uuid hex>.partial``); returns how many. They are never part of the store: every shard
+    and chunk is renamed into place, and the whole partial store is the job's own."""
     from zopt.shards import TMP_MARK
 
     n = 0
     for root, dirs, files in os.walk(partial):
         dirs[:] = [d for d in dirs if d != JOURNAL_DIR]
         for f in files:
-            if TMP_MARK in f:
+            if TMP_MARK in f or _ZARR_TEMP.fullmatch(f):
                 Path(root, f).unlink(missing_ok=True)
                 n += 1
     return n
