@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,27 +76,35 @@ class Recorder(Decision):
 
 _MAX_TARGETS = 16
 _targets_lock = threading.Lock()
-# (destination path, array, job) -> the opened destination array: a job's chunk tasks open it once per process
+# (path, array, job, what) -> an opened array (and what goes with it): a job's tasks open it once per process
 _targets: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+
+
+def _once_per_job(key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, remembered under ``key`` (which holds the job's id) for this process's later tasks of
+    the job; the ``_MAX_TARGETS`` most recently used are kept."""
+    with _targets_lock:
+        if key in _targets:
+            _targets.move_to_end(key)
+            return _targets[key]
+    value = make()  # outside the lock: opening reads metadata
+    with _targets_lock:
+        _targets[key] = value
+        while len(_targets) > _MAX_TARGETS:
+            _targets.popitem(last=False)
+    return value
 
 
 def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
     """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
     local directory (its metadata does not change while the job writes chunks; a retried task
     finds the same array)."""
-    if not isinstance(dst, str) or job is None:
+    def make() -> zarr.Array:
         return zarr.open_array(dst, path=name, mode="r+")
-    key = (dst, name, job)
-    with _targets_lock:
-        if key in _targets:
-            _targets.move_to_end(key)
-            return _targets[key]
-    array = zarr.open_array(dst, path=name, mode="r+")
-    with _targets_lock:
-        _targets[key] = array
-        while len(_targets) > _MAX_TARGETS:
-            _targets.popitem(last=False)
-    return array
+
+    if not isinstance(dst, str) or job is None:
+        return make()
+    return _once_per_job((dst, name, job, "write"), make)
 
 
 def write_region(
@@ -255,20 +264,12 @@ def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir
 def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array, ChunkEncoder]:
     """Array ``name`` of ``store`` opened for reading and its chunks' encoder, once per process
     and job (an in-place job changes chunk files, never the metadata)."""
-    key = (store, name, job, "in place")
-    with _targets_lock:
-        if job is not None and key in _targets:
-            _targets.move_to_end(key)
-            return _targets[key]
-    array = open_array(store, path=name, mode="r")
-    state = array, ChunkEncoder(array.metadata.codecs, chunk_spec(tuple(array.chunks), array.metadata.data_type,
-                                                                  array.fill_value))
-    if job is not None:
-        with _targets_lock:
-            _targets[key] = state
-            while len(_targets) > _MAX_TARGETS:
-                _targets.popitem(last=False)
-    return state
+    def make() -> tuple[zarr.Array, ChunkEncoder]:
+        array = open_array(store, path=name, mode="r")
+        spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
+        return array, ChunkEncoder(array.metadata.codecs, spec)
+
+    return make() if job is None else _once_per_job((store, name, job, "in place"), make)
 
 
 def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
