@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from zopt.graph import job_key, shard_tasks, unit_key
-from zopt.journal import Journal
+from zopt.journal import InPlaceJournal, Journal
 from zopt.recompress.reports import ArrayReport
 from zopt.recompress.tasks import (
     ShardJob,
@@ -66,8 +66,8 @@ def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, loss
 
 
 def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout | None, decision: Any, plan: Any,
-                   job: str, tmp_dir: str, resume: Any = None,
-                   report: ArrayReport | None = None) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
+                   job: str, tmp_dir: str, resume: InPlaceJournal,
+                   report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
     """``recompress_in_place``'s tasks for one array of local store ``store``: one per stored shard
     (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
 
@@ -88,23 +88,20 @@ def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout 
         ),)
     extra = (decision, plan) if shard_layout is None else ()
     after = (job,) if shard_layout is None else ()  # an unsharded array is opened once per process and job
-    done = resume.done(name) if resume is not None else {}
+    done = resume.done(name)
     for coords in np.ndindex(*array.cdata_shape):
         key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
         path = os.path.join(store, *key.split("/"))
         if os.path.exists(path):
-            found = done.get(Journal.key(coords)) if done else None
-            label = unit_key("inplace", name, coords, job)
-            if found is not None and report is not None:  # finished by an interrupted run of this job
+            found = done.get(Journal.key(coords))
+            if found is not None:  # finished by an interrupted run of this job
                 report.masks.update(found[0])
                 report.chunks_written += found[1]
                 report.units_resumed += 1
-            elif resume is not None:
-                tasks.append((name, dask.delayed(resume.task, pure=False)(
-                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, *after, dask_key_name=label)))
             else:
-                tasks.append((name, dask.delayed(write, pure=False)(*first, coords, *extra, tmp_dir, *after,
-                                                                    dask_key_name=label)))
+                tasks.append((name, dask.delayed(resume.task, pure=False)(
+                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, *after,
+                    dask_key_name=unit_key("inplace", name, coords, job))))
             if shard_layout is not None:
                 shards.append((path, shard_layout, key))
     return tasks, shards
