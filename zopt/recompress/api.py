@@ -391,6 +391,10 @@ def recompress_in_place(
     The job holds the store's lock (``zopt.lock``); a shard is replaced as ``zopt.rewrite``
     describes, so a reader pairing an old index with a new file gets an error, not wrong values,
     when the inner chain ends with ``crc32c`` (``RecompressReport.notes`` names arrays without).
+    Resumable: each finished shard (chunk file) gets a marker in ``STORE/.zopt-in-place``
+    (``zopt.journal.InPlaceJournal``); the same call after an interruption skips the units whose
+    marker matches the job and the file (counted in ``ArrayReport.units_resumed``) and rewrites
+    the rest; the journal is removed when a run completes.
     Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
     not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
     (its chunks cannot change without changing its metadata: use ``recompress``), or no array
