@@ -7,7 +7,7 @@ Python at startup; it costs a few microseconds and imports nothing itself. When 
 imported, the one-shot finder below lets the import finish and then imports ``zopt``, which
 registers the data types, codecs and settings. Errors in that import are swallowed so zarr itself
 always imports; ``import zopt`` then shows them. With zarr >= 3.4, which loads the entry points
-when it parses a data type, the hook does nothing (``zopt._zarr_compat.DATA_TYPE_ENTRY_POINTS_LOADED``).
+when it parses a data type, the hook does nothing (``zopt.compat.zarr_compat.DATA_TYPE_ENTRY_POINTS_LOADED``).
 """
 
 import sys

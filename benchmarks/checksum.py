@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=256, help="size of the float32 field in MB")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from zopt.engine import recompress
+    from zopt import recompress
 
     rows = args.mb * 2**20 // 4 // 4096
     rng = np.random.default_rng(0)

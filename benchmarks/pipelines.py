@@ -34,12 +34,12 @@ import numpy as np
 import zarr
 
 import zopt  # noqa: F401  (registers codecs and pipelines)
-from zopt import _zarr_compat as compat
 from zopt.codecs.conditional import ConditionalCodec
 from zopt.codecs.shuffle import ShuffleCodec
+from zopt.compat import zarr_compat as compat
 
 PIPELINES = {
-    "zopt ChunkIndex": "zopt.pipeline.ChunkIndexCodecPipeline",
+    "zopt ChunkIndex": "zopt.codecs.pipeline.ChunkIndexCodecPipeline",
     "zarr Batched": "zarr.core.codec_pipeline.BatchedCodecPipeline",
 }
 if compat.HAS_FUSED_PIPELINE:

@@ -17,7 +17,7 @@ For each array, with the wrapped codecs ``[shuffle, zstd(3)]``:
 2. estimators: the sampled analysis (default: 2 windows totalling 1/16 of each chunk; on this
    raw-stored source it reads only those windows, ``read="auto"``), the same with 8 windows, 1/32
    in 1 window, 1/64, and reading whole chunks (``read="full"``: same sizes, other time), and an
-   entropy-only estimate (no trial encodings, ``zopt.analysis.entropy_estimate``; its time is
+   entropy-only estimate (no trial encodings, ``zopt.planning.analysis.entropy_estimate``; its time is
    that of the sampled analysis it reuses). Each runs without decode times (the default) and,
    for the ``fastest_within`` rows, with them (``decode_times=True``);
 3. each policy's masks from each estimator are scored with the oracle's exact sizes: stored
@@ -110,9 +110,9 @@ def _timed(fn, repeat: int):
 
 
 def evaluate(store: Path, name: str, chunks, shards, work: Path, repeat: int = 3) -> list[str]:
-    from zopt.analysis import analyze_array, entropy_estimate
-    from zopt.engine import recompress
-    from zopt.plan import POLICIES, make_plan, policy_masks
+    from zopt import recompress
+    from zopt.planning.analysis import analyze_array, entropy_estimate
+    from zopt.planning.plan import POLICIES, make_plan, policy_masks
 
     lines = []
     t = time.perf_counter()

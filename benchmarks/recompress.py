@@ -17,7 +17,7 @@ from ``getrusage`` belong to that run alone), repetitions interleaved, medians r
 - ``zarrs``: the zarr-python loop with the zarrs pipeline (Rust, ``codec_pipeline.strict``);
 - ``tensorstore``: a loop over shards, ``blosc(zstd, clevel 2 = zstd level 3, shuffle)``
   (tensorstore has no standalone shuffle);
-- ``zopt-plain``: ``zopt.engine.recompress`` with ``[bytes, shuffle, zstd3]``;
+- ``zopt-plain``: ``zopt.job.recompress`` with ``[bytes, shuffle, zstd3]``;
 - ``zopt-default``: ``recompress`` with its default chain (float32: ``conditional([shuffle,
   zstd3])``, ``compress_if_smaller``);
 - ``zopt-fixed-slot``: the default chain, ``layout="fixed-slot"``;
@@ -65,9 +65,9 @@ PRELOAD = {
     "zarrs": ("zarr", "zarr.codecs.numcodecs", "numcodecs", "zarrs"),
     "dask": ("zarr", "zarr.codecs.numcodecs", "numcodecs", "dask.array"),
     "tensorstore": ("tensorstore",),
-    "zopt-plain": ("zopt.engine", "zopt.codecs", "numcodecs"),
-    "zopt-default": ("zopt.engine", "zopt.codecs", "numcodecs"),
-    "zopt-fixed-slot": ("zopt.engine", "zopt.codecs", "numcodecs"),
+    "zopt-plain": ("zopt.job", "zopt.codecs", "numcodecs"),
+    "zopt-default": ("zopt.job", "zopt.codecs", "numcodecs"),
+    "zopt-fixed-slot": ("zopt.job", "zopt.codecs", "numcodecs"),
     "ceiling": ("numcodecs", "concurrent.futures"),
 }
 PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "shuffle"},
@@ -200,7 +200,7 @@ def run_tensorstore(src: str, dst: str) -> None:
 
 
 def run_zopt(src: str, dst: str, codecs=None, layout: str = "compact") -> dict:
-    from zopt.engine import recompress
+    from zopt import recompress
 
     report = recompress(src, dst, codecs=json.dumps(codecs) if codecs else None, chunks=(INNER,) * 3,
                         shards=(SHARD,) * 3, overwrite=True, layout=layout, variables=["v"])

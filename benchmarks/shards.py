@@ -12,9 +12,9 @@ constant block; shards of 2048×4096, inner chunks 256×256), each run in its ow
 2. ``zarr-python shard-aligned``: ``dask.array.from_zarr(src).to_zarr(dst)`` with one task per
    shard, ``[shuffle, zstd(3)]``, 1 and 2 workers — what zarr and dask allow today.
 3. ``zopt compact (direct)``: ``recompress(layout="compact")`` — each shard encoded and packed by
-   one task — against ``fixed-slot`` followed by ``zopt.compact``: which way to a packed store
+   one task — against ``fixed-slot`` followed by ``zopt.job.compact``: which way to a packed store
    is faster.
-4. ``zopt.compact``: MB/s over the fixed-slot store, and apparent vs allocated bytes before and
+4. ``zopt.job.compact``: MB/s over the fixed-slot store, and apparent vs allocated bytes before and
    after (fixed-slot files are sparse).
 5. zarr-python writing half-shard regions from 2 threads at once into the same shards
    (not shard-aligned): how many inner chunks are lost (its shard writes read-modify-write the
@@ -48,7 +48,7 @@ def _rss() -> int:
 def run_fixed_slot(src: str, dst: str, workers: int) -> dict:
     import dask
 
-    from zopt.engine import recompress
+    from zopt import recompress
 
     with dask.config.set(num_workers=workers):
         t = time.perf_counter()
@@ -61,7 +61,7 @@ def run_fixed_slot(src: str, dst: str, workers: int) -> dict:
 def run_compact_direct(src: str, dst: str, workers: int) -> dict:
     import dask
 
-    from zopt.engine import recompress
+    from zopt import recompress
 
     with dask.config.set(num_workers=workers):
         t = time.perf_counter()
@@ -74,7 +74,7 @@ def run_compact_direct(src: str, dst: str, workers: int) -> dict:
 def run_fixed_then_compact(src: str, dst: str, workers: int) -> dict:
     import dask
 
-    from zopt.compact import compact
+    from zopt.job.compact import compact
 
     out = run_fixed_slot(src, dst, workers)
     with dask.config.set(num_workers=workers):
@@ -98,7 +98,7 @@ def run_zarr_aligned(src: str, dst: str, workers: int) -> dict:
     from zarr.codecs import ZstdCodec
     from zarr.codecs.numcodecs import Shuffle
 
-    from zopt.engine import _stored_sizes
+    from zopt.job.targets import stored_sizes as _stored_sizes
 
     with dask.config.set(num_workers=workers):
         t = time.perf_counter()
@@ -187,7 +187,7 @@ def main() -> None:
         ("fixed-slot", "zopt fixed-slot, 2 writer tasks per shard"),
         ("zarr-aligned", "zarr-python via dask, shard-aligned [shuffle,zstd]"),
         ("compact-direct", "zopt compact (direct packed, 1 task per shard)"),
-        ("fixed+compact", "zopt fixed-slot then zopt.compact"),
+        ("fixed+compact", "zopt fixed-slot then zopt.job.compact"),
     ):
         for workers in (1, 2):
             dst = work / f"{which}.zarr"
@@ -203,7 +203,7 @@ def main() -> None:
           f"{fs1['graph_seconds'] / fs2['graph_seconds']:.2f}× in the write graph "
           f"({fs1['graph_seconds']:.2f} → {fs2['graph_seconds']:.2f} s); zarr-python shard-aligned {za1 / za2:.2f}×")
     fc = rows[("fixed+compact", 2)]
-    print(f"zopt.compact (2 workers): {fc['compact_seconds']:.2f} s, {fc['compact_read_mb_s']:.0f} MB/s of fixed-slot "
+    print(f"zopt.job.compact (2 workers): {fc['compact_seconds']:.2f} s, {fc['compact_read_mb_s']:.0f} MB/s of fixed-slot "
           f"files read; apparent {fc['apparent_before'] / mib:.1f} → {fc['apparent'] / mib:.1f} MiB, "
           f"allocated {fc['allocated_before'] / mib:.1f} → {fc['allocated'] / mib:.1f} MiB")
     race = _run("zarr-race", src, work / "race.zarr", args.race_mib)

@@ -1,7 +1,7 @@
 """Recompress several stores in one job on a Dask cluster, and verify every output.
 
 Starts a ``dask.distributed.LocalCluster`` (two worker processes) or joins a running scheduler
-(``--scheduler tcp://host:8786``), prints the dashboard link, and runs ``zopt.engine.recompress``
+(``--scheduler tcp://host:8786``), prints the dashboard link, and runs ``zopt.recompress``
 for each source on it: one Dask task per output shard, each reading only its region of the
 source. Every output is then opened with plain xarray and compared with its source bit for bit.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import iris_sample_data
 import xarray as xr
 
-from zopt.engine import recompress
+from zopt import recompress
 
 SOURCES = [
     "NEMO/nemo_1m_20150101-20150201_grid-T.nc",

@@ -6,7 +6,7 @@ zarr-python alone cannot do this: writing part of a shard reads, re-encodes and 
 whole shard, so concurrent writers lose each other's chunks. With fixed slots every inner chunk
 ``i`` of a shard has its own byte range (``i * slot_size``): each writer encodes its chunks and
 ``pwrite``s them into the shard's temporary file, and when all writers are done one finalize step
-per shard writes the index and renames the file into place (``zopt.shards``).
+per shard writes the index and renames the file into place (``zopt.store.shards``).
 
 Data: monthly air temperature over North America (``iris-sample-data``); month ``t`` is
 written by rank ``t % RANKS``, so every shard gets chunks from every rank.
@@ -30,9 +30,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from zopt.info import store_info
-from zopt.presets import get_preset
-from zopt.shards import finalize_slots, layout_of, tmp_path, write_slots
+from zopt import info as store_info
+from zopt.planning.presets import get_preset
+from zopt.store.shards import finalize_slots, layout_of, tmp_path, write_slots
 
 SRC = os.path.join(iris_sample_data.path, "A1B_north_america.nc")
 NAME = "air_temperature"
@@ -101,7 +101,7 @@ def main() -> None:
     assert zarr.open_array(store, path=NAME)[:].tobytes() == src.values[:steps].tobytes(), "values differ"
     print(f"fixed-slot: {before.apparent_bytes} bytes apparent, {before.allocated_bytes} allocated")
 
-    subprocess.run([sys.executable, "-m", "zopt.cli", "compact", str(store), "--no-progress"], check=True)
+    subprocess.run([sys.executable, "-m", "zopt.cli.commands", "compact", str(store), "--no-progress"], check=True)
     after = store_info(store, [NAME])[0]
     print(f"compact:    {after.apparent_bytes} bytes ({after.apparent_bytes / before.apparent_bytes:.0%})")
     assert after.layout == "compact" and after.chunks_stored == steps, "compaction lost a chunk"

@@ -25,15 +25,15 @@ import zarr
 
 import zopt.xarray
 from zopt import ConditionalCodec
-from zopt.info import store_info
-from zopt.plan import Plan
+from zopt import info as store_info
+from zopt.planning.plan import Plan
 
 SRC = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
 
 
 def zopt_cli(*args: str) -> None:
     print("$ zopt", " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "zopt.cli", *args], check=True)
+    subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args], check=True)
 
 
 def main() -> None:

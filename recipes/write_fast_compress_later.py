@@ -23,13 +23,13 @@ import numpy as np
 import xarray as xr
 
 import zopt.xarray
-from zopt.info import store_info
+from zopt import info as store_info
 
 
 def zopt_cli(*args: str) -> None:
     """Run a ``zopt`` command (the CLI of this Python's zopt), echoing it."""
     print("$ zopt", " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "zopt.cli", *args, "--no-progress"], check=True)
+    subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args, "--no-progress"], check=True)
 
 
 def files(store: Path) -> dict[str, bytes]:

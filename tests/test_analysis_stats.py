@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from zopt.analysis import analyze_array
+from zopt.planning.analysis import analyze_array
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")

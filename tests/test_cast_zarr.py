@@ -108,8 +108,8 @@ def test_selected_by_zarr_config_when_another_implementation_shares_the_name():
     On zarr 3.1 a stand-in class registered under the same name plays zarr's part."""
     from zarr.registry import get_codec_class, register_codec
 
-    from zopt._zarr_compat import codec_registry
-    from zopt._zarr_config import select_shared_codec_names
+    from zopt.codecs.zarr_config import select_shared_codec_names
+    from zopt.compat.zarr_compat import codec_registry
 
     ours = "zopt.codecs.cast_value.CastValueCodec"
     registry = codec_registry("cast_value")

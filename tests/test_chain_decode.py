@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from zarr.core.dtype import Float32, Int16, UInt8
 
-from zopt._zarr_compat import resolve_codec
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec
+from zopt.compat.zarr_compat import resolve_codec
 from zopt.errors import ChunkDecodeError
 
 CHAINS = {

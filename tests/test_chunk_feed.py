@@ -7,9 +7,9 @@ import pytest
 import zarr
 from zarr.codecs import GzipCodec, ZstdCodec
 
-from zopt.chunk_feed import AlignedChunkReader
-from zopt.engine import recompress
+from zopt import recompress
 from zopt.errors import ChunkDecodeError
+from zopt.store.chunk_feed import AlignedChunkReader
 
 
 def _store(path, a, chunks, compressors=None, fill=0):

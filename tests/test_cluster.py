@@ -14,9 +14,9 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
-from zopt.cli import main
-from zopt.engine import recompress
-from zopt.paths import PARTIAL_SUFFIX
+from zopt import recompress
+from zopt.cli.commands import main
+from zopt.io.paths import PARTIAL_SUFFIX
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 distributed = pytest.importorskip("distributed")
@@ -48,7 +48,7 @@ def test_relative_paths_are_the_clients_and_workers_close_the_source(tmp_path, c
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr", path="tos")[...],
                                   xr.open_dataset(NEMO, decode_cf=False).tos.values)
     assert list(elsewhere.iterdir()) == [p for p in elsewhere.iterdir() if p.name == "dask-scratch-space"]
-    from zopt.sources import cached_tokens
+    from zopt.io.sources import cached_tokens
 
     assert all(tokens == [] for tokens in client.run(cached_tokens).values())  # closed: not locked, never stale
 
@@ -72,11 +72,11 @@ def test_a_failed_job_leaves_no_partial_store_once_it_returns(tmp_path, cluster)
 
 
 def test_tasks_go_in_bounded_waves_and_the_bar_follows_the_cluster(tmp_path, cluster, monkeypatch):
-    import zopt.cluster
+    import zopt.compat.cluster
 
     cl, client, _ = cluster
-    monkeypatch.setattr(zopt.cluster, "IN_FLIGHT", 4)
-    monkeypatch.setattr(zopt.cluster, "WAVE", 2)
+    monkeypatch.setattr(zopt.compat.cluster, "IN_FLIGHT", 4)
+    monkeypatch.setattr(zopt.compat.cluster, "WAVE", 2)
     seen = []
     submitted = []
     real = distributed.Client.compute
@@ -123,6 +123,6 @@ def test_verify_runs_on_the_cluster_and_workers_close_what_it_opened(tmp_path, c
     result = CliRunner().invoke(main, ["verify", "nemo.nc", "out.zarr", "tos", *args])
     assert result.exit_code == 1
     assert "tos (1 of " in result.output and "first: chunk 0.3.5 [0:1, 90:120, 180:216]" in result.output
-    from zopt.sources import cached_tokens
+    from zopt.io.sources import cached_tokens
 
     assert all(tokens == [] for tokens in client.run(cached_tokens).values())

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from zarr.codecs import Crc32cCodec, GzipCodec, ZstdCodec
 
 from zopt import ChunkDecodeError, ConditionalCodec, ShuffleCodec
-from zopt.engine import with_decision
+from zopt.planning.chains import with_decision
 
 
 def _array(path, codec, shape=(64,), chunks=(64,), shards=None, dtype="f4"):

@@ -11,11 +11,11 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from zopt.cli import main
-from zopt.engine import recompress
+from zopt import recompress
+from zopt.cli.commands import main
 from zopt.errors import ChunkDecodeError, ZoptError
-from zopt.info import store_info
-from zopt.shards import EMPTY, ShardIndexError, layout_of, read_index
+from zopt.readback.info import store_info
+from zopt.store.shards import EMPTY, ShardIndexError, layout_of, read_index
 
 KEY = "v/c/0/0"
 

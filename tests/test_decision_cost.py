@@ -6,8 +6,8 @@ import numcodecs
 import numpy as np
 import pytest
 
+from zopt.codecs.decisions import SAMPLE_ABOVE, CodecRef, CompressIfSmaller
 from zopt.codecs.shuffle import ShuffleCodec
-from zopt.decisions import SAMPLE_ABOVE, CodecRef, CompressIfSmaller
 
 
 class _Zstd:

@@ -14,7 +14,7 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from zopt.cli import main
+from zopt.cli.commands import main
 
 
 @pytest.fixture

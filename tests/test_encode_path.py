@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_shards import _layout  # noqa: E402
 
-from zopt.shards import pack, pack_parts, write_packed
+from zopt.store.shards import pack, pack_parts, write_packed
 
 
 def test_freed_chunk_buffers_are_reused_without_page_faults():
@@ -18,7 +18,7 @@ def test_freed_chunk_buffers_are_reused_without_page_faults():
     code = (
         "import resource, sys, numpy as np\n"
         "if sys.argv[1] == '1':\n"
-        "    from zopt._alloc import retain_freed_memory\n"
+        "    from zopt.compat.alloc import retain_freed_memory\n"
         "    assert retain_freed_memory() and retain_freed_memory()\n"
         "f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "for _ in range(20):  # a shard's worth of chunk-sized buffers, then all freed\n"

@@ -16,9 +16,10 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
-from zopt.chunking import choose_chunks, parse_shape
-from zopt.cli import main
-from zopt.engine import PARTIAL_SUFFIX, recompress
+from zopt import recompress
+from zopt.cli.commands import main
+from zopt.io.paths import PARTIAL_SUFFIX
+from zopt.planning.chunking import choose_chunks, parse_shape
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -208,7 +209,7 @@ def test_zarr_v3_source_keeps_its_metadata_and_copies_the_rest_byte_for_byte(tmp
     assert zarr.open_group(dst).attrs["title"] == "test"
     xr.testing.assert_identical(xr.open_zarr(dst).load(), xr.open_zarr(src, consolidated=False).load())
     # the v3 → v3 path needs neither dask.array nor distributed (0.35 s of imports per run)
-    code = f"import sys; from zopt.engine import recompress; recompress({str(src)!r}, {str(tmp_path / 'd2.zarr')!r}); " \
+    code = f"import sys; from zopt import recompress; recompress({str(src)!r}, {str(tmp_path / 'd2.zarr')!r}); " \
            "print(sorted(m for m in ('dask.array', 'distributed') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -31,7 +31,7 @@ def test_every_zopt_exception_is_a_zopt_error():
 
 def test_they_keep_the_builtin_base_callers_catch():
     from zopt.codecs.exact_cast import CastError
-    from zopt.plan import PlanMismatchError
-    from zopt.shards import ShardIndexError
+    from zopt.planning.plan import PlanMismatchError
+    from zopt.store.shards import ShardIndexError
 
     assert all(issubclass(c, ValueError) for c in (CastError, PlanMismatchError, ShardIndexError))

@@ -16,8 +16,8 @@ import pytest
 import zarr
 from sigkill import kill_at_replace
 
-from zopt.engine import recompress, recompress_in_place
-from zopt.journal import IN_PLACE_DIR, InPlaceJournal
+from zopt import recompress, recompress_in_place
+from zopt.store.journal import IN_PLACE_DIR, InPlaceJournal
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
 SHAPE = (160, 160)
@@ -54,7 +54,7 @@ def _kill_cli_at(call: int, store: Path, *args: str) -> None:
     ``call``-th os.replace (a shard's rename or a marker's, alternately)."""
     script = kill_at_replace(call) + textwrap.dedent(f"""
         import sys
-        from zopt.cli import main
+        from zopt.cli.commands import main
         sys.exit(main([{str(store)!r}, "--in-place", "--no-progress", "--scheduler", "synchronous", *{list(args)!r}]))
     """).replace("main([", "main(['recompress', ")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV)

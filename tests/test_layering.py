@@ -15,24 +15,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "zopt"
 
-# (layer, module-name prefixes), in data-path order. A prefix ending in "." takes a package.
+# (layer, module-name prefixes), bottom to top: one folder of zopt/ per layer, plus the
+# foundation and frontend modules at the root. A prefix ending in "." takes a package.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("zopt.errors", "zopt._version", "zopt._zarr_compat", "zopt._context", "zopt.grid", "zopt._alloc",
-                    "zopt.dtypes", "zopt.dtypes.")),
-    # the codecs, with the writer side of `conditional` (its decisions) and the pipeline that
-    # publishes each chunk's index to it
-    ("codecs", ("zopt.codecs", "zopt.codecs.", "zopt.decisions", "zopt.pipeline", "zopt._zarr_config")),
-    ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.locations", "zopt.graph", "zopt.scheduling",
-                 "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.checked_read", "zopt.menu", "zopt.chunk_feed", "zopt.readers",
-                 "zopt.chunking")),
-    ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds", "zopt.lossy.spec")),
-    ("plan", ("zopt.plan",)),
-    ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
-                "zopt.recompress", "zopt.recompress.", "zopt.lossy", "zopt.lossy.prepare",
-                "zopt.lossy.verify", "zopt.lossy.check")),
-    ("frontends", ("zopt.cli", "zopt.xarray", "zopt.plot", "zopt.tables", "zopt.lossy.cli", "zopt.progress",
-                   "zopt.verify_cli", "zopt")),
+    ("foundation", ("zopt.errors", "zopt._version")),
+    ("compat", ("zopt.compat", "zopt.compat.")),
+    ("dtypes", ("zopt.dtypes", "zopt.dtypes.")),
+    # the codecs, the writer side of `conditional` (its decisions), the pipeline that publishes
+    # each chunk's index to it, grid arithmetic, registration with zarr
+    ("codecs", ("zopt.codecs", "zopt.codecs.")),
+    ("store", ("zopt.store", "zopt.store.")),
+    ("io", ("zopt.io", "zopt.io.")),
+    ("planning", ("zopt.planning", "zopt.planning.")),
+    ("lossy", ("zopt.lossy", "zopt.lossy.")),
+    ("job", ("zopt.job", "zopt.job.")),
+    ("readback", ("zopt.readback", "zopt.readback.")),
+    ("frontends", ("zopt.cli", "zopt.cli.", "zopt.xarray", "zopt")),
 ]
+#: what may stand at the root of zopt/ besides the layer folders
+ROOT_MODULES = {"__init__.py", "_version.py", "errors.py", "xarray.py"}
 
 
 def _modules() -> dict[str, Path]:
@@ -130,3 +131,12 @@ def test_nothing_imports_back_up_the_data_path(module):
     upward = [f"line {line}: {t} ({LAYERS[_layer(t)][0]})" for t, _, line in EDGES[module]
               if _layer(t) is not None and mine is not None and _layer(t) > mine]
     assert upward == [], f"{module} ({LAYERS[mine][0]}) imports a later layer"
+
+
+def test_the_folders_are_the_layers():
+    """``ls zopt`` shows the layers: every folder is one layer, only a few modules sit at the root."""
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    layer_folders = {prefix.split(".")[1] for _, prefixes in LAYERS for prefix in prefixes
+                     if prefix.endswith(".") and prefix.count(".") == 2}
+    assert folders == layer_folders
+    assert {p.name for p in ROOT.glob("*.py")} <= ROOT_MODULES

@@ -12,10 +12,10 @@ import pytest
 import xarray as xr
 import zarr
 
-from zopt.engine import recompress
+from zopt import recompress
 from zopt.lossy.prepare import keepbits_plan
-from zopt.lossy.verify import verify
-from zopt.plan import Plan, PlanMismatchError
+from zopt.planning.plan import Plan, PlanMismatchError
+from zopt.readback.verify import verify
 
 ZSTD_ONLY = json.dumps([{"name": "bytes", "configuration": {"endian": "little"}},
                         {"name": "zstd", "configuration": {"level": 3}}])
@@ -60,7 +60,7 @@ def test_abs_bound_recorded_and_verified(ocean, tmp_path):
     assert report.ok, report
     by = {c.name: c for c in report.checks}
     assert by["tos"].kind == "abs" and by["tos"].max_abs_error <= 0.01 and by["depth"].max_abs_error <= 2
-    from zopt.sources import cached_tokens
+    from zopt.io.sources import cached_tokens
 
     assert cached_tokens() == []  # the analysis and verify closed the files they opened
 
@@ -73,7 +73,7 @@ def test_verify_fails_when_a_stored_value_breaks_the_bound(ocean, tmp_path):
     a[30, 5] = a[30, 5] + 1  # a tampered value: not the bitrounded source
     report = verify(src, str(dst), ["tos"])
     assert not report.ok and report.checks[0].violations == 1
-    r = subprocess.run([sys.executable, "-m", "zopt.cli", "verify", src, str(dst)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "verify", src, str(dst)], capture_output=True, text=True)
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("Error: verify: 1 array(s)")
     assert "Traceback" not in r.stderr
@@ -108,7 +108,7 @@ def test_per_chunk_keepbits_plan_round_trips(ocean, tmp_path):
     assert rec["keepbits_grid"] == ap.keepbits.tolist()
     assert verify(src, str(tmp_path / "b.zarr")).ok
     # the picture has a keepbits panel
-    from zopt.plot import plot_plan
+    from zopt.cli.plot import plot_plan
 
     plot_plan(back, tmp_path / "kp.png")
     assert (tmp_path / "kp.png").stat().st_size > 1000
@@ -164,7 +164,7 @@ def test_data_beyond_the_analysed_range_stops_the_job(ocean, tmp_path, monkeypat
 def test_bad_input_writes_nothing(ocean, tmp_path, lossy, match):
     src, _, _ = ocean
     dst = tmp_path / "bad.zarr"
-    from zopt.sources import cached_tokens
+    from zopt.io.sources import cached_tokens
 
     with pytest.raises(ValueError, match=match):
         recompress(src, dst, lossy=[lossy])
@@ -174,7 +174,7 @@ def test_bad_input_writes_nothing(ocean, tmp_path, lossy, match):
 
 def test_cli_lossy_bad_input_is_one_line(ocean, tmp_path):
     src, _, _ = ocean
-    r = subprocess.run([sys.executable, "-m", "zopt.cli", "recompress", src, str(tmp_path / "x.zarr"), "--lossy",
+    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "recompress", src, str(tmp_path / "x.zarr"), "--lossy",
                         "tos=abs:0"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == "Error: lossy tos: abs: the bound must be a finite number > 0, got '0'"
     assert not (tmp_path / "x.zarr").exists()
@@ -253,10 +253,10 @@ def test_readers_option_refuses_what_a_reader_cannot_read(ocean, tmp_path):
 
 @pytest.mark.parametrize("case", ["keepbits-core", "abs-bytes-core", "abs-packbits-core", "default"])
 def test_tensorstore_claims_match_tensorstore(ocean, tmp_path, case):
-    """zopt.readers says tensorstore reads a chain exactly when tensorstore opens it."""
+    """zopt.planning.readers says tensorstore reads a chain exactly when tensorstore opens it."""
     ts = pytest.importorskip("tensorstore")
     from zopt.lossy.prepare import prepare_for_recompress  # noqa: F401
-    from zopt.readers import unreadable
+    from zopt.planning.readers import unreadable
 
     src, _, _ = ocean
     codecs, lossy = {"keepbits-core": (ZSTD_ONLY, "tos=keepbits:7"), "abs-bytes-core": (ZSTD_ONLY, "tos=abs:0.01:bytes"),

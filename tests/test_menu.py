@@ -1,4 +1,4 @@
-"""The per-data-type default chain (``zopt.menu``) and ``recompress`` using it when no chain is given."""
+"""The per-data-type default chain (``zopt.planning.menu``) and ``recompress`` using it when no chain is given."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import zarr
 
-from zopt.engine import DEFAULT_CHAIN, recompress
-from zopt.menu import BYTE_LEVEL, default_chain, default_codecs
+from zopt import recompress
+from zopt.planning.chains import DEFAULT_CHAIN
+from zopt.planning.menu import BYTE_LEVEL, default_chain, default_codecs
 
 
 @pytest.mark.parametrize("dtype", ["u1", "i1", bool, np.uint8])

@@ -14,7 +14,7 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
-from zopt.cli import main
+from zopt.cli.commands import main
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -36,7 +36,7 @@ def xarray_stores(tmp_path_factory):
 
 
 def _zopt(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zopt.cli", *args], capture_output=True, text=True, cwd=cwd, check=False)
+    return subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args], capture_output=True, text=True, cwd=cwd, check=False)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -107,9 +107,9 @@ def test_a_truncated_raw_chunk_is_one_line(tmp_path):
 
 
 def test_a_dead_scheduler_is_one_line(tmp_path, monkeypatch):
-    import zopt.cluster
+    import zopt.compat.cluster
 
-    monkeypatch.setattr(zopt.cluster, "CONNECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(zopt.compat.cluster, "CONNECT_TIMEOUT", 1.0)
     result = CliRunner().invoke(main, ["recompress", NEMO, str(tmp_path / "o.zarr"), "--variable", "tos",
                                        "--scheduler", "tcp://127.0.0.1:9", "--no-progress"])
     assert result.exit_code != 0 and "no dask.distributed scheduler answered at tcp://127.0.0.1:9" in result.output

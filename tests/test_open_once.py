@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import zarr
 
-import zopt.recompress.tasks as tasks
-from zopt.engine import recompress, recompress_in_place
+import zopt.job.tasks as tasks
+from zopt import recompress, recompress_in_place
 
 CHAIN = [{"name": "bytes", "configuration": {"endian": "little"}},
          {"name": "conditional", "configuration": {"codecs": [{"name": "zstd", "configuration": {"level": 1}}]}}]

@@ -12,9 +12,9 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
-from zopt.chunking import choose_chunks
-from zopt.cli import main
-from zopt.engine import recompress
+from zopt import recompress
+from zopt.cli.commands import main
+from zopt.planning.chunking import choose_chunks
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")

@@ -393,7 +393,7 @@ def _read(path: Path, pipeline: str):
         return zarr.open_array(path)[:]
 
 
-ZOPT = "zopt.pipeline.ChunkIndexCodecPipeline"
+ZOPT = "zopt.codecs.pipeline.ChunkIndexCodecPipeline"
 ZARRS = "zarrs.ZarrsCodecPipeline"
 
 

@@ -10,8 +10,8 @@ import zarr
 from click.testing import CliRunner
 
 from zopt import ConditionalCodec, ShuffleCodec
-from zopt.cli import main
-from zopt.info import chunk_grids, store_info
+from zopt.cli.commands import main
+from zopt.readback.info import chunk_grids, store_info
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

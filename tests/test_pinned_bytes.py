@@ -1,7 +1,7 @@
 """The stored bytes of a fixed input and chain never change when the encode path is optimised.
 
 The digests were taken before the hot encode path (``zopt.codecs.chain``, ``zopt.codecs.sync``,
-``zopt.decisions``, the shard writers) was reworked for speed (issue 19): buffer reuse, trial
+``zopt.codecs.decisions``, the shard writers) was reworked for speed (issue 19): buffer reuse, trial
 reuse and fewer copies must not change a single stored byte for the same chain and decisions.
 The zstd frames come from the zstd library bundled with numcodecs, so the digests are keyed by
 its version; an unknown version is skipped rather than guessed.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zopt.engine import recompress
+from zopt import recompress
 
 SHUFFLE_ZSTD = [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}]
 CHAINS = {
@@ -71,7 +71,7 @@ def _digest(store: Path) -> str:
 def sources(tmp_path_factory) -> dict[tuple[str, int], Path]:
     """The same values stored three ways: in chunks of (128, 256) stored raw (read by region),
     and in chunks equal to the inner chunks, raw or zstd-compressed (read chunk by chunk into a
-    reused buffer, ``zopt.chunk_feed``)."""
+    reused buffer, ``zopt.store.chunk_feed``)."""
     from zarr.codecs import ZstdCodec
 
     root = tmp_path_factory.mktemp("pinned")

@@ -12,11 +12,11 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 
 from zopt.codecs.cast_value import CastValueCodec
 from zopt.codecs.packbits import PackBitsCodec
+from zopt.codecs.pipeline import ChunkIndexCodecPipeline
 from zopt.errors import ChunkDecodeError
-from zopt.pipeline import ChunkIndexCodecPipeline
 
 ZARR_PIPELINE = "zarr.core.codec_pipeline.BatchedCodecPipeline"
-ZOPT_PIPELINE = "zopt.pipeline.ChunkIndexCodecPipeline"
+ZOPT_PIPELINE = "zopt.codecs.pipeline.ChunkIndexCodecPipeline"
 
 CHAINS = {
     "packbits-uint4": dict(dtype="uint4", serializer=PackBitsCodec(), compressors=None),

@@ -13,12 +13,19 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
-from zopt.analysis import analyze, analyze_array, byte_entropy, load_analysis, save_analysis
-from zopt.cli import main
+from zopt import recompress
+from zopt.cli.commands import main
 from zopt.codecs.conditional import ConditionalCodec, parse_header
-from zopt.engine import recompress, with_decision
-from zopt.plan import Plan, PlanMismatchError, make_plan, policy_masks
-from zopt.shards import EMPTY, layout_of, read_index
+from zopt.planning.analysis import (
+    analyze,
+    analyze_array,
+    byte_entropy,
+    load_analysis,
+    save_analysis,
+)
+from zopt.planning.chains import with_decision
+from zopt.planning.plan import Plan, PlanMismatchError, make_plan, policy_masks
+from zopt.store.shards import EMPTY, layout_of, read_index
 
 CHUNK = (32, 32)
 ZSTD_FRAME_SLACK = 16  # bytes a batch trial's zstd frame may differ from numcodecs.Zstd's (zopt.codecs.sync.zstd_row_sizes)
@@ -383,8 +390,8 @@ def test_cli_analyze_plan_show_png_and_recompress(store, tmp_path):
 def test_value_statistics_of_ml_and_complex_types():
     import ml_dtypes
 
-    from zopt.analysis import batch_value_stats
     from zopt.dtypes.complex import pack_complex
+    from zopt.planning.analysis import batch_value_stats
 
     x = np.array([0, 0, 1, np.nan, np.nan, -0.0], dtype=ml_dtypes.bfloat16)
     zero, runs, nan = batch_value_stats(x.view(np.uint8).reshape(1, -1), x.dtype)
@@ -405,7 +412,7 @@ def test_xarray_to_zarr_with_conditional_encoding_heuristic_and_plan(tmp_path):
     from zarr.codecs import ZstdCodec
 
     from zopt import ShuffleCodec
-    from zopt.info import store_info
+    from zopt.readback.info import store_info
 
     a = _mixed()
     ds = xr.Dataset({"v": (("y", "x"), a)}).chunk({"y": 64, "x": 160})  # dask: one task per shard
@@ -440,10 +447,10 @@ def test_the_plan_policy_and_the_runtime_decision_agree_on_the_same_sizes():
     from zarr.codecs import GzipCodec, ZstdCodec
 
     from zopt.codecs.chain import chunk_spec
+    from zopt.codecs.decisions import SAMPLE_ABOVE, CompressIfSmaller
     from zopt.codecs.shuffle import ShuffleCodec
     from zopt.codecs.sync import sync_encoder
-    from zopt.decisions import SAMPLE_ABOVE, CompressIfSmaller
-    from zopt.plan import _compress_if_smaller
+    from zopt.planning.plan import _compress_if_smaller
 
     codecs = [ShuffleCodec(element_size=4), ZstdCodec(level=1), GzipCodec(level=1)]
     spec = chunk_spec((1024,), zarr.core.dtype.Float32(), 0.0)

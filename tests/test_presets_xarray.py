@@ -13,14 +13,14 @@ import zarr
 from click.testing import CliRunner
 
 import zopt.xarray as zx
-from zopt.analysis import analyze
-from zopt.baseline import zarr_default_bytes
-from zopt.cli import main
+from zopt.cli.commands import main
 from zopt.codecs.conditional import conditional_codecs_in
-from zopt.info import store_info
-from zopt.menu import default_codecs
-from zopt.plan import PlanMismatchError, make_plan
-from zopt.presets import PRESETS, get_preset, presets_json
+from zopt.planning.analysis import analyze
+from zopt.planning.baseline import zarr_default_bytes
+from zopt.planning.menu import default_codecs
+from zopt.planning.plan import PlanMismatchError, make_plan
+from zopt.planning.presets import PRESETS, get_preset, presets_json
+from zopt.readback.info import store_info
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 A1B = os.path.join(iris_sample_data.path, "A1B_north_america.nc")  # 240×37×49 float32 air temperature, uncompressed
@@ -47,7 +47,7 @@ def _assert_bitwise_equal(a: xr.Dataset, b: xr.Dataset) -> None:
 
 
 def test_every_preset_is_a_valid_chain_that_round_trips(tmp_path):
-    from zopt.engine import split_chain
+    from zopt.planning.chains import split_chain
 
     rng = np.random.default_rng(0)
     values = np.round(np.cumsum(rng.standard_normal((64, 64)), axis=1), 2).astype("f4")
@@ -158,7 +158,7 @@ def test_encoding_of_one_byte_and_bool_variables_and_bad_arguments():
     ds = xr.Dataset({"flag": (("y", "x"), np.zeros((20, 30), bool)), "n": (("y", "x"), np.ones((20, 30), "u1")),
                      "t": (("y", "x"), np.ones((20, 30), "i2")), "s": (("y",), np.array(["a"] * 20))})
     enc = zx.encoding(ds)
-    for name in ("flag", "n"):  # the engine's chain for 1-byte types (zopt.menu), not a level of its own
+    for name in ("flag", "n"):  # the engine's chain for 1-byte types (zopt.planning.menu), not a level of its own
         want = [(c["name"], c["configuration"]["level"]) for c in default_codecs(ds[name].dtype)]
         for e in (enc, zx.encoding(ds, preset="lossless-8bit")):
             assert [(c.to_dict()["name"], c.level) for c in e[name]["compressors"][0].codecs] == want
@@ -193,7 +193,7 @@ def test_recompress_a_path_and_a_dask_dataset_and_the_accessor(tmp_path):
 
 
 def test_zarr_default_bytes_of_an_unsharded_array_with_fill_chunks(tmp_path, monkeypatch):
-    from zopt import baseline
+    from zopt.planning import baseline
 
     a = np.round(np.sin(np.arange(5000) / 50), 3).astype("f8")
     a[1000:2000] = -1.0  # whole chunks equal to the fill value: zarr does not store them
@@ -211,8 +211,8 @@ def test_zarr_default_bytes_of_an_unsharded_array_with_fill_chunks(tmp_path, mon
 def test_the_default_preset_is_the_engines_chain_for_each_type(itemsize):
     """``--preset default`` and ``zopt.xarray.encoding(preset="default")`` write what a plain
     ``zopt recompress`` writes: bool/1-byte types zstd(10) without shuffle, wider types the
-    shuffle + zstd(3) chain (``zopt.menu``)."""
-    from zopt.menu import default_chain
-    from zopt.presets import get_preset
+    shuffle + zstd(3) chain (``zopt.planning.menu``)."""
+    from zopt.planning.menu import default_chain
+    from zopt.planning.presets import get_preset
 
     assert get_preset("default").chain(itemsize) == default_chain(f"V{itemsize}")

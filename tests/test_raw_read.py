@@ -10,11 +10,11 @@ import pytest
 import zarr
 from zarr.codecs import BytesCodec
 
-from zopt.analysis import analyze_array
-from zopt.engine import recompress
-from zopt.plan import PlanMismatchError, make_plan
-from zopt.raw_read import RawChunkReader, analysis_windows, sampled_bytes
-from zopt.shards import ShardIndexError
+from zopt import recompress
+from zopt.planning.analysis import analyze_array
+from zopt.planning.plan import PlanMismatchError, make_plan
+from zopt.store.raw_read import RawChunkReader, analysis_windows, sampled_bytes
+from zopt.store.shards import ShardIndexError
 
 
 def _data(shape, dtype, seed=0) -> np.ndarray:
@@ -127,7 +127,7 @@ def test_truncated_chunk_files_and_bad_shard_entries_are_errors(tmp_path):
     lay_path = tmp_path / "s.zarr" / "v" / "c" / "0" / "0"
     blob = bytearray(lay_path.read_bytes())
     arr = zarr.open_array(str(tmp_path / "s.zarr"), path="v")
-    from zopt.shards import layout_of
+    from zopt.store.shards import layout_of
 
     lay = layout_of(arr)
     table = lay.decode_index(blob[-lay.index_nbytes :], "x").copy()
@@ -179,7 +179,7 @@ def test_a_plan_from_window_reads_checks_the_windows(tmp_path):
     plan = make_plan(analyze_array(src, "v", chunks=(128, 160)))
     assert plan["v"].digest_windows == (16, 2)
     plan.save(tmp_path / "plan.zarr")
-    from zopt.plan import Plan
+    from zopt.planning.plan import Plan
 
     back = Plan.load(tmp_path / "plan.zarr")
     assert back["v"].digest_windows == (16, 2) and back["v"].fingerprint == plan["v"].fingerprint

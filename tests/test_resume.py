@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import zarr
 
-from zopt.engine import recompress
-from zopt.journal import JOURNAL_DIR, Journal, ResumeMismatchError, remove_temporaries
-from zopt.paths import PARTIAL_SUFFIX
+from zopt import recompress
+from zopt.io.paths import PARTIAL_SUFFIX
+from zopt.store.journal import JOURNAL_DIR, Journal, ResumeMismatchError, remove_temporaries
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
 SHAPE = (480, 480)
@@ -43,7 +43,7 @@ def _source(path: Path, kind: str) -> Path:
 
 
 def _cmd(src: Path, dst: Path, layout: str) -> list[str]:
-    cmd = [sys.executable, "-m", "zopt.cli", "recompress", str(src), str(dst), "--scheduler", "synchronous",
+    cmd = [sys.executable, "-m", "zopt.cli.commands", "recompress", str(src), str(dst), "--scheduler", "synchronous",
            "--no-progress"]
     if layout == "unsharded":
         return [*cmd, "--chunks", "y=60,x=60", "--shards", "y=60,x=60"]  # shards equal to chunks: unsharded, 64 chunks
@@ -116,7 +116,7 @@ def test_sigkilled_job_resumes_and_writes_only_unfinished_shards(tmp_path, kind,
     rewritten = set(after) - kept
     # every marked shard kept its file, every other shard was written by the second run — except a
     # shard a killed run had finalized but not yet marked: its finalize finds the same index and
-    # leaves the file (zopt.shards.finalize_slots; at most one per killed run, the scheduler being synchronous)
+    # leaves the file (zopt.store.shards.finalize_slots; at most one per killed run, the scheduler being synchronous)
     assert len(before) <= len(kept) <= len(before) + (killed_runs if layout == "fixed-slot" else 0)
     assert len(kept) + len(rewritten) == total
     # nothing temporary published: zopt's own temporaries, nor zarr LocalStore's ``*.<hex>.partial``
@@ -189,7 +189,7 @@ def test_dry_run_prints_the_plan_of_work_and_writes_nothing(tmp_path):
     (a, b) = report.arrays
     assert a.units == b.units == 144 and a.tasks == 144 * 3 and a.units_resumed == 0
     assert a.logical_bytes == 480 * 480 * 4 and a.projected_task_bytes > 0 and a.stored_after == 0
-    out = subprocess.run([sys.executable, "-m", "zopt.cli", "recompress", str(src), str(dst), "--chunks", "y=20,x=20",
+    out = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "recompress", str(src), str(dst), "--chunks", "y=20,x=20",
                           "--shards", "y=40,x=40", "--dry-run"], env=ENV, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "288" in out.stdout and "memory/task" in out.stdout

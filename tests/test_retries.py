@@ -14,18 +14,15 @@ import pytest
 import zarr
 from sigkill import kill_at_replace
 
-from zopt.compact import compact
-from zopt.engine import (
-    _finalize_shard,
-    _rewrite_chunk_in_place,
-    _ShardJob,
-    _slot_parts,
-    _write_packed_shard,
-    _write_slot_part,
-    recompress,
-    recompress_in_place,
-)
-from zopt.shards import layout_of
+from zopt import recompress, recompress_in_place
+from zopt.job.compact import compact
+from zopt.job.tasks import ShardJob as _ShardJob
+from zopt.job.tasks import finalize_shard as _finalize_shard
+from zopt.job.tasks import rewrite_chunk_in_place as _rewrite_chunk_in_place
+from zopt.job.tasks import write_packed_shard as _write_packed_shard
+from zopt.job.tasks import write_slot_part as _write_slot_part
+from zopt.job.work import slot_parts as _slot_parts
+from zopt.store.shards import layout_of
 
 
 def _values() -> np.ndarray:
@@ -101,7 +98,8 @@ def test_a_finalize_killed_half_way_then_retried(tmp_path, src, where):
     # killed at the third rename: two shards finalized, the third's index written but not renamed
     _killed_at(3, f"""
         import pickle, numpy as np
-        from zopt.engine import _finalize_shard, _slot_parts, _write_slot_part
+        from zopt.job.tasks import finalize_shard as _finalize_shard, write_slot_part as _write_slot_part
+        from zopt.job.work import slot_parts as _slot_parts
         job = pickle.loads({__import__("pickle").dumps(job2)!r})
         parts = _slot_parts(job.layout, 2)
         for coords in np.ndindex(2, 2):
@@ -140,7 +138,7 @@ def test_compaction_twice_and_after_a_kill(tmp_path, src, call):
     assert _files(ref) == expected
     dst = _compacted(tmp_path, src, "d.zarr")
     _killed_at(call, f"""
-        from zopt.compact import compact
+        from zopt.job.compact import compact
         compact({str(dst)!r}, grace=0, scheduler="synchronous")
     """)
     assert (dst / ".zopt-lock").exists()  # the killed job's lock: stale, taken over below
@@ -162,7 +160,7 @@ def test_in_place_rewrite_twice_and_after_a_kill(tmp_path, src, sharded, call):
     recompress_in_place(ref, decision="always", scheduler="synchronous", grace=0)  # twice in a row
     assert _files(ref) == expected
     _killed_at(call, f"""
-        from zopt.engine import recompress_in_place
+        from zopt import recompress_in_place
         recompress_in_place({str(dst)!r}, decision="always", scheduler="synchronous", grace=0)
     """)
     recompress_in_place(dst, decision="always", scheduler="synchronous", grace=0)
@@ -180,9 +178,9 @@ def test_an_unsharded_chunk_rewritten_twice(tmp_path, src):
 
 
 def test_a_slot_writer_rerun_after_its_finalize_leaves_no_temp_file_in_dst(tmp_path, src, monkeypatch):
-    import zopt.recompress.dask_graph as graph
-    from zopt.recompress.tasks import finalize_shard, write_slot_part
-    from zopt.recompress.work import slot_parts
+    import zopt.job.dask_graph as graph
+    from zopt.job.tasks import finalize_shard, write_slot_part
+    from zopt.job.work import slot_parts
 
     calls = []
 

@@ -17,12 +17,12 @@ import zarr
 from click.testing import CliRunner
 from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 
-from zopt.cli import main
+from zopt import recompress
+from zopt.cli.commands import main
 from zopt.codecs.conditional import ConditionalCodec
-from zopt.compact import compact
-from zopt.engine import recompress
-from zopt.info import store_info
-from zopt.shards import (
+from zopt.job.compact import compact
+from zopt.readback.info import store_info
+from zopt.store.shards import (
     EMPTY,
     ShardIndexError,
     ShardLayout,
@@ -32,7 +32,7 @@ from zopt.shards import (
     read_index,
     write_slots,
 )
-from zopt.shards import tmp_path as slot_tmp_path  # (pytest's tmp_path fixture has the name)
+from zopt.store.shards import tmp_path as slot_tmp_path  # (pytest's tmp_path fixture has the name)
 
 
 def _field(shape=(300, 260), seed=0) -> np.ndarray:
@@ -196,7 +196,7 @@ def test_a_writer_killed_before_finalize_leaves_the_previous_shard(source, tmp_p
     script = textwrap.dedent(
         f"""
         import os, signal, numpy as np, zarr
-        from zopt.shards import layout_of, tmp_path, write_slots
+        from zopt.store.shards import layout_of, tmp_path, write_slots
         lay = layout_of(zarr.open_array({str(dst)!r}, path="v"))
         enc = lay.inner_encoder()
         chunk = np.full(lay.inner_shape, 7.0, dtype="f4")
@@ -218,7 +218,10 @@ def test_a_writer_killed_before_finalize_leaves_the_previous_shard(source, tmp_p
 
 def _fixed_slot_store(tmp_path: Path, a: np.ndarray, where: str) -> Path:
     """A fixed-slot store of ``a`` with the shard index at ``where``, written by zopt's tasks."""
-    from zopt.engine import _finalize_shard, _ShardJob, _slot_parts, _write_slot_part
+    from zopt.job.tasks import ShardJob as _ShardJob
+    from zopt.job.tasks import finalize_shard as _finalize_shard
+    from zopt.job.tasks import write_slot_part as _write_slot_part
+    from zopt.job.work import slot_parts as _slot_parts
 
     src = tmp_path / "src.zarr"
     zarr.open_group(src, mode="w").create_array("v", shape=a.shape, chunks=a.shape, dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
@@ -417,7 +420,7 @@ def _fast_store(source, tmp_path, **kwargs) -> Path:
 
 @pytest.mark.parametrize("sharded", [True, False])
 def test_in_place_rewrite_keeps_metadata_and_values_and_replaces_shards_packed(source, tmp_path, sharded):
-    from zopt.engine import recompress_in_place
+    from zopt import recompress_in_place
 
     _, a = source
     store = _fast_store(source, tmp_path, **({} if sharded else {"shards": None}))
@@ -442,8 +445,8 @@ def _inner_headers(store: Path):
 
 
 def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(source, tmp_path, failing_decision):
-    from zopt.engine import recompress_in_place
-    from zopt.plan import Plan
+    from zopt import recompress_in_place
+    from zopt.planning.plan import Plan
 
     _, a = source
     store = _fast_store(source, tmp_path)
@@ -471,7 +474,7 @@ def test_in_place_rewrite_follows_a_plan_and_an_interrupted_one_loses_nothing(so
 
 
 def test_in_place_refuses_what_would_change_metadata(source, tmp_path):
-    from zopt.engine import recompress_in_place
+    from zopt import recompress_in_place
 
     src, _ = source  # its array has no conditional codec
     with pytest.raises(ValueError, match="array 'v' has no conditional codec"):
@@ -486,7 +489,7 @@ def test_in_place_refuses_what_would_change_metadata(source, tmp_path):
 
 
 def test_in_place_rewrite_writes_shards_under_the_arrays_own_chunk_keys(tmp_path):
-    from zopt.engine import recompress_in_place
+    from zopt import recompress_in_place
 
     a = _field()
     store = tmp_path / "dot.zarr"

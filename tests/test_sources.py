@@ -11,8 +11,8 @@ import pytest
 import xarray as xr
 import zarr
 
-from zopt import sources
-from zopt.engine import recompress
+from zopt import recompress
+from zopt.io import sources
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -69,7 +69,7 @@ def test_threads_opening_one_source_at_once_open_it_once(tmp_path, monkeypatch):
 
     import xarray as xr
 
-    from zopt import sources
+    from zopt.io import sources
 
     path = tmp_path / "one.nc"
     xr.Dataset({"v": ("x", [1.0, 2.0])}).to_netcdf(path)

@@ -17,12 +17,12 @@ from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.codecs import BytesCodec, Crc32cCodec
 from zarr.storage import LocalStore
 
+from zopt import recompress_in_place
 from zopt.codecs.conditional import ConditionalCodec
-from zopt.compact import compact
-from zopt.engine import recompress_in_place
-from zopt.lock import LOCK_NAME, StoreLockedError, store_lock
-from zopt.rewrite import rewrite_shard
-from zopt.shards import EMPTY, layout_of, pack, read_index, write_packed
+from zopt.job.compact import compact
+from zopt.store.lock import LOCK_NAME, StoreLockedError, store_lock
+from zopt.store.rewrite import rewrite_shard
+from zopt.store.shards import EMPTY, layout_of, pack, read_index, write_packed
 
 
 def values() -> np.ndarray:
@@ -36,7 +36,10 @@ def values() -> np.ndarray:
 def fixed_slot_store(tmp: Path, where: str, checksum: bool = True, name: str = "d.zarr") -> Path:
     """A fixed-slot store of ``values()`` with every chunk raw (mask 0: each fills its slot),
     16×16 inner chunks in 64×96 shards (one shard), index at ``where``, written by zopt's tasks."""
-    from zopt.engine import _finalize_shard, _ShardJob, _slot_parts, _write_slot_part
+    from zopt.job.tasks import ShardJob as _ShardJob
+    from zopt.job.tasks import finalize_shard as _finalize_shard
+    from zopt.job.tasks import write_slot_part as _write_slot_part
+    from zopt.job.work import slot_parts as _slot_parts
 
     a = values()
     src = tmp / "src.zarr"
@@ -157,7 +160,8 @@ def test_in_place_rewrite_gives_torn_readers_right_values_or_an_error(tmp_path, 
     shard = store / "v" / "c" / "0" / "0"
     old = shard.read_bytes()
     # phase A only (the grace period not over yet): the in-place task itself
-    from zopt.engine import _rewrite_shard_in_place, _ShardJob
+    from zopt.job.tasks import ShardJob as _ShardJob
+    from zopt.job.tasks import rewrite_shard_in_place as _rewrite_shard_in_place
 
     z = zarr.open_array(store, path="v")
     job = _ShardJob(str(store), "v", str(store / "v"), layout_of(z), z.shape, "always", "t", z.metadata.chunk_key_encoding)
@@ -275,7 +279,7 @@ def test_a_lock_from_another_host_is_refused_and_the_message_says_what_to_remove
 
     from click.testing import CliRunner
 
-    from zopt.cli import main
+    from zopt.cli.commands import main
 
     store = fixed_slot_store(tmp_path, "end")
     (store / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "elsewhere", "job": "j", "since": 0}))
@@ -289,7 +293,7 @@ def test_a_lock_from_another_host_is_refused_and_the_message_says_what_to_remove
 
 
 def test_the_raw_reader_notices_a_replaced_shard_and_reads_its_new_index(tmp_path):
-    from zopt.raw_read import RawChunkReader
+    from zopt.store.raw_read import RawChunkReader
 
     a = values()
     z = zarr.create_array(tmp_path / "raw.zarr", shape=a.shape, dtype="f4", chunks=(16, 16), shards=(64, 96),
@@ -311,8 +315,8 @@ def test_the_raw_reader_notices_a_replaced_shard_and_reads_its_new_index(tmp_pat
 
 
 def test_checked_reads_retry_once_then_name_the_chunk(tmp_path):
-    from zopt.checked_read import read_region
     from zopt.errors import ChunkDecodeError
+    from zopt.store.checked_read import read_region
 
     store = fixed_slot_store(tmp_path, "end")
     z = zarr.open_array(store, path="v")
@@ -339,7 +343,7 @@ def test_checked_reads_retry_once_then_name_the_chunk(tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(ChunkDecodeError, match=r"inner chunk \(1, 1\) of shard 'v/c/0/0'"):
         read_region(zarr.open_array(store, path="v"), region, str(store))
-    from zopt.engine import recompress
+    from zopt import recompress
 
     with pytest.raises(ChunkDecodeError, match=r"inner chunk \(1, 1\) of shard 'v/c/0/0'"):
         recompress(store, tmp_path / "out.zarr", chunks=(16, 16), shards=(64, 96))

@@ -9,8 +9,8 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from zopt.cli import main
-from zopt.engine import recompress
+from zopt import recompress
+from zopt.cli.commands import main
 
 
 def _values(rng: np.random.Generator) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The plan of work (``zopt.recompress.work``): built and checked before anything is written.
+"""The plan of work (``zopt.job.work``): built and checked before anything is written.
 
 Every refusal a job can make from its options — a plan made for other arrays, ``max_memory``, a
 fixed-slot chain without a size bound — comes before the destination or its partial store
@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import zarr
 
-from zopt.analysis import analyze
-from zopt.engine import PARTIAL_SUFFIX, recompress
-from zopt.plan import PlanMismatchError, make_plan
-from zopt.recompress.targets import target_arrays
-from zopt.recompress.work import build_work, layouts_for
-from zopt.sources import source_variables, zarr_v3_group
+from zopt import recompress
+from zopt.io.paths import PARTIAL_SUFFIX
+from zopt.io.sources import source_variables, zarr_v3_group
+from zopt.job.targets import target_arrays
+from zopt.job.work import build_work, layouts_for
+from zopt.planning.analysis import analyze
+from zopt.planning.plan import PlanMismatchError, make_plan
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_the_work_is_built_in_memory_and_counts_units_tasks_and_memory(src, tmp_
     before = sorted(p for p in tmp_path.rglob("*"))
     source = source_variables(str(src), zarr_v3_group(str(src)))
     layouts = layouts_for(source, ["v"], (16, 16), (32, 48), None, ["v"])
-    from zopt.recompress.chains import split_chain
+    from zopt.planning.chains import split_chain
 
     split = {"v": split_chain([{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1}}])}
     targets = target_arrays(str(src), zarr_v3_group(str(src)), source, ["v"], layouts, split)
@@ -93,7 +94,7 @@ def test_the_work_is_built_in_memory_and_counts_units_tasks_and_memory(src, tmp_
     assert w.projected_task_bytes == 2 * 3 * inner + 3 * w.shard_layout.slot_size + 4 * inner
     assert work.over_memory(w.projected_task_bytes) is None and work.over_memory(w.projected_task_bytes - 1) is w
     # units an interrupted run finished are left out, their masks and chunks counted
-    from zopt.journal import Journal
+    from zopt.store.journal import Journal
 
     done = {Journal.key((0, 1)): ({1: 6}, 6)}
     resumed = build_work(["v"], source, layouts, targets, layout="compact", done=lambda name: done).arrays["v"]

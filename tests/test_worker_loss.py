@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import zarr
 
-from zopt.engine import recompress
-from zopt.journal import JOURNAL_DIR
-from zopt.paths import PARTIAL_SUFFIX
+from zopt import recompress
+from zopt.io.paths import PARTIAL_SUFFIX
+from zopt.store.journal import JOURNAL_DIR
 
 distributed = pytest.importorskip("distributed")
 

@@ -1,6 +1,6 @@
 """zopt on every zarr-python it supports (3.1 on Python 3.11, 3.4 on Python 3.13: both CI legs).
 
-What zarr changed between those versions lives in ``zopt._zarr_compat``; these tests check that
+What zarr changed between those versions lives in ``zopt.compat.zarr_compat``; these tests check that
 module's answers and, end to end, that every codec works under every pipeline the installed zarr
 ships, that outputs open in a fresh interpreter without ``import zopt`` and without warnings,
 that big-endian sources survive recompress, raw reads and compaction, and that an array the
@@ -24,14 +24,14 @@ from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 from zarr.registry import register_codec
 
-from zopt import _zarr_compat as compat
-from zopt.cli import main
+from zopt.cli.commands import main
 from zopt.codecs.conditional import ConditionalCodec
+from zopt.codecs.decisions import MaskGrid
 from zopt.codecs.shuffle import ShuffleCodec
-from zopt.decisions import MaskGrid
+from zopt.compat import zarr_compat as compat
 from zopt.errors import ChunkIndexUnavailableError, UnsupportedArrayError, ZoptError
 
-ZOPT_PIPELINE = "zopt.pipeline.ChunkIndexCodecPipeline"
+ZOPT_PIPELINE = "zopt.codecs.pipeline.ChunkIndexCodecPipeline"
 PIPELINES = [ZOPT_PIPELINE, "zarr.core.codec_pipeline.BatchedCodecPipeline"]
 if compat.HAS_FUSED_PIPELINE:  # zarr >= 3.3
     PIPELINES.append("zarr.core.codec_pipeline.FusedCodecPipeline")
@@ -78,7 +78,7 @@ def test_unknown_codecs_and_refused_configurations_name_the_codec_and_zarr_versi
 def test_an_array_zarr_cannot_serve_is_named_with_codec_and_zarr_version(tmp_path, sharded):
     """A float where zstd wants an integer level: zarr 3.1 and 3.4 both refuse it, with a
     TypeError from deep inside zarr; zopt names the array, the codec and the zarr version."""
-    from zopt.engine import recompress
+    from zopt import recompress
 
     g = zarr.open_group(tmp_path / "s.zarr", mode="w")
     g.create_array("v", shape=(4, 4), chunks=(2, 2), dtype="f4", fill_value=0,
@@ -352,10 +352,10 @@ def _big_endian_source(path: Path, a: np.ndarray, sharded: bool) -> None:
 
 @pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
 def test_big_endian_sources_survive_raw_reads_recompress_and_compaction(tmp_path, sharded):
-    from zopt.compact import compact
-    from zopt.engine import recompress
-    from zopt.raw_read import RawChunkReader
-    from zopt.shards import classify, layout_of, read_index
+    from zopt import recompress
+    from zopt.job.compact import compact
+    from zopt.store.raw_read import RawChunkReader
+    from zopt.store.shards import classify, layout_of, read_index
 
     a = _field(seed=5)
     a[48:] = -0.0  # sign bits survive only if every byte swap is right
@@ -384,9 +384,12 @@ def test_big_endian_sources_survive_raw_reads_recompress_and_compaction(tmp_path
 def test_a_big_endian_shard_index_is_read_and_compacted(tmp_path):
     """A fixed-slot shard whose index is big-endian (index_codecs bytes/big + crc32c), written
     by zopt's tasks: its index reads right, compaction keeps every chunk, readers agree."""
-    from zopt.compact import compact
-    from zopt.engine import _finalize_shard, _ShardJob, _slot_parts, _write_slot_part
-    from zopt.shards import classify, layout_of, read_index
+    from zopt.job.compact import compact
+    from zopt.job.tasks import ShardJob as _ShardJob
+    from zopt.job.tasks import finalize_shard as _finalize_shard
+    from zopt.job.tasks import write_slot_part as _write_slot_part
+    from zopt.job.work import slot_parts as _slot_parts
+    from zopt.store.shards import classify, layout_of, read_index
 
     a = _field(seed=6)
     src = tmp_path / "src.zarr"

@@ -1,17 +1,50 @@
 """zopt: smaller Zarr v3 stores, written chunk by chunk in parallel with Dask.
 
-The data path, one module per concept: ``zopt.dtypes`` → ``zopt.codecs`` → ``zopt.decisions``
-→ (analysis → plan → shard layout, later) → ``zopt.engine`` (Dask graphs) → ``zopt.cli``.
+The public functions, one per job (each documented where it lives; ``help(zopt.recompress)``):
+
+====================================  ============================================================
+``zopt.recompress(src, dst, ...)``    rewrite a Zarr v2/v3 store or netCDF file as Zarr v3
+``zopt.recompress_in_place(store)``   re-decide the ``conditional`` masks of a store, shard by shard
+``zopt.verify(src, dst)``             compare every array bit for bit or within its lossy bound
+``zopt.analyze(store)``               per-chunk measurements and trial encodings (a Dask graph)
+``zopt.plan(store, policy=...)``      a mask per chunk from an analysis, optionally saved
+``zopt.compact(store)``               pack a store's fixed-slot shards
+``zopt.info(store)``                  layouts, slot fill, masks and sizes of a store's arrays
+====================================  ============================================================
+
+The codecs and data types register with zarr-python through entry points (no import needed);
+importing ``zopt`` stays light: the job functions load Dask and xarray on first use. The layers,
+bottom to top (``docs/architecture.md``): ``errors`` → ``compat/`` → ``dtypes/`` → ``codecs/`` →
+``store/`` → ``io/`` → ``planning/`` → ``lossy/`` → ``job/`` → ``readback/`` → ``cli/``,
+``xarray``.
 """
 
-from zopt import _zarr_config
-from zopt._version import __version__
-from zopt.codecs import BytesCodec, ConditionalCodec, ShuffleCodec
-from zopt.decisions import CompressIfSmaller, DecisionFunction, FixedMask, MaskGrid
-from zopt.errors import ChunkDecodeError
-from zopt.pipeline import current_chunk_index
+from __future__ import annotations
 
-_zarr_config.install()
+import importlib
+from typing import Any
+
+from zopt._version import __version__
+from zopt.codecs import BytesCodec, ConditionalCodec, ShuffleCodec, zarr_config
+from zopt.codecs.decisions import CompressIfSmaller, DecisionFunction, FixedMask, MaskGrid
+from zopt.codecs.pipeline import current_chunk_index
+from zopt.errors import ChunkDecodeError, ZoptError
+
+zarr_config.install()
+
+#: public name → (module, attribute), imported on first use (PEP 562)
+_LAZY = {
+    "recompress": ("zopt.job.api", "recompress"),
+    "recompress_in_place": ("zopt.job.in_place", "recompress_in_place"),
+    "RecompressJob": ("zopt.job.options", "RecompressJob"),
+    "RecompressReport": ("zopt.job.reports", "RecompressReport"),
+    "verify": ("zopt.readback.verify", "verify"),
+    "analyze": ("zopt.job.analyze", "analyze"),
+    "plan": ("zopt.job.analyze", "plan"),
+    "Plan": ("zopt.planning.plan", "Plan"),
+    "compact": ("zopt.job.compact", "compact"),
+    "info": ("zopt.readback.info", "store_info"),
+}
 
 __all__ = [
     "BytesCodec",
@@ -22,6 +55,21 @@ __all__ = [
     "FixedMask",
     "MaskGrid",
     "ShuffleCodec",
+    "ZoptError",
     "__version__",
     "current_chunk_index",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'zopt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

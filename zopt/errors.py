@@ -41,7 +41,7 @@ class ChunkDecodeError(ZoptError, ValueError):
 class ChunkIndexUnavailableError(ZoptError, LookupError):
     """A ``conditional`` decision needs the chunk's grid coordinates (a mask grid, a plan, a
     decision function), but the codec pipeline in use does not publish them: only
-    ``zopt.pipeline.ChunkIndexCodecPipeline`` does. The message names the pipeline."""
+    ``zopt.codecs.pipeline.ChunkIndexCodecPipeline`` does. The message names the pipeline."""
 
 
 class UnsupportedArrayError(ZoptError, ValueError):

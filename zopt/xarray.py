@@ -8,7 +8,7 @@ writes (``var.encoding["dtype"]`` when CF packing applies, else the variable's d
 coordinate is one chunk. What it writes is read by plain ``xarray.open_zarr`` in any process
 where zopt is installed, without importing zopt.
 
-``recompress(ds_or_path, dst, ...)`` rewrites a file or store with ``zopt.engine.recompress``
+``recompress(ds_or_path, dst, ...)`` rewrites a file or store with ``zopt.job.recompress``
 (a path), or writes an in-memory/dask ``Dataset`` with ``to_zarr`` and this encoding (a
 ``Dataset``), publishing ``dst`` by atomic rename in both cases.
 
@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from zopt import paths
-from zopt.chunking import choose_chunks, parse_shape, shape_for
-from zopt.engine import RecompressReport, split_chain
-from zopt.presets import get_preset, set_element_size
+from zopt.io import paths
+from zopt.job.reports import RecompressReport
+from zopt.planning.chains import split_chain
+from zopt.planning.chunking import choose_chunks, parse_shape, shape_for
+from zopt.planning.presets import get_preset, set_element_size
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
@@ -56,7 +57,7 @@ def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
 def _preset_name(preset: str | None, dtype: np.dtype) -> str:
     if preset is not None:
         return preset
-    return "default"  # with the item size: the engine's per-type chain (zopt.menu)
+    return "default"  # with the item size: the engine's per-type chain (zopt.planning.menu)
 
 
 def _plan_chain(ap: Any) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def _plan_chain(ap: Any) -> list[dict[str, Any]]:
 def _load_plan(plan: Any) -> Any:
     if plan is None or not isinstance(plan, str | os.PathLike):
         return plan
-    from zopt.plan import Plan
+    from zopt.planning.plan import Plan
 
     return Plan.load(plan)
 
@@ -88,18 +89,18 @@ def encoding(
     chunks, shards : inner chunk and shard shapes as for ``zopt recompress``: by dimension name
         (``{"time": 12}`` or ``"time=12,lat=90"``; other dimensions whole) or positional
         (``(12, 90, 180)``, for variables with that many dimensions). Defaults: ~256 KiB inner
-        chunks and ~64 MiB shards (``zopt.chunking.choose_chunks``); an array that fits in one
+        chunks and ~64 MiB shards (``zopt.planning.chunking.choose_chunks``); an array that fits in one
         inner chunk is not sharded.
-    preset : a name from ``zopt.presets`` (``zopt presets``). Default: ``default``, which per
-        variable is exactly ``zopt recompress``'s chain for its type (``zopt.menu.default_chain``:
+    preset : a name from ``zopt.planning.presets`` (``zopt presets``). Default: ``default``, which per
+        variable is exactly ``zopt recompress``'s chain for its type (``zopt.planning.menu.default_chain``:
         ``zstd(10)`` for 1-byte and bool, ``shuffle`` + ``zstd(3)`` for the others). ``shuffle``
         is left out for 1-byte types with every preset (it would do nothing there).
-    plan : a ``zopt.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
+    plan : a ``zopt.planning.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
         masks (no trial encoding); it is checked against each variable (shape, chunk shape, dtype)
-        and raises ``zopt.plan.PlanMismatchError`` listing what differs, or naming the planned
+        and raises ``zopt.planning.plan.PlanMismatchError`` listing what differs, or naming the planned
         arrays that are not data variables of ``ds``. Variables it does not cover use the preset.
     decision : overrides the preset's decision for variables without a plan (see
-        ``zopt.decisions``: ``"compress_if_smaller"``, ``"always"``, ``"never"``, a mask …).
+        ``zopt.codecs.decisions``: ``"compress_if_smaller"``, ``"always"``, ``"never"``, a mask …).
 
     Returns ``{name: {"chunks", "serializer", "compressors", "filters"[, "shards"]}}`` for every
     data variable of one dimension or more with a numeric or bool dtype, and
@@ -114,7 +115,7 @@ def encoding(
     if preset is not None:
         get_preset(preset)  # a bad name fails even if no variable would use it
     if plan is not None:
-        from zopt.plan import PlanMismatchError
+        from zopt.planning.plan import PlanMismatchError
 
         missing = sorted(set(plan.arrays) - {str(n) for n in ds.data_vars})
         if missing:
@@ -183,29 +184,24 @@ def recompress(
 ) -> RecompressReport | xr.Dataset:
     """Write ``ds_or_path`` to a new Zarr v3 store ``dst`` with a preset's chain.
 
-    A path (netCDF file, Zarr v2/v3 store) goes to ``zopt.engine.recompress`` (one Dask task per
+    A path (netCDF file, Zarr v2/v3 store) goes to ``zopt.job.recompress`` (one Dask task per
     shard, ``engine_options`` passed on: ``variables``, ``layout``, ``max_memory`` …) and its
     ``RecompressReport`` is returned. A ``Dataset`` is written as it is in memory (or as its dask
     graph computes it) by ``ds.to_zarr`` with ``encoding(ds, ...)``, rechunked to whole shards
     per task, under ``dst + ".zopt-partial"`` renamed to ``dst`` at the end; the written store is
     returned opened with ``xarray.open_zarr``. ``dst`` must be a local path for a Dataset.
 
-    Raises FileExistsError if ``dst`` exists and not ``overwrite`` (``zopt.paths``: only a Zarr
-    store is replaced, atomically); ``zopt.paths.OverlapError`` if ``dst`` and the Dataset's
+    Raises FileExistsError if ``dst`` exists and not ``overwrite`` (``zopt.io.paths``: only a Zarr
+    store is replaced, atomically); ``zopt.io.paths.OverlapError`` if ``dst`` and the Dataset's
     source file overlap; ValueError for bad options (``engine_options`` for a Dataset are refused
     by name).
     """
     if not isinstance(ds_or_path, xr.Dataset):
-        from zopt.engine import recompress as run
+        from zopt.job.api import run_job
+        from zopt.job.options import RecompressJob
 
-        codecs, decision = None, engine_options.pop("decision", None)
-        if preset is not None:
-            p = get_preset(preset)
-            codecs = None if p.name == "default" else p.chain()  # the engine's default is per dtype
-            decision = p.decision if decision is None else decision
-        return run(ds_or_path, dst, codecs=codecs, chunks=chunks, shards=shards,
-                   decision="compress_if_smaller" if decision is None else decision, plan=plan,
-                   scheduler=scheduler, overwrite=overwrite, **engine_options)
+        return run_job(RecompressJob(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
+                                     scheduler=scheduler, overwrite=overwrite, **engine_options))
     if engine_options:
         raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
@@ -226,7 +222,7 @@ def recompress(
         with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
             warnings.simplefilter("ignore", UserWarning)
             delayed = ds.to_zarr(partial, mode="w", zarr_format=3, consolidated=True, encoding=enc, compute=False)
-        from zopt.scheduling import compute
+        from zopt.compat.scheduling import compute
 
         compute([delayed], scheduler, None)
         paths.publish(partial, dst)

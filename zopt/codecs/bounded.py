@@ -9,7 +9,7 @@ a buffer of exactly the claimed size (``Zstd.decode(buf, out=...)``; numcodecs r
 
 ``decode_error`` turns any exception of a codec's decoding into ``ChunkDecodeError`` (a
 ``ZoptError`` and a ``ValueError``) naming the codec and the chunk being decoded (from
-``zopt._context.current_chunk``, when zopt's pipeline or a zopt reader set it).
+``zopt.codecs.context.current_chunk``, when zopt's pipeline or a zopt reader set it).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def decode_error(codec: str, exc: BaseException) -> ChunkDecodeError:
     """``ChunkDecodeError`` for a failure of ``codec`` (its name) decoding the current chunk."""
     if isinstance(exc, ChunkDecodeError):
         return exc
-    from zopt._context import current_chunk
+    from zopt.codecs.context import current_chunk
 
     ctx = current_chunk()
     return ChunkDecodeError(None if ctx is None else ctx.key, None if ctx is None else ctx.coords_in_shard, exc, codec=codec)

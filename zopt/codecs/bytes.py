@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
 
-from zopt._zarr_compat import endian_text
+from zopt.compat.zarr_compat import endian_text
 from zopt.dtypes.complex import MLComplex
 from zopt.dtypes.ml import MLDType
 

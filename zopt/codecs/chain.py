@@ -1,7 +1,7 @@
 """Synchronous encoding of one chunk through a Zarr v3 codec list, and its size bound.
 
 zarr-python encodes chunks through an asyncio pipeline built for reading and writing whole
-arrays. zopt's shard writers (``zopt.shards``) encode inner chunks themselves — one chunk at a
+arrays. zopt's shard writers (``zopt.store.shards``) encode inner chunks themselves — one chunk at a
 time inside a Dask task, with the chunk's grid coordinates known — and need two things zarr's
 pipeline does not offer: the ``conditional`` codec's mask per chunk, and a bound on the encoded
 size of a chunk so that it can own a fixed slot in a shard file.
@@ -115,7 +115,7 @@ class ChunkEncoder:
     """
 
     def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
-        from zopt._alloc import retain_freed_memory
+        from zopt.compat.alloc import retain_freed_memory
 
         retain_freed_memory()  # chunk-sized buffers reused instead of faulted in per chunk
         self.spec = spec
@@ -152,7 +152,7 @@ class ChunkEncoder:
         return (*[c for c, _ in self.array_array], self.array_bytes[0], *[c for c, _ in self.bytes_bytes])
 
     def with_decision(self, decision: Any) -> ChunkEncoder:
-        """A copy whose ``conditional`` codecs decide with ``decision`` (see ``zopt.decisions``)."""
+        """A copy whose ``conditional`` codecs decide with ``decision`` (see ``zopt.codecs.decisions``)."""
         out = ChunkEncoder.__new__(ChunkEncoder)
         out.__dict__.update(self.__dict__)
         out.bytes_bytes = [

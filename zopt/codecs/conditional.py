@@ -25,10 +25,10 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
-from zopt._context import current_chunk
-from zopt._zarr_compat import supports_sync
+from zopt.codecs.context import current_chunk
+from zopt.codecs.decisions import CodecRef, Decision, resolve_decision
 from zopt.codecs.sync import sync_decoder, sync_encoder
-from zopt.decisions import CodecRef, Decision, resolve_decision
+from zopt.compat.zarr_compat import supports_sync
 from zopt.errors import ChunkIndexUnavailableError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def parse_header(data: bytes | np.ndarray, header_bits: int, n_codecs: int) -> i
 
 
 def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
-    from zopt._zarr_compat import resolve_codec
+    from zopt.compat.zarr_compat import resolve_codec
 
     if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
         raise ValueError(f"codecs: expected a list of bytes→bytes codecs, got {codecs!r}")
@@ -124,7 +124,7 @@ class ConditionalCodec(BytesBytesCodec):
     codecs : wrapped bytes→bytes codecs (objects or JSON dicts), bit ``i`` ↔ ``codecs[i]``.
     header_bits : header size in bits; a multiple of 8, >= ``len(codecs)``;
         default ``ceil(len(codecs) / 8) * 8``.
-    decision : how to pick each chunk's mask when writing; see ``zopt.decisions``. Runtime
+    decision : how to pick each chunk's mask when writing; see ``zopt.codecs.decisions``. Runtime
         only, never serialized; ``None`` writes mask 0 (spec Phase 1).
     trial_encode : for a decision function, whether it takes the trial-encoded chunk
         (spec Phase 2); by default inferred from the function's arity.
@@ -184,7 +184,7 @@ class ConditionalCodec(BytesBytesCodec):
 
     # -- runtime configuration ------------------------------------------------------------
     def with_decision(self, decision: Any, trial_encode: bool | None = None) -> Self:
-        """A copy whose writes use ``decision`` (see ``zopt.decisions``)."""
+        """A copy whose writes use ``decision`` (see ``zopt.codecs.decisions``)."""
         return replace(
             self,
             decision=resolve_decision(decision, len(self.codecs), self.header_bits, trial_encode),
@@ -294,9 +294,9 @@ class ConditionalCodec(BytesBytesCodec):
                 f"conditional: the decision {type(self.decision).__name__} needs each chunk's "
                 "index, but the codec pipeline in use "
                 f"({zarr.config.get('codec_pipeline.path')}) does not pass it; select "
-                "zopt.pipeline.ChunkIndexCodecPipeline (zopt's default) with "
+                "zopt.codecs.pipeline.ChunkIndexCodecPipeline (zopt's default) with "
                 "zarr.config.set({'codec_pipeline.path': "
-                "'zopt.pipeline.ChunkIndexCodecPipeline'}), or use a decision that needs no "
+                "'zopt.codecs.pipeline.ChunkIndexCodecPipeline'}), or use a decision that needs no "
                 "index (e.g. 'compress_if_smaller')"
             )
         return coords

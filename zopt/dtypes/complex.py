@@ -30,7 +30,7 @@ from zarr.core.dtype import Float16, Float32, Float64
 from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
 
-from zopt._zarr_compat import DataTypeValidationError
+from zopt.compat.zarr_compat import DataTypeValidationError
 from zopt.dtypes import ml
 
 __all__ = ["COMPLEX_DTYPES", "MLComplex", "pack_complex"]

@@ -29,7 +29,7 @@ import numpy as np
 from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
 
-from zopt._zarr_compat import DataTypeValidationError
+from zopt.compat.zarr_compat import DataTypeValidationError
 
 __all__ = [
     "MLDType",

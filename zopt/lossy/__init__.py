@@ -5,8 +5,8 @@
   of the bound and a per-chunk check;
 - ``bitinfo``: bitwise real information content (Klöwer et al. 2021) and keepbits;
 - ``prepare``: the analysis graph and the hook ``recompress`` calls;
-- ``check``: one region of a lossy array against its recorded bound (``zopt.verify`` calls it);
-- ``verify``: the old name of ``zopt.verify`` (kept for existing imports).
+- ``check``: one region of a lossy array against its recorded bound (``zopt.readback.verify`` calls it);
+- ``verify``: the old name of ``zopt.readback.verify`` (kept for existing imports).
 """
 
 from zopt.lossy.bounds import AbsChain, LossyBoundError, design_abs

@@ -1,6 +1,6 @@
 """Checking one region of a lossy array against its source: within its recorded bound (``zopt verify``).
 
-Pure array maths on values already read (``zopt.verify`` reads them, one inner chunk at a time):
+Pure array maths on values already read (``zopt.readback.verify`` reads them, one inner chunk at a time):
 
 - ``abs`` arrays: the maximum absolute and relative error over finite, non-sentinel values, the
   number of values beyond the bound (decided exactly, ``exact_abs_error_exceeds``), and the
@@ -81,7 +81,7 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
     if record["method"] == "abs":
         out["viol"] = int(exact_abs_error_exceeds(x[normal], y[normal], float(record["abs"])).sum())
         return out
-    from zopt.grid import regions
+    from zopt.codecs.grid import regions
     from zopt.lossy.bitinfo import pair_counts
 
     out["counts"] = pair_counts(x, normal)

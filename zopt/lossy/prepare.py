@@ -8,14 +8,14 @@ unsharded) and returns a ``LossyVariable``:
   ``zopt.lossy.bounds.design_abs``;
 - ``keepbits``: nothing to read;
 - ``info`` (per variable): bit-pair counts of every inner chunk summed into one keepbits;
-  ``info …:chunk``: one keepbits per inner chunk, kept as a ``zopt.plan.Plan`` (its
+  ``info …:chunk``: one keepbits per inner chunk, kept as a ``zopt.planning.plan.Plan`` (its
   ``keepbits`` grid beside zero masks, with the content digests of the chunks);
 - ``plan``: a saved keepbits plan, checked against the target grid and, chunk by chunk while
   writing, against the content it was made for.
 
 The engine then needs only three things per variable (the hook): ``chain(base)`` — the target
 codec chain; ``attributes()`` — the ``zopt_lossy`` record added to the variable's attributes,
-which ``zopt.lossy.verify`` reads; and ``prepare(index, values, where)`` — called on every inner
+which ``zopt.readback.verify`` reads; and ``prepare(index, values, where)`` — called on every inner
 chunk before it is encoded, which checks the bound (``abs``) or bitrounds the chunk (keepbits),
 keeping NaN, infinities and sentinels bit for bit.
 
@@ -110,7 +110,7 @@ class LossyVariable:
     """What the engine needs to write one lossy variable (see module docstring). Picklable.
 
     grid : per-inner-chunk keepbits (uint8) for ``info …:chunk`` and ``plan``, else None.
-    plan : the ``zopt.plan.ArrayPlan`` holding that grid and the chunks' digests.
+    plan : the ``zopt.planning.plan.ArrayPlan`` holding that grid and the chunks' digests.
     """
 
     spec: LossySpec
@@ -184,7 +184,7 @@ class LossyVariable:
 
 def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...],
                 token: str | None = None) -> RangeStats:
-    from zopt.sources import read_source
+    from zopt.io.sources import read_source
 
     x = np.asarray(read_source(src, name, region, token))
     special = special_mask(x, sentinels)
@@ -206,10 +206,10 @@ def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple
 def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
                level: float | None, confidence: float | None, token: str | None = None) -> Any:
     """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""
-    from zopt.analysis import chunk_digest
-    from zopt.grid import regions
+    from zopt.codecs.grid import regions
+    from zopt.io.sources import read_source
     from zopt.lossy.bitinfo import pair_counts
-    from zopt.sources import read_source
+    from zopt.planning.analysis import chunk_digest
 
     x = np.asarray(read_source(src, name, region, token))
     origin = [r.start for r in region]
@@ -228,7 +228,7 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
 
 def _layout(name: str, var: Any, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(inner chunk shape, task region shape) as ``recompress`` will choose them."""
-    from zopt.chunking import variable_layout
+    from zopt.planning.chunking import variable_layout
 
     inner, shard = variable_layout(name, var, chunks, shards, None, explicit)
     return inner, shard or inner
@@ -236,20 +236,20 @@ def _layout(name: str, var: Any, chunks: Any, shards: Any, explicit: Any) -> tup
 
 def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, shards: Any = None,
                   confidence: float | None = 0.99, scheduler: str | None = None) -> Any:
-    """A ``zopt.plan.Plan`` holding per-inner-chunk keepbits for ``levels`` (``{variable: L}``,
+    """A ``zopt.planning.plan.Plan`` holding per-inner-chunk keepbits for ``levels`` (``{variable: L}``,
     0 < L <= 1) over the inner chunk grid ``recompress`` would write with ``chunks``/``shards``.
 
     Plot it with ``zopt plan show PLAN --png F``; re-apply it with ``--lossy VAR=plan:PLAN``.
     Raises ValueError naming the variable for a level outside (0, 1] or a non-float variable.
     """
-    from zopt.chunking import parse_shape
-    from zopt.sources import source_variables
+    from zopt.io.sources import source_variables
+    from zopt.planning.chunking import parse_shape
 
     specs = {v: LossySpec(v, "info", float(lv), per_chunk=True) for v, lv in levels.items()}
     for v, spec in specs.items():
         if not 0 < spec.value <= 1:
             raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
-    from zopt.sources import release
+    from zopt.io.sources import release
 
     try:
         source = source_variables(src, None, "lossy-plan")
@@ -265,7 +265,7 @@ def _plan_of(arrays: dict[str, Any], levels: dict[str, float], confidence: float
     import datetime as dt
 
     from zopt._version import __version__
-    from zopt.plan import Plan
+    from zopt.planning.plan import Plan
 
     return Plan(arrays=arrays, policy="keepbits-info", params={"information": levels, "confidence": confidence},
                 zopt_version=__version__, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
@@ -283,7 +283,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                   confidence: float | None = 0.99, explicit: Any = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
-    source : ``zopt.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
+    source : ``zopt.io.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
     given to ``recompress``. fill_values, attrs : the target array's fill value and the source
     attributes per variable (default: read from ``src``). explicit : the variables named by the
     caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). Raises ValueError naming the variable
@@ -294,8 +294,8 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
     import dask
 
-    from zopt.grid import regions
-    from zopt.scheduling import compute
+    from zopt.codecs.grid import regions
+    from zopt.compat.scheduling import compute
 
     missing = [v for v in specs if v not in source]
     if missing:
@@ -339,7 +339,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                 tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence,
                                                                   token))
                 owners.append(name)
-    from zopt.sources import release
+    from zopt.io.sources import release
 
     try:
         results = compute(tasks, scheduler, None, token)
@@ -399,7 +399,7 @@ def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: 
     all chunks' counts) — a mostly-land chunk of an ocean field must not drop to 0 bits.
     """
     from zopt.lossy.bitinfo import keepbits
-    from zopt.plan import ArrayPlan
+    from zopt.planning.plan import ArrayPlan
 
     dtype = np.dtype(var.dtype)
     grid_shape = tuple(math.ceil(s / c) for s, c in zip(var.shape, inner, strict=True))
@@ -417,7 +417,7 @@ def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: 
 
 
 def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:
-    from zopt.plan import Plan, PlanMismatchError
+    from zopt.planning.plan import Plan, PlanMismatchError
 
     plan = Plan.load(path)
     ap = plan[name]
@@ -430,7 +430,7 @@ def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:
 
 def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Fill values and attributes of ``names`` as the target will have them."""
-    from zopt.sources import open_source, release, zarr_v3_group
+    from zopt.io.sources import open_source, release, zarr_v3_group
 
     group = zarr_v3_group(src)
     if group is not None:

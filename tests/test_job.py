@@ -1,0 +1,170 @@
+"""One job object (issue 29): ``zopt recompress``, ``zopt.recompress`` and ``zopt.xarray.recompress``
+build the same ``RecompressJob``; the journal fingerprints it by its fields; child groups get every
+option, with only their paths changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+import zopt
+import zopt.xarray
+from zopt.cli.commands import main
+from zopt.job import api
+from zopt.job.options import RecompressJob
+from zopt.store.journal import fingerprint
+
+
+def _tree(path) -> None:
+    """A store with a root array ``T`` and a child group ``child`` with ``T`` and ``U``, float32."""
+    rng = np.random.default_rng(0)
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    for where in (root, root.create_group("child")):
+        for name in ("T", "U"):
+            data = np.cumsum(rng.normal(size=(40, 64)), axis=1).astype("f4")
+            a = where.create_array(name, shape=data.shape, dtype="f4", chunks=(40, 64), compressors=None,
+                                   dimension_names=("y", "x"))
+            a[:] = data
+
+
+def test_the_public_functions_are_importable_from_zopt():
+    for name in ("recompress", "recompress_in_place", "verify", "analyze", "plan", "compact", "info"):
+        fn = getattr(zopt, name)
+        assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 200, name
+    assert "Raises" in zopt.recompress.__doc__ and "bytes" in zopt.recompress.__doc__
+
+
+def test_recompress_takes_exactly_the_job_fields():
+    params = list(inspect.signature(api.recompress).parameters)
+    fields = [f.name for f in dataclasses.fields(RecompressJob)]
+    assert sorted(params) == sorted(fields)
+
+
+def test_the_three_front_doors_build_the_same_job(tmp_path, monkeypatch):
+    src = tmp_path / "src.zarr"
+    _tree(src)
+    seen: list[RecompressJob] = []
+
+    def capture(job):
+        seen.append(job)
+        return api.RecompressReport(dst=str(job.dst), arrays=[], seconds=0.0, job=job)
+
+    monkeypatch.setattr(api, "run_job", capture)
+    dst = str(tmp_path / "out.zarr")
+    opts = {"chunks": "y=20", "shards": "y=40", "preset": "archive", "layout": "fixed-slot", "slot_parts": 2,
+            "variables": ["T", "child/T"], "lossy": ["child/T=abs:0.01"], "readers": "zopt", "max_memory": "1GiB"}
+    result = CliRunner().invoke(main, ["recompress", str(src), dst, "--chunks", "y=20", "--shards", "y=40",
+                                       "--preset", "archive", "--layout", "fixed-slot", "--slot-parts", "2",
+                                       "--variable", "T", "--variable", "child/T", "--lossy", "child/T=abs:0.01",
+                                       "--readers", "zopt", "--max-memory", "1GiB", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    zopt.recompress(str(src), dst, **opts)
+    zopt.xarray.recompress(str(src), dst, **opts)
+    cli_job, py_job, xr_job = seen
+    assert cli_job == py_job == xr_job
+    names = ["T"]
+    fps = [fingerprint(str(src), names, j.fingerprinted()) for j in seen]
+    assert fps[0] == fps[1] == fps[2]
+    assert json.loads(json.dumps(fps[0]["options"]))["decision"] == "compress_if_smaller"  # the archive preset's
+
+
+def test_a_field_added_is_fingerprinted_unless_it_says_how():
+    job = RecompressJob("a", "b")
+    keys = set(job.fingerprinted())
+    how = {f.name for f in dataclasses.fields(RecompressJob) if f.metadata.get("fingerprint") is False}
+    assert keys == {f.name for f in dataclasses.fields(RecompressJob)} - how - {"src", "dst", "preset"}
+    assert RecompressJob("a", "b", layout="fixed-slot").fingerprinted() != job.fingerprinted()
+    assert RecompressJob("a", "b", scheduler="synchronous").fingerprinted() == job.fingerprinted()
+
+
+@pytest.mark.parametrize(("option", "value", "allowed"), [
+    ("layout", "slots", "compact"), ("checksum", "yes", "None, True, False"), ("slot_parts", 0, ">= 1"),
+    ("preset", "tiny", "archive"), ("max_memory", "lots", "2GiB"), ("lossy", ["T"], "VAR=SPEC"),
+])
+def test_bad_options_are_refused_by_name(option, value, allowed):
+    with pytest.raises(ValueError, match=option) as info:
+        RecompressJob("a", "b", **{option: value})
+    assert allowed in str(info.value)
+
+
+def _child_codecs(dst, name="child/T"):
+    return json.dumps(zarr.open_array(str(dst), path=name).metadata.to_dict()["codecs"])
+
+
+# each option given to a source with a child group, and how it shows in the child's output
+CHILD_OPTIONS = {
+    "codecs": ({"codecs": [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 7}}]},
+               lambda dst, rep: '"level": 7' in _child_codecs(dst)),
+    "preset": ({"preset": "archive"}, lambda dst, rep: '"level": 19' in _child_codecs(dst)),
+    "chunks": ({"chunks": "y=10"}, lambda dst, rep: zarr.open_array(str(dst), path="child/T").chunks == (10, 64)),
+    "shards": ({"chunks": "y=10", "shards": "y=20"},
+               lambda dst, rep: zarr.open_array(str(dst), path="child/T").shards == (20, 64)),
+    "decision": ({"decision": "never"}, lambda dst, rep: set(next(a for a in rep.arrays if a.name == "child/T").masks) == {0}),
+    "variables": ({"variables": ["child/U"]},
+                  lambda dst, rep: "onditional" in _child_codecs(dst, "child/U") and "onditional" not in _child_codecs(dst)),
+    "layout": ({"shards": "y=20", "chunks": "y=10", "layout": "fixed-slot"},
+               lambda dst, rep: next(a for a in rep.arrays if a.name == "child/T").layout == "fixed-slot"),
+    "slot_parts": ({"shards": "y=40", "chunks": "y=10", "layout": "fixed-slot", "slot_parts": 4},
+                   lambda dst, rep: next(a for a in rep.arrays if a.name == "child/T").tasks >= 4),
+    "lossy": ({"lossy": ["child/T=abs:0.5"]},
+              lambda dst, rep: "zopt_lossy" in zarr.open_array(str(dst), path="child/T").attrs),
+    "checksum": ({"chunks": "y=10", "shards": "y=20", "checksum": True}, lambda dst, rep: "crc32c" in _child_codecs(dst)),
+    "scheduler": ({"scheduler": "synchronous"}, lambda dst, rep: any(a.name == "child/T" for a in rep.arrays)),
+}
+
+
+@pytest.mark.parametrize("option", sorted(CHILD_OPTIONS))
+def test_every_option_reaches_the_child_groups(tmp_path, option):
+    src, dst = tmp_path / "src.zarr", tmp_path / "out.zarr"
+    _tree(src)
+    kwargs, honoured = CHILD_OPTIONS[option]
+    report = zopt.recompress(str(src), str(dst), **kwargs)
+    assert honoured(dst, report), option
+
+
+def test_readers_max_memory_and_progress_reach_the_child_groups(tmp_path):
+    src = tmp_path / "src.zarr"
+    _tree(src)
+    with pytest.raises(ValueError, match="readers"):  # the child's lossy chain is not plain zarr-python's
+        zopt.recompress(str(src), str(tmp_path / "a.zarr"), readers="tensorstore", variables=["child/T"])
+    assert not (tmp_path / "a.zarr").exists()
+    with pytest.raises(ValueError, match="max_memory"):
+        zopt.recompress(str(src), str(tmp_path / "b.zarr"), max_memory=1000, variables=["child/T"])
+    calls = []
+
+    class Progress:
+        def __init__(self, n):
+            calls.append(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    zopt.recompress(str(src), str(tmp_path / "c.zarr"), progress=Progress)
+    assert len(calls) >= 2  # the root group's graph and the child's
+
+
+def test_before_publish_sees_the_child_arrays_once(tmp_path):
+    src = tmp_path / "src.zarr"
+    _tree(src)
+    seen = []
+    zopt.recompress(str(src), str(tmp_path / "o.zarr"), before_publish=lambda partial, names: seen.append(sorted(names)))
+    assert seen == [["T", "U", "child/T", "child/U"]]
+
+
+def test_dry_run_plans_the_child_groups_and_prints_the_job(tmp_path):
+    src = tmp_path / "src.zarr"
+    _tree(src)
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--dry-run", "--chunks", "y=10",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "job: chunks=y=10, dry_run=True" in result.output and "child/T" in result.output
+    assert not (tmp_path / "o.zarr").exists()

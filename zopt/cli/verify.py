@@ -1,0 +1,66 @@
+"""``zopt verify SRC DST [ARRAY…]`` (registered on ``zopt.cli.commands``) and its table."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+__all__ = ["verify", "verify_table"]
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3g}"
+
+
+def verify_table(report) -> Table:
+    """One row per array of a ``zopt.readback.verify.VerifyReport`` (lossy columns when an array is lossy)."""
+    lossy = any(c.kind != "lossless" for c in report.checks)
+    cols = ["array", "kind", "bound", "elements", "chunks differing", "differing values"]
+    if lossy:
+        cols += ["NaN/fill moved", "max abs error", "max rel error", "keepbits", "information kept"]
+    else:
+        cols += ["max abs diff"]
+    table = Table(title=f"zopt verify {report.src} → {report.dst}")
+    for col in [*cols, "metadata", "ok"]:
+        table.add_column(col, justify="left" if col in ("array", "kind", "bound", "keepbits", "ok") else "right")
+    for c in report.checks:
+        row = [c.name or "(root array)", c.kind, c.bound or "bit for bit", str(c.elements),
+               f"{c.differing_chunks}/{c.chunks}", str(c.violations)]
+        if lossy:
+            row += [str(c.special_mismatches), _fmt(c.max_abs_error), _fmt(c.max_rel_error), c.keepbits or "—",
+                    "—" if c.information_kept is None else f"{c.information_kept:.4f}"]
+        else:
+            row += [_fmt(c.max_abs_error) if c.violations else "—"]
+        row += ["—" if c.problem else ("same" if not c.metadata else f"{len(c.metadata)} differ"), "yes" if c.ok else "NO"]
+        table.add_row(*row)
+    return table
+
+
+@click.command("verify")
+@click.argument("src")
+@click.argument("dst")
+@click.argument("arrays", nargs=-1)
+@click.option("--variable", "variables", multiple=True, help="Only compare these arrays (repeatable; same as ARRAY…).")
+@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
+    """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
+    dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
+    included) or within each array's recorded lossy bound (the zopt_lossy attribute).
+    Chunking and codecs are not compared. ARRAY: GROUP/NAME inside child groups.
+    Exits 1 on any difference."""
+    from zopt.cli.tables import console
+    from zopt.errors import ZoptError
+    from zopt.job.progress import RichProgress
+    from zopt.readback.verify import verify as run
+
+    try:
+        report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
+                     progress=None if no_progress else RichProgress)
+    except (ValueError, OSError, ZoptError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    console.print(verify_table(report))
+    for c in report.failed:
+        console.print(f"{c.name or '(root array)'}: {c.summary()}", markup=False)
+    if not report.ok:
+        raise click.ClickException(report.failure_line())

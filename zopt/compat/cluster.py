@@ -1,0 +1,120 @@
+"""Running a job's tasks on a ``dask.distributed`` cluster (``--scheduler tcp://…``).
+
+What the local schedulers give for free has to be asked for here:
+
+- on failure or Ctrl-C the futures are cancelled and the call waits until no task of the job
+  is still executing on any worker (a cancelled task keeps running in its thread; a late write
+  would re-create a partial store the caller is about to remove);
+- at the end, every worker closes the sources the job opened (``zopt.io.sources.release``, registered through ``on_job_end``), so no
+  file stays open or locked and a later job never reads a stale view;
+- a scheduler that cannot be reached is one error naming the address;
+- tasks go to the scheduler in waves: at most ``IN_FLIGHT`` tasks are submitted and not yet
+  finished, topped up ``WAVE`` at a time as they finish, so the scheduler's memory and the size
+  of each graph message stay bounded whatever the number of shards (one task per shard; a
+  million shards are 50 waves of 20 000, never one graph of a million keys);
+- the progress bar (``ctx.advance``) moves as the cluster's tasks finish.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from zopt.errors import ZoptError
+
+__all__ = ["JOB_END_HOOKS", "SchedulerUnreachableError", "compute_on_cluster", "on_job_end"]
+
+#: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
+CONNECT_TIMEOUT = 10.0
+DRAIN_TIMEOUT = 300.0
+#: tasks submitted per graph message, and submitted but unfinished at most
+WAVE = 20_000
+IN_FLIGHT = 40_000
+
+
+class SchedulerUnreachableError(ZoptError, OSError):
+    """The ``dask.distributed`` scheduler at the given address did not answer."""
+
+
+def _executing(token: str, dask_worker: Any = None) -> list[str]:
+    """Keys of this job's tasks still executing on one worker (run there by ``Client.run``)."""
+    state = dask_worker.state
+    running = set(state.executing) | set(getattr(state, "long_running", ()))
+    return [str(ts.key) for ts in running if token in str(ts.key)]
+
+
+#: functions ``f(token) -> int`` run on every worker at a job's end (``zopt.io.sources`` registers
+#: its ``release`` when imported); a registry, so this layer never imports the I/O layer above it
+JOB_END_HOOKS: list[Callable[[str], int]] = []
+
+
+def on_job_end(fn: Callable[[str], int]) -> Callable[[str], int]:
+    """Register ``fn(token)`` to run on every worker when a job ends (a decorator; returns ``fn``)."""
+    if fn not in JOB_END_HOOKS:
+        JOB_END_HOOKS.append(fn)
+    return fn
+
+
+def _release(token: str) -> int:
+    return sum(int(fn(token) or 0) for fn in list(JOB_END_HOOKS))
+
+
+def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
+    """Wait until no worker executes a task of job ``token``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = client.run(_executing, token)
+        if not any(busy.values()):
+            return
+        time.sleep(0.05)
+
+
+def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -> list:
+    """Compute ``tasks`` (Dask delayed objects whose keys contain ``token``) on the cluster at
+    ``address`` inside the context manager ``ctx`` (a progress bar, whose ``advance`` is called as each
+    task finishes). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
+    does not answer within ``CONNECT_TIMEOUT`` seconds; re-raises a task's error after every task
+    of the job has stopped."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachableError(f"scheduler: no dask.distributed scheduler answered at {address} "
+                                        f"within {CONNECT_TIMEOUT:.0f} s ({type(exc).__name__})") from exc
+    from distributed import as_completed
+
+    with client:
+        results: list = [None] * len(tasks)
+        position: dict = {}
+        pending = iter(enumerate(tasks))
+        running = as_completed()
+
+        def submit(n: int) -> None:
+            wave = list(itertools.islice(pending, n))
+            if wave:
+                for (i, _), future in zip(wave, client.compute([t for _, t in wave]), strict=True):
+                    position[future.key] = i
+                    running.add(future)
+
+        try:
+            with ctx:
+                submit(IN_FLIGHT)
+                for future in running:
+                    results[position.pop(future.key)] = future.result()  # a task's error is raised here
+                    future.release()
+                    if hasattr(ctx, "advance"):
+                        ctx.advance()
+                    if running.count() <= IN_FLIGHT - WAVE:
+                        submit(WAVE)
+            return results
+        except BaseException:
+            client.cancel(list(running.futures))
+            if token:
+                _drain(client, token)
+            raise
+        finally:
+            if token:
+                client.run(_release, token)

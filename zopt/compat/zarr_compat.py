@@ -1,0 +1,319 @@
+"""Everything that differs between the zarr-python versions zopt supports (3.1 to 3.4).
+
+zopt imports these names from here and nowhere else, so one file says what each zarr release
+changed and how zopt copes:
+
+=====================================  =========================================================
+difference                             what zopt does
+=====================================  =========================================================
+``CodecPipeline.read``/``write``       3.2 returns one ``GetResult`` (``{"status": "present" |
+return per-chunk results (3.2+)        "missing"}``) per chunk from ``read``; 3.1 returns None.
+                                       ``chunk_result`` / ``joined_results`` build either.
+``BytesCodec.endian``,                 enums up to 3.2, plain strings from 3.3 (the enums are
+``ShardingCodec.index_location``       deprecated): ``endian_of`` / ``index_location_of`` return
+                                       ``"little"``/``"big"``/None and ``"start"``/``"end"``.
+codec registry                         ``zarr.registry.__codec_registries`` in 3.1,
+                                       ``_codec_registries`` from 3.2: ``codec_registry``.
+unknown codecs, bad configuration      3.1 raises ``KeyError``; 3.4 raises ``UnknownCodecError``
+                                       and strict-JSON ``TypeError``/``ValueError``:
+                                       ``resolve_codec`` raises ``ValueError`` naming the codec
+                                       and the zarr version.
+``DataTypeValidationError``            ``zarr.core.dtype.common`` in 3.1, ``zarr.errors`` from 3.3.
+synchronous codecs (3.3+)              wrappers report ``_sync_capable``; ``supports_sync`` asks
+                                       zarr's own predicate where it exists.
+``fill_value_or_default``              ``zarr.core.codec_pipeline`` in 3.1,
+                                       ``zarr.core.chunk_utils`` from 3.3.
+``zarr.data_type`` entry points        collected but never loaded by 3.1-3.3: zopt's startup
+                                       hook (``_zopt_zarr_startup.py``) imports zopt after zarr
+                                       there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
+zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation is selected through
+``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt.codecs.zarr_config``).
+=====================================  =========================================================
+
+This module imports only zarr and the leaf ``zopt.errors``, so any zopt module may import it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import zarr
+
+__all__ = [
+    "DATA_TYPE_ENTRY_POINTS_LOADED",
+    "HAS_FUSED_PIPELINE",
+    "PIPELINE_RETURNS_RESULTS",
+    "ZARR_VERSION",
+    "DataTypeValidationError",
+    "chunk_result",
+    "codec_registry",
+    "endian_of",
+    "endian_text",
+    "fill_value_or_default",
+    "index_location_of",
+    "first_unservable_codec",
+    "joined_results",
+    "open_array",
+    "unservable_array_error",
+    "regular_chunk_shape",
+    "resolve_codec",
+    "supports_sync",
+    "zarr_version_string",
+]
+
+
+def _parse_version(text: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+ZARR_VERSION: tuple[int, int] = _parse_version(zarr.__version__)
+"""(major, minor) of the installed zarr-python."""
+
+
+def zarr_version_string() -> str:
+    """``"zarr-python 3.4.2"``: for error messages."""
+    return f"zarr-python {zarr.__version__}"
+
+
+# -- pipeline return values ---------------------------------------------------------------------
+try:  # 3.2+: read returns one GetResult per chunk
+    from zarr.abc.codec import GetResult as _GetResult
+
+    PIPELINE_RETURNS_RESULTS = True
+except ImportError:  # 3.1
+    _GetResult = None
+    PIPELINE_RETURNS_RESULTS = False
+
+try:
+    from zarr.core.codec_pipeline import FusedCodecPipeline as _Fused  # noqa: F401
+
+    HAS_FUSED_PIPELINE = True
+except ImportError:
+    HAS_FUSED_PIPELINE = False
+
+
+def chunk_result(present: bool) -> Any:
+    """What a pipeline's ``read_batch`` reports for one chunk: a ``GetResult`` on zarr >= 3.2
+    (``present`` False when the store had no bytes for it), None on 3.1."""
+    if not PIPELINE_RETURNS_RESULTS:
+        return None
+    return _GetResult(status="present" if present else "missing")
+
+
+def joined_results(results: list[Any]) -> Any:
+    """Concatenate per-batch results of ``read_batch``/``write_batch`` (None on zarr 3.1)."""
+    if all(r is None for r in results):
+        return None
+    return tuple(x for r in results if r is not None for x in r)
+
+
+# -- enums that became strings (3.3) ------------------------------------------------------------
+def _enum_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def endian_text(endian: Any) -> str | None:
+    """``"little"``, ``"big"`` or None from zarr's ``Endian`` enum (<= 3.2) or string (3.3+).
+
+    Raises ValueError for any other value.
+    """
+    text = _enum_text(endian)
+    if text not in (None, "little", "big"):
+        raise ValueError(f"endian: {text!r} is not one of 'little', 'big'")
+    return text
+
+
+def endian_of(codec: Any) -> str | None:
+    """The ``endian`` of a ``bytes`` codec (zarr's or zopt's): ``"little"``, ``"big"`` or None
+    (1-byte types). Raises ValueError for any other value."""
+    return endian_text(getattr(codec, "endian", None))
+
+
+def index_location_of(codec: Any) -> str:
+    """The ``index_location`` of a ``sharding_indexed`` codec: ``"start"`` or ``"end"``."""
+    where = _enum_text(getattr(codec, "index_location", "end"))
+    if where not in ("start", "end"):
+        raise ValueError(f"index_location: {where!r} is not one of 'start', 'end'")
+    return where
+
+
+# -- registry -----------------------------------------------------------------------------------
+def codec_registry(name: str) -> Any:
+    """zarr's registry of implementations for codec ``name`` (lazily loaded entry points
+    included), or None when no implementation is registered."""
+    from zarr import registry
+
+    registries = getattr(registry, "_codec_registries", None)
+    if registries is None:  # 3.1: a module-level double-underscore name (not mangled)
+        registries = getattr(registry, "__codec_registries", {})
+    if name not in registries:
+        return None
+    reg = registries[name]
+    reg.lazy_load()
+    return reg
+
+
+def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
+    """A codec object from its JSON form ``{"name": …, "configuration": …}``.
+
+    Uses zarr's public ``get_codec_class(name).from_dict(data)``, so the implementation named in
+    ``zarr.config`` is chosen. Raises ValueError naming ``where``, the codec and the installed
+    zarr-python version when the codec is unknown or its configuration is refused (zarr 3.1
+    raises KeyError, 3.4 UnknownCodecError or strict-JSON TypeError: all become ValueError).
+    """
+    from zarr.registry import get_codec_class
+
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ValueError(f"{where}: expected {{'name': …, 'configuration': {{…}}}}, got {data!r}")
+    name = data["name"]
+    try:
+        cls = get_codec_class(name)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(
+            f"{where}: unknown codec {name!r}: no implementation is registered with "
+            f"{zarr_version_string()}"
+        ) from exc
+    try:
+        return cls.from_dict(data)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(
+            f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}"
+        ) from exc
+
+
+def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
+    """``(codec name, reason)`` of the first codec in a JSON codec list (looking inside
+    ``sharding_indexed`` and ``conditional`` first) that the installed zarr cannot build, or None."""
+    for c in codecs if isinstance(codecs, list) else []:
+        if not isinstance(c, dict):
+            continue
+        cfg = c.get("configuration") if isinstance(c.get("configuration"), dict) else {}
+        for key in ("codecs", "index_codecs"):
+            found = first_unservable_codec(cfg.get(key))
+            if found is not None:
+                return found
+        try:
+            resolve_codec(c)
+        except ValueError as exc:
+            return str(c.get("name")), str(exc.__cause__ or exc)
+    return None
+
+
+def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
+    """``zarr.open_array``, with an array the installed zarr cannot serve reported as
+    ``zopt.errors.UnsupportedArrayError`` (see ``unservable_array_error``).
+
+    store : a local path or a zarr store; path : the array inside it.
+    """
+    try:
+        return zarr.open_array(store, path=path, mode=mode)
+    except (TypeError, ValueError, KeyError) as exc:
+        err = unservable_array_error(store, exc)
+        if err is None:
+            raise
+        raise err from exc
+
+
+def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
+    """The ``UnsupportedArrayError`` (a ValueError) to raise instead of ``exc``, which zarr
+    raised while parsing array metadata in ``store``, or None when ``exc`` is not about a codec.
+
+    For a local store the arrays' ``zarr.json`` files are searched for the first codec the
+    installed zarr cannot build, and the message names the array, the codec and the zarr-python
+    version (zarr itself raises e.g. a bare TypeError for ``"level": 2.0``).
+    """
+    import json
+    import os
+
+    from zopt.errors import UnsupportedArrayError
+
+    if isinstance(exc, FileNotFoundError) or type(exc).__name__ in (
+        "ArrayNotFoundError", "NodeNotFoundError", "GroupNotFoundError", "NodeTypeValidationError"
+    ):
+        return None
+    if isinstance(store, str | os.PathLike) and os.path.isdir(store):
+        root = os.fspath(store)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            if "zarr.json" not in filenames:
+                continue
+            try:
+                with open(os.path.join(dirpath, "zarr.json"), encoding="utf-8") as f:
+                    meta = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(meta, dict) or meta.get("node_type") != "array":
+                continue
+            found = first_unservable_codec(meta.get("codecs"))
+            if found is not None:
+                name = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                return UnsupportedArrayError(
+                    f"array {'/' if name == '.' else name!r} of {root}: codec {found[0]!r} cannot be "
+                    f"served with {zarr_version_string()}: {found[1]}"
+                )
+    if isinstance(exc, TypeError):
+        return UnsupportedArrayError(
+            f"an array of {store}: its metadata cannot be read with {zarr_version_string()}: {exc}"
+        )
+    return None
+
+
+# -- errors -------------------------------------------------------------------------------------
+try:  # 3.3+
+    from zarr.errors import DataTypeValidationError
+except ImportError:  # 3.1
+    from zarr.core.dtype.common import DataTypeValidationError
+
+# -- synchronous codecs -------------------------------------------------------------------------
+try:  # 3.3+: structural protocol plus a codec's own `_sync_capable` opt-out
+    from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync
+except ImportError:
+    _zarr_supports_sync = None
+
+
+def supports_sync(codec: Any) -> bool:
+    """Whether ``codec`` can encode and decode without an event loop.
+
+    True when it has ``_encode_sync`` and ``_decode_sync`` and does not opt out through
+    ``_sync_capable`` (zarr 3.3's ``ShardingCodec`` and zopt's ``ConditionalCodec`` are
+    capable only when every codec they wrap is).
+    """
+    if _zarr_supports_sync is not None:
+        return bool(_zarr_supports_sync(codec))
+    return (
+        callable(getattr(codec, "_encode_sync", None))
+        and callable(getattr(codec, "_decode_sync", None))
+        and bool(getattr(codec, "_sync_capable", True))
+    )
+
+
+# -- chunk grids ----------------------------------------------------------------------------------
+_REGULAR_GRIDS = ("RegularChunkGrid", "RegularChunkGridMetadata")  # 3.1, 3.4
+
+
+def regular_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
+    """The chunk shape of array ``metadata`` (v2 or v3) with a regular chunk grid, else None
+    (zarr 3.4's rectilinear grids). The grid class is ``RegularChunkGrid`` up to 3.3 and
+    ``RegularChunkGridMetadata`` in 3.4."""
+    if getattr(metadata, "zarr_format", 3) == 2:
+        return tuple(int(c) for c in metadata.chunks)
+    grid = metadata.chunk_grid
+    if type(grid).__name__ not in _REGULAR_GRIDS:
+        return None
+    return tuple(int(c) for c in grid.chunk_shape)
+
+
+# -- moved helpers ------------------------------------------------------------------------------
+try:  # 3.3+
+    from zarr.core.chunk_utils import fill_value_or_default
+except ImportError:  # 3.1
+    from zarr.core.codec_pipeline import fill_value_or_default
+
+# -- data-type entry points ---------------------------------------------------------------------
+DATA_TYPE_ENTRY_POINTS_LOADED: bool = ZARR_VERSION >= (3, 4)
+"""zarr >= 3.4 loads ``zarr.data_type`` entry points when it parses a data type; 3.1 to 3.3
+only collect them, so zopt's startup hook imports zopt after zarr there."""

@@ -1,0 +1,339 @@
+"""Opening a source through xarray, cached per job and keyed on the source's identity.
+
+The tasks of one job running in one process share one open file (opening a netCDF file per
+task is slow). The cache key is the source's resolved path, its identity on disk (size and
+modification time of the file, or of a Zarr store's metadata files) and the job's token, so a
+source changed between two jobs in the same process (a notebook re-run, a long-lived
+``tcp://`` worker) is opened again, never served stale. ``release(token)`` closes a job's
+datasets when it ends (on distributed workers too), so no file stays open or locked.
+
+``arrays_in(store, names)`` lists the Zarr arrays of a local store (analysis, info, compaction).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from zopt.compat.cluster import on_job_end
+from zopt.compat.zarr_compat import open_array, unservable_array_error
+from zopt.io import locations as loc
+
+__all__ = [
+    "SourceVariable",
+    "arrays_in",
+    "cached_tokens",
+    "child_groups",
+    "children_to_copy",
+    "is_zarr",
+    "open_source",
+    "read_source",
+    "root_array_variable",
+    "release",
+    "root_array_metadata",
+    "source_identity",
+    "source_variables",
+    "zarr_v3_group",
+]
+
+_ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
+_MAX_OPEN = 8
+_lock = threading.Lock()
+_open_lock = threading.Lock()  # serialises opens (see open_source)
+_cache: collections.OrderedDict[tuple, xr.Dataset] = collections.OrderedDict()
+_MAX_ARRAYS = 64
+# (src, variable, token) -> (zarr array or None, raw reader or None): a job's tasks open each source array once per process
+_arrays: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
+
+
+def is_zarr(path: str) -> bool:
+    """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root."""
+    if loc.is_url(path):
+        return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
+
+
+def source_identity(src: str) -> tuple:
+    """``(resolved path, (name, size, mtime_ns) …)`` of a file, or of a Zarr store's root metadata
+    files: changes when the file (or the store's metadata) is rewritten. A URL: itself."""
+    if loc.is_url(src):
+        return (src,)
+    path = os.path.realpath(src)
+    files = [os.path.join(path, n) for n in _ZARR_METADATA] if os.path.isdir(path) else [path]
+    stats = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except FileNotFoundError:
+            continue
+        stats.append((os.path.basename(f), st.st_size, st.st_mtime_ns, st.st_ino))
+    return (path, tuple(stats))
+
+
+def open_source(src: str, token: str | None = None) -> xr.Dataset:
+    """Open ``src`` (Zarr v2/v3 store or netCDF/HDF5 file) lazily, without CF decoding.
+
+    Cached per process under the source's identity (``source_identity``) and ``token`` (a job's
+    id: ``release(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
+    does not exist.
+    """
+    if not loc.exists(src):
+        raise FileNotFoundError(f"source {src!r} does not exist")
+    key = (source_identity(src), token)
+    # one open at a time: netCDF4/HDF5 crash (SIGSEGV) when two threads open a file at once, and
+    # a thread that waited here finds the dataset the first one opened instead of a second copy
+    with _open_lock:
+        with _lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        ds = _open(src)
+        with _lock:
+            _cache[key] = ds
+            while len(_cache) > _MAX_OPEN:
+                _, old = _cache.popitem(last=False)
+                old.close()
+    return ds
+
+
+def _open(src: str) -> xr.Dataset:
+    kwargs: dict[str, Any] = {"decode_cf": False, "mask_and_scale": False, "decode_times": False, "chunks": None}
+    if is_zarr(src):
+        with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
+            warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
+            return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
+    if loc.isdir(src):
+        raise ValueError(f"src: {src!r} is a directory without Zarr metadata (zarr.json, .zgroup, .zarray) at its root: "
+                         "give a Zarr store or a netCDF/HDF5 file")
+    try:
+        return xr.open_dataset(src, **kwargs)
+    except ValueError as exc:
+        if "did not find a match" not in str(exc):
+            raise
+        raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
+
+
+@on_job_end
+def release(token: str | None) -> int:
+    """Close and forget every dataset opened under ``token``. Returns how many."""
+    with _lock:
+        keys = [k for k in _cache if k[1] == token]
+        closing = [_cache.pop(k) for k in keys]
+        for k in [k for k in _arrays if k[2] == token]:
+            del _arrays[k]
+    for ds in closing:
+        ds.close()
+    return len(closing)
+
+
+def cached_tokens() -> list[str | None]:
+    """Tokens of the datasets open in this process (for tests and diagnostics)."""
+    with _lock:
+        return [k[1] for k in _cache]
+
+
+def root_array_metadata(src: str) -> dict | None:
+    """The metadata document of a store whose root is an array (``zarr.create_array("x.zarr", …)``),
+    v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else."""
+    import json
+
+    if not loc.is_url(src) and not os.path.isdir(src):
+        return None
+    for doc in ("zarr.json", ".zarray"):
+        try:
+            meta = json.loads(loc.read_bytes(loc.join(src, doc)))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+        return meta if doc == ".zarray" or meta.get("node_type") == "array" else None
+    return None
+
+
+def child_groups(src: str) -> list[str]:
+    """Names of the groups directly inside ``src``'s root group: subdirectories of a Zarr store
+    holding group metadata, or the groups of a netCDF4/HDF5 file (``[]`` for other formats)."""
+    if loc.is_url(src) or os.path.isdir(src):
+        import json
+
+        found = []
+        for name in loc.subdirs(src):
+            try:
+                if json.loads(loc.read_bytes(loc.join(src, name, "zarr.json"))).get("node_type") == "group":
+                    found.append(name)
+            except FileNotFoundError:
+                if loc.exists(loc.join(src, name, ".zgroup")):
+                    found.append(name)
+        return found
+    try:
+        import netCDF4
+    except ImportError:  # without netCDF4 xarray cannot read groups from the file either
+        return []
+    try:
+        with netCDF4.Dataset(src, "r") as nc:
+            return sorted(nc.groups)
+    except OSError:  # not a netCDF4/HDF5 file (netCDF3 has no groups)
+        return []
+
+
+def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
+    """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
+    own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
+    destination store that is not a local directory, a plan, which covers one group)."""
+    from zopt.io.paths import store_text
+
+    children = child_groups(src)
+    if not children:
+        return []
+    if not is_zarr(src):
+        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
+                         "group of a netCDF file); write each group to its own Zarr store, e.g. with "
+                         "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
+    if store is not None:
+        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
+                         f"only, not into {store_text(store)}")
+    if plan is not None:
+        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
+                         "recompress each group with its own plan")
+    return children
+
+
+def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
+    """The Zarr arrays of a local store (the store itself if it is an array), by path.
+
+    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
+    """
+    node = zarr.open(os.fspath(store), mode="r")
+    if isinstance(node, zarr.Array):
+        found = {"": node}
+    else:
+        with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-lock and .zopt-jobs
+            warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+            found = {path: obj for path, obj in node.members(max_depth=None) if isinstance(obj, zarr.Array)}
+    if names:
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
+        return [found[n] for n in names]
+    return [found[k] for k in sorted(found)]
+
+
+# -- describing and reading a source's variables (the engine, the lossy analysis, verify) -----
+
+
+@dataclass(frozen=True)
+class SourceVariable:
+    """What the engine needs of a source variable: shape, numpy dtype and dimension names."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    dims: tuple[str, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def source_variables(src: str, group: zarr.Group | None = None, token: str | None = None) -> dict[str, SourceVariable]:
+    """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
+    (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
+    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
+    group already opened from ``src``, if the caller has it; ``token``: the job's id (see
+    ``zopt.io.sources.open_source``).
+    Raises FileNotFoundError if ``src`` does not exist."""
+    if not loc.exists(src):
+        raise FileNotFoundError(f"source {src!r} does not exist")
+    group = group if group is not None else zarr_v3_group(src)
+    if group is not None:
+        try:
+            arrays = list(group.arrays())
+        except (TypeError, ValueError, KeyError) as exc:
+            err = unservable_array_error(src, exc)
+            if err is None:
+                raise
+            raise err from exc
+        return {
+            name: SourceVariable(tuple(a.shape), a.dtype, tuple(
+                str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
+            for name, a in arrays
+        }
+    ds = open_source(src, token)
+    return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
+
+
+def read_source(src: str, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
+
+    A raw-stored array of a local Zarr v3 store is read with positional reads of just the
+    covered rows of each stored chunk (``zopt.store.raw_read``), any other Zarr v3 array through zarr
+    with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a torn read
+    retried once), anything else through xarray (``open_source(src, token)``).
+    """
+    array, reader = _zarr_source(src, name, token)
+    if reader is not None:
+        return reader.read_region(region, array.fill_value)
+    if array is not None and array.metadata.zarr_format == 3:
+        from zopt.store.checked_read import read_region
+
+        return read_region(array, region, src if os.path.isdir(src) else None)
+    if array is not None and not name:  # a root array: no xarray view
+        return np.asarray(array[region])
+    return open_source(src, token)[name].variable[region].values
+
+
+def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
+    """``(zarr array, RawChunkReader or None)`` of variable ``name`` of a Zarr source, or ``(None,
+    None)`` for another source; opened once per process for a job (``token``: ``release`` forgets it)."""
+    from zopt.store.raw_read import RawChunkReader
+
+    key = (src, name, token)
+    if token is not None:
+        with _lock:
+            if key in _arrays:
+                _arrays.move_to_end(key)
+                return _arrays[key]
+    array = reader = None
+    if is_zarr(src):
+        try:
+            array = open_array(src, path=name, mode="r")
+        except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
+            array = None
+        reader = RawChunkReader.open(src, array) if array is not None else None
+    if token is not None:
+        with _lock:
+            _arrays[key] = (array, reader)
+            while len(_arrays) > _MAX_ARRAYS:
+                _arrays.popitem(last=False)
+    return array, reader
+
+
+def zarr_v3_group(src: str) -> zarr.Group | None:
+    """``src`` (a local path or fsspec URL) opened read-only if it is a Zarr v3 group, else None."""
+    if not loc.isfile(loc.join(src, "zarr.json")):
+        return None
+    try:
+        return zarr.open_group(src, mode="r", zarr_format=3)
+    except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
+        return None
+
+
+def root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
+    """``{"": SourceVariable}`` for a store whose root is an array (v2 or v3)."""
+    array = zarr.open_array(src, mode="r")
+    names = meta.get("dimension_names") or meta.get("attributes", {}).get("_ARRAY_DIMENSIONS")
+    if names is None:
+        names = dict(array.attrs).get("_ARRAY_DIMENSIONS")
+    dims = tuple(str(d) if d else f"dim_{i}" for i, d in enumerate(names or (None,) * array.ndim))
+    return {"": SourceVariable(tuple(array.shape), array.dtype, dims)}

@@ -1,0 +1,132 @@
+"""``zopt.analyze`` and ``zopt.plan``: analyse any source, and turn the analysis into a saved plan.
+
+A Zarr store is analysed where it is (``zopt.planning.analysis``); a netCDF/HDF5 file through a
+raw (uncompressed) Zarr copy with ``recompress``'s default chunks, in a temporary directory
+removed afterwards, so a plan made from it applies to ``recompress(SRC, DST, plan=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import xarray as xr
+
+from zopt.io.paths import check_no_overlap, check_replaceable
+from zopt.io.sources import arrays_in
+from zopt.planning.analysis import DEFAULT_SAMPLE, analysable, load_analysis
+from zopt.planning.analysis import analyze as analyze_zarr
+from zopt.planning.chunking import parse_shape, shape_for
+from zopt.planning.plan import Plan, make_plan
+
+__all__ = ["analyze", "plan"]
+
+_RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+
+def _raw_view(src: str, path: str) -> str:
+    from zopt.job.api import recompress
+
+    recompress(src, path, codecs=_RAW)
+    return path
+
+
+def analyze(
+    store: str | os.PathLike,
+    arrays: Sequence[str] | None = None,
+    *,
+    codecs: Sequence[dict[str, Any]] | str | None = None,
+    chunks: str | Mapping[str, int] | Sequence[int] | None = None,
+    sample: float | None = DEFAULT_SAMPLE,
+    read: str = "auto",
+    decode_times: bool = False,
+    scheduler: str | None = None,
+    progress: Callable[[int], Any] | None = None,
+    note: Callable[[str], Any] | None = None,
+) -> dict[str, xr.Dataset]:
+    """Measure every chunk of every array of ``store``: one Dask task per shard.
+
+    store : a Zarr v2/v3 store (directory or fsspec URL) or a netCDF/HDF5 file (analysed through
+        a temporary raw Zarr copy with ``recompress``'s default chunks).
+    arrays : array paths (default: every array with a numeric data type).
+    codecs : the wrapped codecs whose masks are trial-encoded (JSON list or string); default: the
+        array's ``conditional`` codecs, else ``zopt.planning.analysis.DEFAULT_CANDIDATES``.
+    chunks : the analysed chunk grid (``"time=12,lat=64"``, a mapping by dimension name, or a
+        shape); default the array's own (inner) chunks.
+    sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for whole chunks.
+    read, decode_times, scheduler, progress : as ``zopt.planning.analysis.analyze_array``.
+    note : called with one line for each array skipped and for the temporary copy.
+
+    Returns ``{array path: xarray.Dataset over the chunk grid}`` (variables: ``raw_bytes``,
+    ``encoded_bytes`` per mask in bytes, ``entropy`` in bits per byte, ``zero_fraction``,
+    ``nan_fraction``, ``is_fill``, ``digest``, …; see ``docs/plans.md``). Raises ValueError for
+    an unknown array or an invalid option (naming it), ZoptError subclasses for unreadable chunks.
+    """
+    store = os.fspath(store)
+    if os.path.isfile(store):
+        with tempfile.TemporaryDirectory(prefix="zopt-view-") as tmp:
+            view = _raw_view(store, os.path.join(tmp, "view.zarr"))
+            if note:
+                note(f"note: {store} is not a Zarr store: analysed through a raw Zarr copy with recompress's "
+                     "default chunks, in a temporary directory removed afterwards")
+            return analyze(view, arrays, codecs=codecs, chunks=chunks, sample=sample, read=read,
+                           decode_times=decode_times, scheduler=scheduler, progress=progress, note=note)
+    spec = parse_shape(chunks, "chunks")
+    out: dict[str, xr.Dataset] = {}
+    for a in arrays_in(store, arrays or None):
+        why = analysable(a)
+        if why is not None:
+            if a.ndim and note:  # scalars are not worth a line
+                note(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
+            continue
+        dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
+        shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
+        out.update(analyze_zarr(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
+                                read=read, decode_times=decode_times, progress=progress))
+    return out
+
+
+def plan(
+    store: str | os.PathLike,
+    arrays: Sequence[str] | None = None,
+    *,
+    policy: str | Callable[[dict[str, Any]], int] = "compress_if_smaller",
+    params: Mapping[str, float] | None = None,
+    output: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    analysis: str | os.PathLike | Mapping[str, xr.Dataset] | None = None,
+    **analysis_options: Any,
+) -> Plan:
+    """A ``Plan``: one ``conditional`` mask per chunk of each array, chosen by ``policy``.
+
+    store : the store or file the plan is for (analysed unless ``analysis`` is given).
+    policy : ``compress_if_smaller``, ``min_gain``, ``smallest``, ``fastest_within`` or a function
+        of one chunk's measurements returning its mask (``docs/plans.md``); params : the policy's
+        parameters (e.g. ``{"gain": 0.125}``, ``{"within": 0.05}``).
+    output : where to save the plan (a Zarr v3 group; versionable, re-applied by
+        ``recompress(..., plan=output)``); refused if it overlaps ``store``, or exists and is not a
+        Zarr store or ``overwrite`` is False.
+    analysis : a saved analysis (path) or ``analyze``'s result instead of analysing now.
+    analysis_options : passed to ``analyze`` (``codecs``, ``chunks``, ``sample``, ``read``,
+        ``scheduler``, ``progress``, ``note``; ``decode_times`` is set for ``fastest_within``).
+
+    Raises ValueError naming an invalid option, PlanMismatchError when ``analysis`` does not fit.
+    """
+    if output is not None:
+        check_no_overlap(store, output)
+        check_replaceable(output, overwrite, "output")
+    if analysis is None:
+        analysis_options.setdefault("decode_times", policy == "fastest_within")
+        analyses: Mapping[str, xr.Dataset] = analyze(store, arrays, **analysis_options)
+    elif isinstance(analysis, Mapping):
+        analyses = analysis
+    else:
+        analyses = load_analysis(analysis)
+        if arrays:
+            analyses = {k: v for k, v in analyses.items() if k in arrays}
+    made = make_plan(dict(analyses), policy, **dict(params or {}))
+    if output is not None:
+        made.save(output)
+    return made

@@ -1,0 +1,460 @@
+"""``recompress`` and ``recompress_in_place``: parse → plan of work → check → target → graph → run → report.
+
+A reader following one array from the CLI to the shard file meets, in order: the options parsed
+here, the source described (``zopt.io.sources``), its chain (``chains``), the plan of work built and
+checked in memory (``work``: every refusal — a plan for other arrays, ``max_memory``, a
+fixed-slot chain without a size bound — is raised before the destination or its partial store
+exists), the target created (``targets``), the Dask graph (``dask_graph``) of worker functions
+(``tasks``), its run (``zopt.compat.scheduling``), the publish and the report (``reports``).
+
+Size: recompress's docstring documents every option, which makes this module long-ish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import zarr
+
+from zopt.io import locations as loc
+from zopt.io.paths import (
+    check_no_overlap,
+    check_replaceable,
+    check_store_replaceable,
+    recover,
+    resolve,
+    store_text,
+)
+from zopt.io.sources import (
+    SourceVariable,
+    children_to_copy,
+    root_array_metadata,
+    root_array_variable,
+    source_variables,
+    zarr_v3_group,
+)
+from zopt.io.sources import release as release_sources
+from zopt.job.dask_graph import run_writes, write_tasks
+from zopt.job.options import RecompressJob, parse_max_memory
+from zopt.job.reports import ArrayReport, RecompressReport
+from zopt.job.targets import (
+    LocalTarget,
+    StoreTarget,
+    check_no_url_overlap,
+    create_target,
+    destination,
+    same_metadata,
+    stored_bytes_of,
+    target_arrays,
+)
+from zopt.job.work import ArrayWork, build_work, layouts_for
+from zopt.planning.chains import split_chain, split_for, with_checksum
+from zopt.planning.chunking import unused_shape_notes
+from zopt.store.journal import Journal, fingerprint, keeps_partial
+
+__all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
+
+from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: the public pair lives together
+
+
+def recompress(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    codecs: Sequence[dict[str, Any]] | str | None = None,
+    preset: str | None = None,
+    chunks: tuple[int, ...] | str | None = None,
+    shards: tuple[int, ...] | str | None = None,
+    decision: Any = None,
+    variables: Sequence[str] | None = None,
+    scheduler: str | None = None,
+    overwrite: bool = False,
+    progress: Callable[[Any], Any] | None = None,
+    layout: str = "compact",
+    slot_parts: int | None = None,
+    plan: Any = None,
+    max_memory: int | str | None = None,
+    dry_run: bool = False,
+    lossy: Any = None,
+    readers: Sequence[str] | str | None = None,
+    checksum: bool | None = None,
+    before_publish: Callable[[Any, list[str]], None] | None = None,
+) -> RecompressReport:
+    """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
+
+    Parameters
+    ----------
+    src : a Zarr v2/v3 store (a group, whose child groups are rewritten too, each like a store of
+        its own; or a root array, giving a root array) or a netCDF/HDF5 file (without groups): a
+        local path (resolved here, not on Dask workers) or an fsspec URL (``s3://…``, ``gs://…``,
+        ``memory://…``, ``file://…``; see ``zopt.io.locations``). Only read.
+    dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
+        renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
+        ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
+        rename: it is written in place (cleared first, and again on failure), and a
+        ``fixed-slot`` layout falls back to packed shards assembled inside one task each, which
+        ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
+        threaded or synchronous scheduler with it.
+    codecs : target codec chain (list of codec JSON objects or a JSON string); inside
+        ``sharding_indexed`` when sharded. Default: ``zopt.planning.menu.default_chain`` of each
+        variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
+    preset : a named chain and decision instead of ``codecs`` (``zopt presets``;
+        ``zopt.planning.presets``); ValueError naming the allowed names, or when both are given.
+    chunks, shards : inner chunk and shard shapes: by dimension name (``"y=32,x=32"`` or a dict;
+        unnamed dimensions whole, for every variable having one of the names) or positional
+        (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
+        chunks, ~64 MiB shards; shards are rounded down to a multiple of the inner chunks.
+    decision : how ``conditional`` codecs pick masks (see ``zopt.codecs.decisions``); default the
+        preset's, else ``"compress_if_smaller"``.
+    variables : names to rewrite (default every numeric variable of one dimension or more), a
+        child group's as ``"group/name"``; the others are still copied unchanged.
+    scheduler : None for Dask's local threaded scheduler, ``"processes"``/``"synchronous"``, or a
+        ``dask.distributed`` scheduler address (``tcp://host:8786``).
+    overwrite : replace an existing ``dst`` that is a Zarr store: it is renamed to
+        ``dst.zopt-replaced``, the new store renamed into place, then the old one deleted
+        (``zopt.io.paths.publish``; a job killed in between is finished by the next one on ``dst``).
+    progress : a context-manager factory wrapping the compute (e.g. a progress bar), called
+        with the number of shards (chunks when unsharded).
+    layout : shard layout, ``"compact"`` (each shard encoded and written packed by one task)
+        or ``"fixed-slot"`` (inner chunks of a shard written into fixed slots by
+        ``slot_parts`` concurrent tasks, then indexed and renamed by a finalize task; see
+        ``zopt.store.shards``). Unsharded arrays ignore it.
+    slot_parts : tasks per shard in the fixed-slot layout (default: ~``SLOT_TASK_BYTES`` of
+        raw data each, at least 2).
+    plan : a ``zopt.planning.plan.Plan`` (or a path to one) deciding the masks instead of ``decision``:
+        no trial encoding at write time. Checked before anything is written against each
+        rewritten array (grid, codec list, header_bits, shape, dtype; PlanMismatchError before the
+        destination or its partial store exists), and chunk by chunk
+        against the content it was made for while writing (the partial store is then removed).
+    max_memory : refuse the job (ValueError, before the destination or its partial store exists) when a task's projected
+        peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
+    lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or
+        ``{"tos": "abs:0.01"}`` (also ``keepbits:K``, ``info:L``, ``info:L:chunk``,
+        ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
+        its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
+    readers : refuse (ValueError, before anything is written) a target chain that one of these
+        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        (``zopt.planning.readers``).
+
+    checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
+        reader that pairs an old shard index with a rewritten file (``zopt compact``,
+        ``--in-place``) gets an error instead of wrong values; default: for ``fixed-slot``
+        (the layout written to be rewritten), not for ``compact``. See docs/reliability.md.
+    dry_run : build the plan of work (``zopt.job.work``: target metadata in memory) and
+        return it without writing anything: the report's arrays give shapes, units (shards), tasks,
+        logical and source bytes, projected memory per task, and units an interrupted run of
+        the same job already finished (``units_resumed``); ``stored_after`` stays 0.
+
+    before_publish : called as ``before_publish(partial, names)`` once every write has finished
+        and before the publish, with the partial store (a local path, or the zarr Store of a
+        store destination) and the names of the arrays written (a child group's as
+        ``"group/name"``). If it raises, the partial store is kept as it is (resumable) and the
+        exception propagates: e.g. a check of the written values (``zopt verify``).
+
+    Resuming (local directory destinations): the job keeps a journal in ``dst.zopt-partial``
+    (``zopt.store.journal``). A run killed, preempted or failed for a reason outside the job's inputs
+    (a lost worker, an I/O error, Ctrl-C) leaves it; the same call again skips the shards
+    already written and publishes as usual. Other options or a changed source raise
+    ``zopt.store.journal.ResumeMismatchError`` before anything is touched.
+
+    Returns a ``RecompressReport``. Raises OverlapError (before anything is written) if ``src``
+    and ``dst`` overlap; FileExistsError if ``dst`` exists and not ``overwrite``;
+    NotAZarrStoreError if it exists and is not a Zarr store; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
+    with an inner chain whose encoded size has no known bound, naming the codec, before the destination exists). On any error the partial store is
+    removed and ``dst`` is left as it was.
+    """
+    options = dict(locals())
+    return run_job(RecompressJob(**options))
+
+
+def run_job(job: RecompressJob) -> RecompressReport:
+    """Run one recompress job: parse → plan of work → validate → target → graph → run → publish → report.
+
+    Everything refused is refused before the destination or its partial store exists. Errors and
+    the report as ``zopt.recompress``.
+    """
+    t0 = time.perf_counter()
+    src, target, notes = _parse(job)
+    prepared = _plan_of_work(job, src, target, notes)
+    if job.dry_run:  # the graph is built as the run would build it (its cost is part of the plan), never run
+        return _dry_run(job, prepared, target, notes, t0)
+    try:
+        graph_seconds = _write(job, prepared, target, notes)
+        _publish(job, prepared, target)
+    finally:
+        release_sources(prepared.job_id)
+    elapsed = time.perf_counter() - t0
+    for rep in prepared.reports.values():
+        rep.seconds = elapsed
+    return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
+                            source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
+
+
+@dataclass
+class _Prepared:
+    """The plan of work of one job, made in memory before anything is written."""
+
+    job_id: str
+    source_group: Any
+    root_meta: Any
+    children: list[str]
+    names: list[str] = field(default_factory=list)
+    source: dict[str, SourceVariable] = field(default_factory=dict)
+    lossy_vars: dict[str, Any] = field(default_factory=dict)
+    layouts: dict[str, Any] = field(default_factory=dict)
+    splits: dict[str, Any] = field(default_factory=dict)
+    create: dict[str, Any] = field(default_factory=dict)
+    planned: dict[str, Any] = field(default_factory=dict)
+    work: Any = None
+    reports: dict[str, ArrayReport] = field(default_factory=dict)
+    fp: dict[str, Any] | None = None
+    record: dict[str, Any] | None = None
+
+
+def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
+    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
+    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    store, path = destination(job.dst)
+    notes: list[str] = []
+    if store is None:
+        dst = resolve(path)
+        if not loc.is_url(src):
+            check_no_overlap(src, dst)
+        recovered = recover(dst)
+        if recovered:
+            notes.append(recovered)
+        check_replaceable(dst, job.overwrite)
+        return src, LocalTarget(dst), notes
+    check_no_url_overlap(src, store)
+    check_store_replaceable(store, job.overwrite, store_text(store))
+    if job.layout == "fixed-slot":
+        notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
+                     "has none, so each shard was assembled packed inside one task and written with one put")
+    return src, StoreTarget(store), notes
+
+
+def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
+    return "compact" if isinstance(target, StoreTarget) else job.layout
+
+
+def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, notes: list[str]) -> _Prepared:
+    """Describe the source, attach lossy and plan, check readers and the journal, build the work."""
+    plan = job.plan
+    if isinstance(plan, str | os.PathLike):
+        from zopt.planning.plan import Plan
+
+        plan = Plan.load(plan)
+    store = target.store if isinstance(target, StoreTarget) else None
+    p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
+                  source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
+                  children=children_to_copy(src, store, plan))
+    try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
+        p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
+        p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
+        if p.root_meta and not p.names:
+            notes.append("the source is a root array that is not numeric; copied as it is")
+        _attach_lossy(job, src, p)
+        _check_journal(job, src, target, p)
+        _build_work(job, src, target, p, plan)
+    except BaseException:
+        release_sources(p.job_id)
+        raise
+    return p
+
+
+def _attach_lossy(job: RecompressJob, src: str, p: _Prepared) -> None:
+    """``zopt.lossy``: analysed here; each lossy variable gets its own chain, attributes and check."""
+    chain = job.chain
+    own = job.own_lossy()
+    if own:
+        from zopt.lossy.prepare import prepare_for_recompress
+
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
+                                              job.scheduler, job.variables)
+    if job.readers:
+        from zopt.planning.readers import check_readers
+
+        check_readers({n: p.lossy_vars[n].chain(chain) if n in p.lossy_vars else chain for n in p.names}, job.readers)
+
+
+def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: _Prepared) -> None:
+    """The job's fingerprint; an interrupted run of a different job is refused (nothing touched)."""
+    journal = target.journal
+    if journal is None:
+        return
+    p.fp = fingerprint(src, p.names, job.fingerprinted())
+    p.record = journal.read()
+    if p.record is not None:
+        journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
+
+
+def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: _Prepared, plan: Any) -> None:
+    """Layouts, chains, the target metadata in memory and the plan of work; ``max_memory`` checked."""
+    if p.record is not None:
+        p.layouts = Journal.layouts(p.record)
+    else:
+        p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
+                                job.variables)
+    chain = job.chain
+    split = split_chain(chain)
+    p.splits = {n: split_for(p.source[n], job.codecs_used, split) for n in p.names}
+    p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
+    if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
+        p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
+    p.create = {"root_meta": p.root_meta, "token": p.job_id,
+                "attrs": {n: lv.attributes() for n, lv in p.lossy_vars.items()},
+                "fills": {n: lv.fill_value for n, lv in p.lossy_vars.items()}}
+    p.planned = target_arrays(src, p.source_group, p.source, p.names, p.layouts, p.splits, **p.create)
+    journal = target.journal
+    p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=_layout(job, target),
+                        slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
+    limit = job.memory_limit
+    over = p.work.over_memory(limit)
+    if over is not None:
+        raise ValueError(_memory_message(over, limit))
+    p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+
+
+def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str],
+             t0: float) -> RecompressReport:
+    """The plan of work, with every child group's, and the graph built (never run)."""
+    try:
+        write_tasks(p.work, target, os.fspath(job.src), job.decision_used, p.job_id, p.lossy_vars)
+    finally:
+        release_sources(p.job_id)
+    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    reports = dict(p.reports)
+    for child in p.children:
+        sub = run_job(dataclasses.replace(job.for_child(child, os.path.join(target.text, child)),
+                                          overwrite=job.overwrite))
+        reports.update({f"{child}/{a.name}": a for a in sub.arrays})
+        for a in sub.arrays:
+            a.name = f"{child}/{a.name}"
+        notes.extend(f"{child}: {n}" for n in sub.notes)
+    return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
+                            source_bytes=loc.total_bytes(src), notes=notes, job=job)
+
+
+def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
+    """Create (or resume) the target, run the graph, rewrite the child groups. Returns graph seconds.
+    On an error the partial store is kept when the journal can resume it, else removed."""
+    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    partial = target.root
+    try:
+        target.start(fresh=p.record is None)
+        if p.record is None:
+            create_target(src, p.source_group, partial, p.source, p.names, p.layouts, p.splits, **p.create)
+            if target.journal is not None:
+                target.journal.begin(p.fp, p.job_id, p.layouts)
+        else:
+            notes.append(f"resumed the interrupted job in {partial}")
+        for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
+            if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
+                raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
+        tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
+        graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress, token=p.job_id)
+        target.after_writes()
+        return graph_seconds + _write_children(job, p, partial, notes)
+    except BaseException as exc:
+        _keep_or_discard(target, exc, partial)
+        raise
+
+
+def _write_children(job: RecompressJob, p: _Prepared, partial: str, notes: list[str]) -> float:
+    """Each child group is a store of its own inside the new one, written by the same job re-rooted."""
+    seconds = 0.0
+    for child in p.children:
+        if p.record is not None and os.path.exists(os.path.join(partial, child, "zarr.json")):
+            notes.append(f"{child}: already rewritten by the interrupted run")  # published into the partial store
+            continue
+        sub = run_job(job.for_child(child, os.path.join(partial, child)))
+        for a in sub.arrays:
+            a.name = f"{child}/{a.name}"
+            p.reports[a.name] = a
+        notes.extend(f"{child}: {n}" for n in sub.notes)
+        seconds += sub.graph_seconds
+    return seconds
+
+
+def _publish(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget) -> None:
+    """Consolidate, run ``before_publish`` over every array written, then publish atomically."""
+    partial = target.root
+    try:
+        if not p.root_meta:
+            with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
+                warnings.simplefilter("ignore")
+                zarr.consolidate_metadata(partial, zarr_format=3)
+    except BaseException as exc:
+        _keep_or_discard(target, exc, partial)
+        raise
+    if job.before_publish is not None:
+        try:
+            job.before_publish(partial, list(p.reports))
+        except BaseException as exc:
+            exc.add_note("before_publish refused the written store; it is kept in "
+                         f"{target.text if isinstance(target, StoreTarget) else partial}")
+            raise
+    try:
+        target.publish()
+    except BaseException as exc:
+        _keep_or_discard(target, exc, partial)
+        raise
+
+
+def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, partial: Any) -> None:
+    """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
+    journal = target.journal
+    if journal is not None and keeps_partial(exc) and journal.read() is not None:
+        exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
+    else:
+        target.discard()
+
+
+def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:
+    """The report of one array before its run: its plan of work, and what an interrupted run did."""
+    rep = ArrayReport(
+        name=w.name, shape=tuple(var.shape), dtype=str(var.dtype),
+        chunks=math.prod(math.ceil(s / c) for s, c in zip(var.shape, w.inner, strict=True)),
+        chunks_written=w.resumed_chunks, logical_bytes=int(var.size * var.dtype.itemsize), stored_before=stored_before,
+        layout=w.layout, projected_task_bytes=w.projected_task_bytes, units=w.units, units_resumed=w.units_resumed,
+        tasks=w.tasks,
+    )
+    rep.masks.update(w.resumed_masks)
+    return rep
+
+
+def _memory_message(w: ArrayWork, limit: int) -> str:
+    from dask.utils import format_bytes
+
+    return (
+        f"max_memory: a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
+        f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
+        "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
+    )
+
+
+def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
+                      children: list[str]) -> list[str]:
+    """The root group's variables to rewrite: ``variables`` without the ``child/…`` paths (which
+    the child groups' jobs take), or every numeric variable of one dimension or more. ValueError
+    naming a variable or child group the source lacks."""
+    if variables is None:
+        return [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    names = [v for v in variables if "/" not in v]
+    missing = [n for n in names if n not in source]
+    missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
+    if missing:
+        where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
+        raise ValueError(f"variables: {missing} not in the source{where}")
+    return names
+
+

@@ -1,0 +1,123 @@
+"""The Dask graph of a recompress job, built from its checked plan of work, and its run.
+
+One graph layer per packed array (``zopt.job.graph.shard_tasks``), a writer per chunk for unsharded
+arrays, writers + a finalize per fixed-slot shard; keys are named by ``zopt.job.graph``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from zopt.compat.scheduling import compute
+from zopt.job.graph import job_key, shard_tasks, unit_key
+from zopt.job.reports import ArrayReport
+from zopt.job.tasks import (
+    ShardJob,
+    finalize_shard,
+    rewrite_chunk_in_place,
+    rewrite_shard_in_place,
+    write_packed_shard,
+    write_region,
+    write_slot_part,
+)
+from zopt.job.work import Work
+from zopt.store.journal import InPlaceJournal, Journal
+from zopt.store.shards import ShardLayout
+
+__all__ = ["in_place_tasks", "run_writes", "write_tasks"]
+
+
+def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(array name, Delayed)`` for every write unit left in ``work``, writing into ``target``
+    (``zopt.job.targets``); each unit marks itself done in the target's journal, if any."""
+    import dask
+
+    journal = target.journal
+    tasks: list[tuple[str, Any]] = []
+    for name, w in work.arrays.items():
+        def marker(coords: tuple[int, ...], name: str = name) -> str | None:
+            return journal.marker(name, coords) if journal is not None else None
+
+        if w.layout == "unsharded":
+            for coords in w.pending:
+                tasks.append((name, dask.delayed(write_region, pure=False)(
+                    src, name, target.root, w.region(coords), decision, w.plan, job, marker=marker(coords),
+                    lossy=lossy.get(name), dask_key_name=unit_key("chunk", name, coords, job))))
+            continue
+        shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job,
+                             w.chunk_key_encoding, w.plan, target.store, lossy.get(name))
+        if w.layout == "compact":  # one graph layer for the array's shards (zopt.job.graph)
+            units = [(unit_key("shard", name, coords, job), coords, marker(coords)) for coords in w.pending]
+            tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job), units))
+            continue
+        shared = dask.delayed(shard_job, traverse=False, name=job_key(name, job))
+        for coords in w.pending:
+            writes = [dask.delayed(write_slot_part, pure=False)(shared, coords, p,
+                                                                 dask_key_name=unit_key("slots", name, coords, job, p[0]))
+                      for p in w.parts]
+            tasks.append((name, dask.delayed(finalize_shard, pure=False)(
+                shared, coords, *writes, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job))))
+    return tasks
+
+
+def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout | None, decision: Any, plan: Any,
+                   job: str, tmp_dir: str, resume: InPlaceJournal,
+                   report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
+    """``recompress_in_place``'s tasks for one array of local store ``store``: one per stored shard
+    (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
+
+    resume : the job's ``zopt.store.journal.InPlaceJournal``: a unit an interrupted run of the same job
+        finished (its marker matches the file) gets no task, and its masks and chunks go into
+        ``report``; every other task writes its marker after its rename.
+    """
+    import dask
+
+    tasks, shards = [], []
+    if shard_layout is None:
+        write, first = rewrite_chunk_in_place, (store, name)
+    else:
+        write, first = rewrite_shard_in_place, (dask.delayed(
+            ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job,
+                     array.metadata.chunk_key_encoding, plan),
+            traverse=False, name=job_key(name, job),
+        ),)
+    extra = (decision, plan) if shard_layout is None else ()
+    after = (job,) if shard_layout is None else ()  # an unsharded array is opened once per process and job
+    done = resume.done(name)
+    for coords in np.ndindex(*array.cdata_shape):
+        key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
+        path = os.path.join(store, *key.split("/"))
+        if os.path.exists(path):
+            found = done.get(Journal.key(coords))
+            if found is not None:  # finished by an interrupted run of this job
+                report.masks.update(found[0])
+                report.chunks_written += found[1]
+                report.units_resumed += 1
+            else:
+                tasks.append((name, dask.delayed(resume.task, pure=False)(
+                    write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, *after,
+                    dask_key_name=unit_key("inplace", name, coords, job))))
+            if shard_layout is not None:
+                shards.append((path, shard_layout, key))
+    return tasks, shards
+
+
+def run_writes(tasks: list, reports: dict[str, ArrayReport], measure: Callable[[str], tuple[int, int]],
+               scheduler: str | None, progress: Any, token: str | None = None) -> float:
+    """Compute ``(array name, write task)`` pairs, add each task's ``(masks, chunks written)`` to
+    its array's report, then measure (``measure(name)``: apparent and allocated bytes) what every
+    array stores. Returns the graph's wall time in seconds."""
+    t_graph = time.perf_counter()
+    results = compute([t for _, t in tasks], scheduler, progress, token)
+    graph_seconds = time.perf_counter() - t_graph
+    for (name, _), (masks, n) in zip(tasks, results, strict=True):
+        reports[name].masks.update(masks)
+        reports[name].chunks_written += n
+    for name, rep in reports.items():
+        rep.stored_after, rep.allocated_after = measure(name)
+    return graph_seconds

@@ -1,0 +1,131 @@
+"""``recompress_in_place``: re-decide the masks of a store's ``conditional`` codecs, shard by shard,
+each shard replaced atomically, no metadata changed (write fast, compress later)."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zopt.codecs.conditional import conditional_codecs_in
+from zopt.io import locations as loc
+from zopt.io.paths import resolve
+from zopt.io.sources import zarr_v3_group
+from zopt.job.dask_graph import in_place_tasks, run_writes
+from zopt.job.reports import ArrayReport, RecompressReport
+from zopt.job.targets import chunk_bytes_stored, stored_sizes
+from zopt.job.work import plan_for
+from zopt.store.journal import InPlaceJournal
+from zopt.store.lock import store_lock
+from zopt.store.rewrite import GRACE_SECONDS, has_inner_checksum, shrink_after_grace, unchecked_note
+from zopt.store.shards import layout_of
+
+__all__ = ["recompress_in_place"]
+
+
+def recompress_in_place(
+    store: str | os.PathLike,
+    variables: Sequence[str] | None = None,
+    *,
+    decision: Any = "compress_if_smaller",
+    plan: Any = None,
+    scheduler: str | None = None,
+    progress: Callable[[Any], Any] | None = None,
+    grace: float = GRACE_SECONDS,
+) -> RecompressReport:
+    """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
+
+    The "write fast, compress later" step: a store written quickly (e.g. ``conditional`` with
+    mask 0 everywhere, in fixed slots) is rewritten with per-chunk masks from ``decision`` or a
+    ``plan`` (``zopt.planning.plan.Plan`` or a path to one), without changing any metadata: the codec
+    chain stays the same, so every shard reads the same before and after. One Dask task per
+    shard file (per chunk file for unsharded arrays) reads it through zarr, encodes its inner
+    chunks again and replaces it packed and atomically (a temporary file renamed over it), so a
+    reader — or an interrupted run — only ever sees whole old or whole new shards. Absent
+    shards and chunks (all fill value) stay absent; a chunk whose values equal the fill value is
+    removed.
+
+    store : a Zarr v3 group in a local directory.
+    variables : arrays to rewrite (default: every array with a ``conditional`` codec).
+    decision, plan, scheduler, progress : as for ``recompress``.
+    grace : seconds between replacing the shards and dropping the holes that kept their sizes
+        (``zopt.store.rewrite``; a reader holding a shard index longer may read past a new end).
+
+    The job holds the store's lock (``zopt.store.lock``); a shard is replaced as ``zopt.store.rewrite``
+    describes, so a reader pairing an old index with a new file gets an error, not wrong values,
+    when the inner chain ends with ``crc32c`` (``RecompressReport.notes`` names arrays without).
+    Resumable: each finished shard (chunk file) gets a marker in ``STORE/.zopt-in-place``
+    (``zopt.store.journal.InPlaceJournal``); the same call after an interruption skips the units whose
+    marker matches the job and the file (counted in ``ArrayReport.units_resumed``) and rewrites
+    the rest; the journal is removed when a run completes.
+    Returns a ``RecompressReport`` (``dst`` is ``store``). Raises ValueError when ``store`` is
+    not a local Zarr v3 group, or a named array is missing or has no ``conditional`` codec
+    (its chunks cannot change without changing its metadata: use ``recompress``), or no array
+    has one; ``PlanMismatchError`` for a plan made for other arrays or contents;
+    StoreLockedError when another job is rewriting the store.
+    """
+    if not grace >= 0:
+        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+    store = resolve(store)  # on the client: Dask workers may run in another directory
+    group = zarr_v3_group(store)
+    if group is None:
+        raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
+    arrays = dict(group.arrays())
+    if isinstance(plan, str | os.PathLike):
+        from zopt.planning.plan import Plan
+
+        plan = Plan.load(plan)
+    if variables:
+        missing = [n for n in variables if n not in arrays]
+        if missing:
+            raise ValueError(f"variables: {missing} not in the store; it has {sorted(arrays)}")
+        names = list(variables)
+    else:
+        names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
+        if not names:
+            raise ValueError(f"store: no array of {store!r} has a conditional codec, so in place there is nothing to "
+                             "re-decide; rewrite it into a new store with recompress SRC DST")
+    layouts, plans = {}, {}
+    for name in names:  # checked before the store is locked or any file touched
+        array = arrays[name]
+        if not conditional_codecs_in(array.metadata.codecs):
+            raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
+                             "changing its metadata; rewrite it into a new store with recompress SRC DST")
+        layouts[name] = layout_of(array)
+        inner = layouts[name].inner_shape if layouts[name] is not None else tuple(array.chunks)
+        plans[name] = plan_for(plan, name, array, inner) if plan is not None else None
+    t0 = time.perf_counter()
+    source_bytes = loc.total_bytes(store)
+    tasks, reports, notes = [], {}, []
+    job_id = uuid.uuid4().hex[:12]
+    with store_lock(store, job_id) as tmp_dir:
+        resume = InPlaceJournal.start(store, names, decision, plan)  # what an interrupted run of this job finished
+        shards = []  # (path, layout, key) of every shard rewritten
+        for name in names:
+            array, shard_layout = arrays[name], layouts[name]
+            inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
+            reports[name] = ArrayReport(
+                name=name, shape=tuple(array.shape), dtype=str(array.dtype),
+                chunks=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True)), chunks_written=0,
+                logical_bytes=int(array.nbytes), stored_before=chunk_bytes_stored(store, name),
+                layout="in place, packed" if shard_layout is not None else "in place, unsharded",
+            )
+            if shard_layout is not None and not has_inner_checksum(shard_layout):
+                notes.append(unchecked_note(name))
+            array_tasks, array_shards = in_place_tasks(store, name, array, shard_layout, decision, plans[name], job_id,
+                                                       str(tmp_dir), resume, reports[name])
+            tasks += array_tasks
+            shards += array_shards
+        graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, token=job_id)
+        if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
+            for name, rep in reports.items():
+                rep.stored_after, rep.allocated_after = stored_sizes(store, name)
+        resume.remove()  # complete: the next run is a new job
+    elapsed = time.perf_counter() - t0
+    for rep in reports.values():
+        rep.seconds = elapsed
+    return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
+                            graph_seconds=graph_seconds, notes=notes)

@@ -1,0 +1,199 @@
+"""``RecompressJob``: every option of one recompress job, validated once, in one place.
+
+The CLI (``zopt recompress``), ``zopt.recompress`` and ``zopt.xarray.recompress`` all build this
+object and hand it to ``zopt.job.api.run_job``; the journal fingerprints it by its fields (a
+field added is fingerprinted unless marked ``fingerprint=False``: options that change *how* the
+job runs, not *what* it writes); child groups get it with only their paths changed
+(``for_child``), so no option is lost on the way down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEFAULT_DECISION", "RecompressJob", "parse_max_memory"]
+
+DEFAULT_DECISION = "compress_if_smaller"
+LAYOUTS = ("compact", "fixed-slot")
+
+_HOW = {"fingerprint": False}  # options that change how the job runs, not what it writes
+
+
+def parse_max_memory(value: int | str | None) -> int | None:
+    """``max_memory`` in bytes (an int, or a string such as ``"2GiB"``), or None. ValueError naming it."""
+    if value is None:
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(value) if isinstance(value, str) else int(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"max_memory: {value!r} is not a size such as 2GiB or 500MB") from exc
+    if n <= 0:
+        raise ValueError(f"max_memory: {value!r} must be positive")
+    return n
+
+
+def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
+    """``[(variable, spec text)]`` of ``lossy`` (``["T=abs:0.1", …]``, ``{"T": "abs:0.1"}`` or one string)."""
+    if lossy is None:
+        return []
+    if isinstance(lossy, Mapping):
+        return [(str(k), str(v)) for k, v in lossy.items()]
+    items = [lossy] if isinstance(lossy, str) else list(lossy)
+    out = []
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise ValueError(f"lossy: {item!r} is not VAR=SPEC (e.g. tos=abs:0.01)")
+        var, spec = item.split("=", 1)
+        out.append((var.strip(), spec.strip()))
+    return out
+
+
+@dataclass(frozen=True)
+class RecompressJob:
+    """One recompress job: where from, where to, and every option (documented in ``zopt.recompress``).
+
+    Validated in ``__post_init__`` (ValueError naming the option and the allowed values); the
+    parsed forms (``chain``, ``chunk_spec``, ``shard_spec``, ``memory_limit``, ``decision_used``)
+    are properties. Frozen: ``dataclasses.replace`` makes a changed copy.
+    """
+
+    src: str | os.PathLike
+    dst: Any  # a local path, an fsspec URL or a zarr Store
+    codecs: Sequence[dict[str, Any]] | str | None = None
+    preset: str | None = None
+    chunks: tuple[int, ...] | str | Mapping[str, int] | None = None
+    shards: tuple[int, ...] | str | Mapping[str, int] | None = None
+    decision: Any = None  # None: the preset's, else "compress_if_smaller"
+    variables: Sequence[str] | None = None
+    layout: str = "compact"
+    slot_parts: int | None = None
+    plan: Any = None
+    lossy: Any = None
+    readers: Sequence[str] | str | None = None
+    checksum: bool | None = None
+    scheduler: str | None = field(default=None, metadata=_HOW)
+    overwrite: bool = field(default=False, metadata=_HOW)
+    progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)
+    max_memory: int | str | None = field(default=None, metadata=_HOW)
+    dry_run: bool = field(default=False, metadata=_HOW)
+    before_publish: Callable[[Any, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout: {self.layout!r} is not one of {list(LAYOUTS)}")
+        if self.plan is not None and self.decision not in (None, DEFAULT_DECISION):
+            raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
+        if self.checksum not in (None, True, False):
+            raise ValueError(f"checksum: {self.checksum!r} is not one of [None, True, False]")
+        if self.slot_parts is not None and (isinstance(self.slot_parts, bool) or not isinstance(self.slot_parts, int)
+                                            or self.slot_parts < 1):
+            raise ValueError(f"slot_parts: {self.slot_parts!r} is not an integer >= 1 (or None)")
+        if self.preset is not None:
+            from zopt.planning.presets import get_preset
+
+            if self.codecs is not None:
+                raise ValueError("preset: names a codec chain; give preset or codecs, not both")
+            get_preset(self.preset)  # ValueError naming the known presets
+        if isinstance(self.variables, str):
+            object.__setattr__(self, "variables", [self.variables])
+        if self.variables is not None:
+            object.__setattr__(self, "variables", list(self.variables) or None)
+        if isinstance(self.lossy, str | Mapping) or (self.lossy is not None and not isinstance(self.lossy, list)):
+            object.__setattr__(self, "lossy", [f"{k}={v}" for k, v in _lossy_items(self.lossy)] or None)
+        elif self.lossy is not None:
+            _lossy_items(self.lossy)
+            object.__setattr__(self, "lossy", list(self.lossy) or None)
+        self.chain, self.chunk_spec, self.shard_spec, self.memory_limit  # noqa: B018 - parse now, fail early
+
+    # the parsed forms ------------------------------------------------------------------------
+    @property
+    def chain(self) -> list[dict[str, Any]] | None:
+        """The target codec chain (JSON objects), None for the per-type default; from ``codecs`` or ``preset``."""
+        from zopt.planning.chains import parse_chain
+
+        if self.preset is not None:
+            from zopt.planning.presets import get_preset
+
+            chosen = get_preset(self.preset)
+            return None if chosen.name == "default" else chosen.chain()  # "default": the per-type chain
+        return parse_chain(self.codecs)
+
+    @property
+    def codecs_used(self) -> list[dict[str, Any]] | str | None:
+        """What the job writes as ``codecs``: the preset's chain, or ``codecs`` as given."""
+        return self.chain if self.preset is not None else self.codecs
+
+    @property
+    def decision_used(self) -> Any:
+        """The decision: as given, else the preset's, else ``compress_if_smaller``."""
+        if self.decision is not None:
+            return self.decision
+        if self.preset is not None:
+            from zopt.planning.presets import get_preset
+
+            return get_preset(self.preset).decision
+        return DEFAULT_DECISION
+
+    @property
+    def chunk_spec(self) -> Any:
+        from zopt.planning.chunking import parse_shape
+
+        return parse_shape(self.chunks, "chunks")
+
+    @property
+    def shard_spec(self) -> Any:
+        from zopt.planning.chunking import parse_shape
+
+        return parse_shape(self.shards, "shards")
+
+    @property
+    def memory_limit(self) -> int | None:
+        return parse_max_memory(self.max_memory)
+
+    @property
+    def want_checksum(self) -> bool:
+        """crc32c at the end of sharded arrays' inner chains: as asked, else for fixed slots."""
+        return self.layout == "fixed-slot" if self.checksum is None else bool(self.checksum)
+
+    # journal, dry run, child groups ---------------------------------------------------------
+    def fingerprinted(self) -> dict[str, Any]:
+        """The options that change what is written, by field (``src``/``dst`` are the journal's own)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.metadata.get("fingerprint", True) and f.name not in ("src", "dst")}
+        out.update(codecs=self.codecs_used, decision=self.decision_used, checksum=self.want_checksum)
+        out.pop("preset")  # its chain and decision are fingerprinted above
+        return out
+
+    def described(self) -> list[tuple[str, str]]:
+        """``[(option, value text)]`` of every option not at its default, for ``--dry-run``."""
+        out = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("src", "dst") or value == f.default or callable(value) and f.name != "decision":
+                continue
+            out.append((f.name, value if isinstance(value, str) else repr(value)))
+        return out
+
+    def for_child(self, child: str, dst: Any) -> RecompressJob:
+        """This job for the child group ``child`` of the source, written to ``dst``: only the paths
+        change; ``variables`` and ``lossy`` keep their ``child/…`` entries, re-rooted. (A plan
+        covers one group: ``plan`` with child groups is refused before anything is written;
+        ``before_publish`` runs once, in the parent job, over every array, children included.)"""
+        prefix = child + "/"
+        variables = None if self.variables is None else [v[len(prefix):] for v in self.variables if v.startswith(prefix)]
+        lossy = [f"{v[len(prefix):]}={s}" for v, s in _lossy_items(self.lossy) if v.startswith(prefix)]
+        return dataclasses.replace(
+            self, src=os.path.join(os.fspath(self.src), child), dst=dst, variables=variables,
+            lossy=lossy or None, overwrite=False, before_publish=None)
+
+    def own_lossy(self) -> list[str] | None:
+        """``lossy`` without the child groups' ``child/VAR=…`` entries (their jobs take them)."""
+        own = [f"{v}={s}" for v, s in _lossy_items(self.lossy) if "/" not in v]
+        return own or None
+

@@ -1,0 +1,302 @@
+"""Where a recompress job writes: a local directory or a store without positional writes.
+
+- ``LocalTarget``: a local directory ``dst``, written under ``dst.zopt-partial`` (with the job's
+  journal, ``zopt.store.journal``) and renamed into place at the end (``zopt.io.paths.publish``);
+- ``StoreTarget``: a ``zarr.abc.store.Store`` or fsspec URL, written in place (cleared first, and
+  again on failure), one ``set`` per packed shard.
+
+Both create the target's metadata (``create_target``), measure what an array stores
+(``stored_sizes``), publish and discard; ``target_arrays`` makes the rewritten arrays' metadata
+in memory for the plan of work (``zopt.job.work``) before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+import zarr
+
+from zopt.io import locations as loc
+from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
+from zopt.io.sources import SourceVariable, is_zarr, open_source
+from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
+from zopt.store.shards import allocated_bytes, remove_temp_files
+
+__all__ = [
+    "LocalTarget", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
+    "put_shard", "same_metadata", "stored_bytes_of", "stored_sizes", "target_arrays",
+]
+
+
+class LocalTarget:
+    """A local directory ``dst``: written under ``dst.zopt-partial``, which holds the journal, and
+    renamed into place by ``publish``."""
+
+    store = None  # shard tasks write files at paths
+
+    def __init__(self, dst: str) -> None:
+        self.dst = dst
+        self.root = dst.rstrip("/") + PARTIAL_SUFFIX
+        self.journal = Journal(self.root)
+        self.text = dst
+
+    def shard_dir(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def start(self, fresh: bool) -> None:
+        """Before creating (``fresh``: a partial store without a journal is a job killed before
+        its plan of work was recorded, removed) or resuming (its temporary files removed)."""
+        if fresh:
+            shutil.rmtree(self.root, ignore_errors=True)
+        else:
+            remove_temporaries(self.root)
+
+    def stored_sizes(self, name: str) -> tuple[int, int]:
+        return stored_sizes(self.root, name)
+
+    def after_writes(self) -> None:
+        remove_temp_files(self.root)  # e.g. a slot writer Dask re-ran after its shard's finalize: not published
+
+    def publish(self) -> None:
+        self.journal.remove()  # DST never holds the journal; a kill right here only means starting over
+        publish(self.root, self.dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class StoreTarget:
+    """A zarr Store without positional writes or rename: written in place, cleared first and on failure."""
+
+    journal = None
+
+    def __init__(self, store: Any) -> None:
+        self.store = self.root = store
+        self.text = store_text(store)
+
+    def shard_dir(self, name: str) -> str:
+        return name  # the array's key prefix
+
+    def start(self, fresh: bool) -> None:
+        self._clear()
+
+    def stored_sizes(self, name: str) -> tuple[int, int]:
+        return stored_sizes(self.store, name)
+
+    def after_writes(self) -> None:
+        pass
+
+    def publish(self) -> None:
+        pass  # written in place
+
+    def discard(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        from zarr.core.sync import sync
+
+        sync(self.store.delete_dir(""))
+
+
+def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
+    """Put a whole packed shard (bytes, or ``pack_parts``' pieces) at ``key`` of a zarr Store with
+    one ``set``, or delete it for None."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    if isinstance(data, list):
+        data = b"".join(data)
+    if data is None:
+        sync(store.delete(key))
+    else:
+        sync(store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
+
+
+def create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
+                  names: list[str], layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]],
+                  splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None, token: str | None = None,
+                  attrs: dict[str, dict[str, Any]] | None = None, fills: dict[str, Any] | None = None,
+                  only_rewritten: bool = False) -> None:
+    """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
+    data, and the rewritten variables ``names`` as empty arrays with the new chunking (``layouts``: ``{name: (inner
+    chunk shape, shard shape or None)}``) and codecs (``splits``: each one's codecs, split as ``zarr.create_array``
+    takes them).
+
+    A Zarr v3 source (``source_group``, opened from ``src``) is copied at the Zarr level: each rewritten array keeps
+    the source's data type, fill value, dimension names and attributes (only the chunk grid, chunk key encoding and
+    codecs are new), and every other array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through
+    xarray's ``to_zarr`` with lazy placeholders for the rewritten variables. A store whose root is an array
+    (``root_meta``) gets a root array. ``attrs``: extra attributes per variable and ``fills``: fill values to set for a
+    non-Zarr-v3 source (``zopt.lossy``: a lossy chain is designed for one fill value). ``only_rewritten``: create the
+    rewritten arrays' metadata only (``target_arrays``), nothing else copied.
+    """
+    attrs = attrs or {}
+    if root_meta is not None:
+        arr = zarr.open_array(src, mode="r")
+        if not names:
+            if not only_rewritten:
+                copy_array_files(src, partial, "")
+            return
+        inner, shard = layouts[""]
+        v3 = arr.metadata.zarr_format == 3
+        zarr.create_array(
+            partial, shape=arr.shape, dtype=arr.metadata.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
+            fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names if v3 else None,
+            attributes=dict(arr.attrs), zarr_format=3, overwrite=True, **splits[""],
+        )
+        return
+    if source_group is not None:
+        # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
+        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs), overwrite=True)
+        for name, arr in source_group.arrays():
+            if name not in names:
+                if not only_rewritten:
+                    copy_array_files(os.path.join(src, name), partial, name)
+                continue
+            inner, shard = layouts[name]
+            zarr.create_array(
+                partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
+                fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
+                attributes={**arr.attrs, **attrs.get(name, {})}, zarr_format=3, **splits[name],
+            )
+        return
+    import dask.array as da
+
+    ds = open_source(src, token)
+    if only_rewritten:  # xarray encodes variable by variable: the rewritten ones alone give the same metadata
+        ds = ds[list(names)]
+        ds = ds.drop_vars([c for c in ds.coords if c not in names])
+    template = ds.copy()
+    for name in names:
+        inner, shard = layouts[name]
+        var = ds[name]
+        template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
+        template[name].attrs.update(attrs.get(name, {}))
+    for name in template.variables:
+        template[name].encoding = {}
+    template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
+                     encoding=encodings(ds, names, splits, layouts, fills))
+
+
+def target_arrays(src: str, source_group: zarr.Group | None, source: dict[str, SourceVariable], names: list[str],
+                  layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], splits: dict[str, dict[str, Any]],
+                  **kwargs: Any) -> dict[str, zarr.Array]:
+    """The rewritten arrays as ``create_target`` makes them, in a ``MemoryStore`` (metadata only,
+    nothing written anywhere): ``{name: zarr.Array}`` for the plan of work and ``--dry-run``."""
+    memory = zarr.storage.MemoryStore()
+    create_target(src, source_group, memory, source, names, layouts, splits, only_rewritten=True, **kwargs)
+    return {name: zarr.open_array(memory, path=name, mode="r") for name in names}
+
+
+def same_metadata(a: zarr.Array, b: zarr.Array) -> bool:
+    """Whether two arrays have the same shape, data type, chunk grid, chunk keys and codecs."""
+    def key(x: zarr.Array) -> Any:
+        m = x.metadata.to_dict()
+        return json.dumps({k: m.get(k) for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs")},
+                          sort_keys=True, default=str)
+
+    return key(a) == key(b)
+
+
+def chunk_bytes_stored(store: str, name: str) -> int:
+    """Bytes of chunk (or shard) files of array ``name`` in a local store, metadata excluded."""
+    return stored_sizes(store, name)[0]
+
+
+def stored_sizes(store: Any, name: str) -> tuple[int, int]:
+    """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store (a path),
+    or of its chunk keys in a zarr Store (allocated = apparent)."""
+    if not isinstance(store, str | os.PathLike):
+        from zarr.core.sync import sync
+
+        async def total() -> int:
+            return sum([await store.getsize(k) async for k in store.list_prefix(f"{name}/c/" if name else "c/")])
+
+        n = sync(total())
+        return n, n
+    apparent = allocated = 0
+    for dirpath, _, files in os.walk(Path(store) / name):
+        for f in files:
+            if f not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
+                p = os.path.join(dirpath, f)
+                apparent += os.path.getsize(p)
+                allocated += allocated_bytes(p)
+    return apparent, allocated
+
+
+def stored_bytes_of(src: str, name: str) -> int | None:
+    if not is_zarr(src):
+        return None
+    if loc.is_url(src):
+        return sum(n for p, n in loc.files(loc.join(src, name) if name else src)
+                   if p.rsplit("/", 1)[-1] not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"))
+    return chunk_bytes_stored(src, name)
+
+
+def destination(dst: Any) -> tuple[Any, str | None]:
+    """``(store, None)`` for a destination without positional writes — a ``zarr.abc.store.Store``
+    as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``
+    — and ``(None, path)`` for a local directory (a path or a ``file://`` URL)."""
+    from zarr.abc.store import Store
+
+    if isinstance(dst, Store):
+        return dst, None
+    text = os.fspath(dst)
+    if text.startswith("file://"):
+        return None, text.removeprefix("file://")
+    if "://" in text:
+        return zarr.storage.FsspecStore.from_url(text, read_only=False), None
+    return None, text
+
+
+def check_no_url_overlap(src: str, store: Any) -> None:
+    """OverlapError if the destination store's URL and a URL source are one inside the other."""
+    d, s = store_text(store).rstrip("/"), src.rstrip("/")
+    if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):
+        raise OverlapError(f"dst: {d} and SRC {s} overlap; writing there would delete or replace the source: "
+                           "choose a DST outside SRC")
+
+
+def copy_array_files(source_dir: str, target: Any, name: str) -> None:
+    """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
+    if isinstance(target, str | os.PathLike) and not loc.is_url(source_dir):
+        shutil.copytree(source_dir, os.path.join(target, name), dirs_exist_ok=not name)
+        return
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    for rel, _ in loc.files(source_dir):
+        if name == "" and rel.split("/")[0] == JOURNAL_DIR:
+            continue
+        data = loc.read_bytes(loc.join(source_dir, rel))
+        if isinstance(target, str | os.PathLike):
+            out = Path(target, name, rel)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        else:
+            key = "/".join([*([name] if name else []), *rel.split(os.sep)])
+            sync(target.set(key, default_buffer_prototype().buffer.from_bytes(data)))
+
+
+def encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts,
+               fills: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    enc = {}
+    for name in names:
+        inner, shard = layouts[name]
+        e = {"chunks": inner, **splits[name]}
+        fill = ds[name].encoding.get("fill_value")  # a Zarr source's fill value carries over
+        if fill is not None and "_FillValue" not in ds[name].attrs:
+            e["fill_value"] = fill
+        if fills and fills.get(name) is not None:
+            e["fill_value"] = fills[name]
+        if shard is not None:
+            e["shards"] = shard
+        enc[name] = e
+    return enc
+
+

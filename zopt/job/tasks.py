@@ -1,0 +1,294 @@
+"""The worker side of recompress: the functions Dask runs, each writing one unit and idempotent
+(Dask may run a task again).
+
+- ``write_region``: one chunk of an unsharded array, through zarr;
+- ``write_packed_shard``: one whole shard, encoded and written packed (``layout="compact"``);
+- ``write_slot_part`` + ``finalize_shard``: part of a shard into its fixed slots, then its index
+  and the rename into place (``layout="fixed-slot"``);
+- ``rewrite_shard_in_place``, ``rewrite_chunk_in_place``: ``recompress_in_place``'s units.
+
+``ShardJob`` is what every shard task of one array shares (picklable for distributed workers).
+Decisions are attached here, on the worker: they are runtime objects and are not pickled with
+codecs.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from zopt.codecs.chain import ChunkEncoder, chunk_spec
+from zopt.codecs.conditional import conditional_codecs_in
+from zopt.codecs.decisions import Decision
+from zopt.codecs.grid import is_fill, padded
+from zopt.compat.zarr_compat import open_array
+from zopt.io.sources import read_source
+from zopt.job.targets import put_shard
+from zopt.job.work import split_axis
+from zopt.planning.chains import with_decision
+from zopt.store.chunk_feed import AlignedChunkReader
+from zopt.store.journal import mark
+from zopt.store.rewrite import rewrite_shard, same_chunks
+from zopt.store.shards import (
+    ShardLayout,
+    finalize_slots,
+    is_packed,
+    pack_parts,
+    read_shard,
+    tmp_path,
+    write_packed,
+    write_slots,
+)
+
+__all__ = [
+    "Recorder", "ShardJob", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
+    "write_packed_shard", "write_region", "write_slot_part",
+]
+
+
+@dataclass
+class Recorder(Decision):
+    """Wraps a decision and records each chunk's mask and payload size (bytes)."""
+
+    inner: Decision | None
+    log: list = field(default_factory=list)
+
+    @property
+    def needs_chunk_index(self) -> bool:  # type: ignore[override]
+        return bool(self.inner and self.inner.needs_chunk_index)
+
+    def choose(self, chunk_index, codecs, data, run):
+        if self.inner is None:
+            mask, payload = 0, data
+        else:
+            mask, payload = self.inner.choose(chunk_index, codecs, data, run)
+        self.log.append((chunk_index, mask, int(payload.size)))
+        return mask, payload
+
+
+_MAX_TARGETS = 16
+_targets_lock = threading.Lock()
+# (path, array, job, what) -> an opened array (and what goes with it): a job's tasks open it once per process
+_targets: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+
+
+def _once_per_job(key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, remembered under ``key`` (which holds the job's id) for this process's later tasks of
+    the job; the ``_MAX_TARGETS`` most recently used are kept."""
+    with _targets_lock:
+        if key in _targets:
+            _targets.move_to_end(key)
+            return _targets[key]
+    value = make()  # outside the lock: opening reads metadata
+    with _targets_lock:
+        _targets[key] = value
+        while len(_targets) > _MAX_TARGETS:
+            _targets.popitem(last=False)
+    return value
+
+
+def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
+    """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
+    local directory (its metadata does not change while the job writes chunks; a retried task
+    finds the same array)."""
+    def make() -> zarr.Array:
+        return zarr.open_array(dst, path=name, mode="r+")
+
+    if not isinstance(dst, str) or job is None:
+        return make()
+    return _once_per_job((dst, name, job, "write"), make)
+
+
+def write_region(
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    marker: str | None = None,
+    lossy: Any = None,
+) -> tuple[collections.Counter, int]:
+    """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
+    data = read_source(src, name, region, token)
+    array = _target_array(dst, name, token)
+    if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        data = lossy.prepare(index, data, f"chunk {index}")
+    if plan is not None:  # one chunk per task here: check its content against the plan
+        index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
+        plan.check_chunk(index, data, array.fill_value)
+        decision = plan
+    conditional = conditional_codecs_in(array.metadata.codecs)
+    recorder = None
+    if conditional:
+        resolved = conditional[0].with_decision(decision).decision
+        recorder = Recorder(resolved)
+        array = with_decision(array, recorder)
+    array[region] = data
+    masks: collections.Counter = collections.Counter()
+    if recorder is not None:
+        masks.update(mask for _, mask, _ in recorder.log)
+    result = masks, len(recorder.log) if recorder else 0
+    if marker is not None:
+        mark(marker, *result)
+    return result
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What every shard task of one array needs (picklable for distributed workers)."""
+
+    src: str
+    name: str
+    shard_dir: str  # directory of the array in the destination store
+    layout: ShardLayout
+    shape: tuple[int, ...]
+    decision: Any
+    job: str  # identifies this run's temporary shard files and its open sources (zopt.io.sources)
+    chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
+    plan: Any = None  # zopt.planning.plan.ArrayPlan: its masks decide, its digests check the content
+    store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
+    lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
+
+    def path(self, shard_coords: tuple[int, ...]) -> str:
+        return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
+
+    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | list | None) -> None:
+        """Write (or, for None, delete) a whole packed shard (bytes, or ``pack_parts``' pieces):
+        atomically into a local directory, with one ``set`` into a store."""
+        if self.store is None:
+            write_packed(self.path(shard_coords), data)
+        else:
+            key = "/".join(p for p in (self.shard_dir, self.chunk_key_encoding.encode_chunk_key(shard_coords)) if p)
+            put_shard(self.store, key, data)
+
+    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+        """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
+        and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
+        layout = self.layout
+        region = list(layout.shard_region(shard_coords, self.shape))
+        axis = split_axis(layout)
+        if part is not None:
+            lo = region[axis].start + part[0] * layout.inner_shape[axis]
+            hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
+            region[axis] = slice(lo, hi)
+        origin = [r.start for r in region]
+        encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
+        native = encoder.spec.dtype.to_native_dtype()
+        fill = np.asarray(layout.fill_value, dtype=native)
+        # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
+        direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+        if direct is None:
+            data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
+        slot = layout.slot_size if limit else None
+        for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
+            r = chunk_region[axis]
+            if r.start < region[axis].start or r.start >= region[axis].stop:
+                continue
+            if direct is not None:
+                local = direct.read(index, fill)[tuple(slice(0, c.stop - c.start) for c in chunk_region)]
+            else:
+                local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
+            if self.plan is not None:
+                self.plan.check_chunk(index, local, fill)
+            if self.lossy is not None:
+                local = self.lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
+            chunk = padded(local, layout.inner_shape, fill)
+            if is_fill(chunk, fill):
+                continue
+            encoded = encoder.encode(chunk, index, limit=slot)
+            if direct is not None and np.may_share_memory(encoded.data, chunk):  # e.g. a [bytes] chain: no copy made
+                encoded = type(encoded)(encoded.data.copy(), encoded.masks)
+            yield i, encoded
+
+
+def masks_of(encoded: list) -> collections.Counter:
+    return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
+
+
+def write_packed_shard(job: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
+                        ) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
+    encoded = list(job.encode(shard_coords, None, limit=False))
+    job.write_packed(shard_coords, pack_parts(job.layout, ((i, e.data) for i, e in encoded)))
+    result = masks_of(encoded), len(encoded)
+    if marker is not None:
+        mark(marker, *result)
+    return result
+
+
+def write_slot_part(job: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
+    """Dask task (fixed-slot layout): encode part of a shard and write it into its slots."""
+    encoded = list(job.encode(shard_coords, part, limit=True))
+    tmp = tmp_path(job.path(shard_coords), job.job)
+    written = write_slots(tmp, job.layout, ((i, e.data) for i, e in encoded))
+    return masks_of(encoded), written
+
+
+def finalize_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
+                    ) -> tuple[collections.Counter, int]:
+    """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
+    path = job.path(shard_coords)
+    written = [w for _, ws in parts for w in ws]
+    tmp = tmp_path(path, job.job)
+    if written:
+        finalize_slots(tmp, path, job.layout, written)
+    else:
+        Path(tmp).unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
+    masks: collections.Counter = collections.Counter()
+    for m, _ in parts:
+        masks.update(m)
+    if marker is not None:
+        mark(marker, masks, len(written))
+    return masks, len(written)
+
+
+def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
+    """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.store.rewrite``,
+    phase A), unless it holds exactly those chunks packed already (a retried task)."""
+    path = job.path(shard_coords)
+    key = os.path.relpath(path, job.src)
+    old, blob = read_shard(path, job.layout, key)
+    encoded = list(job.encode(shard_coords, None, limit=False))
+    chunks = {i: e.data.tobytes() for i, e in encoded}
+    if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
+        rewrite_shard(path, job.layout, chunks, tmp_dir, key, old, len(blob))
+    return masks_of(encoded), len(encoded)
+
+
+def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array, ChunkEncoder]:
+    """Array ``name`` of ``store`` opened for reading and its chunks' encoder, once per process
+    and job (an in-place job changes chunk files, never the metadata)."""
+    def make() -> tuple[zarr.Array, ChunkEncoder]:
+        array = open_array(store, path=name, mode="r")
+        spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
+        return array, ChunkEncoder(array.metadata.codecs, spec)
+
+    return make() if job is None else _once_per_job((store, name, job, "in place"), make)
+
+
+def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+                           tmp_dir: str | None = None, job: str | None = None):
+    """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
+    ``job``: the job's id, under which the array is opened once per process."""
+    array, encoder = _in_place_array(store, name, job)
+    chunks = tuple(array.chunks)
+    region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
+    values = np.asarray(array[region])
+    native = values.dtype
+    fill = np.asarray(array.fill_value, dtype=native)
+    if plan is not None:
+        plan.check_chunk(coords, values, fill)
+    chunk = padded(values, chunks, fill)
+    path = os.path.join(store, name, array.metadata.encode_chunk_key(coords))
+    if is_fill(chunk, fill):
+        write_packed(path, None)
+        return collections.Counter(), 0
+    encoded = encoder.with_decision(plan if plan is not None else decision).encode(chunk, coords)
+    write_packed(path, encoded.data, tmp_dir)
+    return masks_of([(0, encoded)]), 1

@@ -1,0 +1,120 @@
+"""The target codec chain: parsing it, splitting it the way ``zarr.create_array`` takes it, a
+variable's default chain, and decisions attached to an opened array's ``conditional`` codecs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import zarr
+
+from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
+from zopt.io.sources import SourceVariable
+from zopt.planning.menu import default_chain
+
+__all__ = ["DEFAULT_CHAIN", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
+
+#: the default target chain for types of 2 bytes and more (``zopt.planning.menu.default_chain`` gives
+#: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
+DEFAULT_CHAIN: list[dict[str, Any]] = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {
+        "name": "conditional",
+        "configuration": {"codecs": [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}]},
+    },
+]
+def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, Any]]:
+    """The target codec chain as a list of codec JSON objects (a JSON string is parsed).
+
+    Raises ValueError naming ``codecs`` if it is not a list of codec objects.
+    """
+    if chain is None:
+        return json.loads(json.dumps(DEFAULT_CHAIN))
+    if isinstance(chain, str):
+        try:
+            chain = json.loads(chain)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"codecs: not valid JSON: {exc}") from exc
+    if not isinstance(chain, list) or not all(isinstance(c, dict) and "name" in c for c in chain):
+        raise ValueError(
+            "codecs: expected a JSON list of codec objects such as "
+            '[{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [...]}}]'
+        )
+    return chain
+
+
+def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
+    """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
+
+    A ``bytes`` codec given without ``endian`` is written little-endian, as zarr's default
+    chain is: zarr 3.1 would take the machine's order and 3.4 refuses it for multi-byte types,
+    so the same command gives the same store on every zarr (zarr drops ``endian`` again for
+    1-byte types). Raises ValueError naming ``codecs[i]``.
+    """
+    from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+    from zarr.registry import get_codec_class
+
+    from zopt.compat.zarr_compat import resolve_codec
+
+    filters, serializer, compressors = [], None, []
+    for i, c in enumerate(chain):
+        try:
+            cls = get_codec_class(c["name"])
+        except (KeyError, ValueError):  # unknown: resolve_codec names it below
+            cls = None
+        if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
+            raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
+                             f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
+        if c.get("name") == "bytes" and not (c.get("configuration") or {}).get("endian"):
+            c = {"name": "bytes", "configuration": {**(c.get("configuration") or {}), "endian": "little"}}
+        codec = resolve_codec(c, where=f"codecs[{i}]")
+        if isinstance(codec, ArrayArrayCodec):
+            filters.append(codec)
+        elif isinstance(codec, ArrayBytesCodec):
+            if serializer is not None:
+                raise ValueError("codecs: the chain has more than one array→bytes codec")
+            serializer = codec
+        elif isinstance(codec, BytesBytesCodec):
+            compressors.append(codec)
+    if serializer is None:
+        raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
+    return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
+
+
+def with_checksum(split: dict[str, Any]) -> dict[str, Any]:
+    """``split`` with zarr's ``crc32c`` codec appended to the bytes→bytes codecs (unless last)."""
+    from zarr.codecs import Crc32cCodec
+
+    compressors = list(split["compressors"] or [])
+    if not (compressors and isinstance(compressors[-1], Crc32cCodec)):
+        compressors.append(Crc32cCodec())
+    return {**split, "compressors": compressors}
+
+
+def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = None) -> zarr.Array:
+    """The same array, with ``decision`` attached to all its ``conditional`` codecs.
+
+    Use this to write with a decision into an array opened from a store (decisions are runtime
+    objects and are not stored). Raises ValueError if the array has no conditional codec.
+    """
+    from dataclasses import replace
+
+    from zarr.core.array import AsyncArray
+
+    meta = array.metadata
+    if not conditional_codecs_in(meta.codecs):
+        raise ValueError(f"array {array.path!r} has no conditional codec to attach a decision to")
+    new_meta = replace(meta, codecs=with_decision_in(meta.codecs, decision, trial_encode))
+    aa = array._async_array
+    return zarr.Array(AsyncArray(metadata=new_meta, store_path=aa.store_path, config=aa.config))
+
+
+def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
+    """The chain of one variable: a given chain for every variable, else ``zopt.planning.menu``'s default
+    for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
+    if codecs is not None:
+        return split
+    return split_chain(default_chain(var.dtype))
+
+

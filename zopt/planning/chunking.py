@@ -1,0 +1,162 @@
+"""The target's chunking: ``--chunks``/``--shards`` parsed, and the inner chunks and shards each
+variable gets (pure: shapes in, shapes out; no I/O, no zarr).
+
+``parse_shape`` reads ``"y=32,x=32"`` or ``"1,32,32"``; ``shape_for`` applies such a spec to
+one variable's dimensions; ``choose_chunks`` picks roughly square inner chunks over the last
+dimensions and shards of a target size, clipped to the array; ``variable_layout`` adds the rules
+for plans and 1-D coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from zopt.codecs.grid import fit_shape
+
+if TYPE_CHECKING:
+    from zopt.io.sources import SourceVariable
+
+__all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "parse_shape", "shape_for", "unused_shape_notes",
+           "variable_layout"]
+
+
+ShapeSpec = tuple[int, ...] | dict[str, int] | None
+
+
+def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = "chunks") -> ShapeSpec:
+    """Parse a chunk or shard shape.
+
+    ``"1,32,32"`` → ``(1, 32, 32)`` (for variables with that many dimensions);
+    ``"y=32,x=32"`` → ``{"y": 32, "x": 32}`` (by dimension name; other dimensions whole).
+    Raises ValueError naming ``label`` and the bad entry.
+    """
+    if text is None:
+        return None
+    if isinstance(text, dict):
+        items = list(text.items())
+    elif isinstance(text, tuple | list):
+        items = [(None, x) for x in text]
+    else:
+        items = [tuple(p.split("=", 1)) if "=" in p else (None, p) for p in str(text).split(",")]
+    named = {k is not None for k, _ in items}
+    if len(named) > 1:
+        raise ValueError(f"{label}: {text!r} mixes named (dim=size) and positional sizes")
+    try:
+        sizes = [int(v) for _, v in items]
+    except ValueError as exc:
+        raise ValueError(f"{label}: {text!r}: sizes must be positive integers") from exc
+    if any(v < 1 for v in sizes):
+        raise ValueError(f"{label}: {text!r}: sizes must be positive integers")
+    if named == {True}:
+        return {str(k).strip(): v for (k, _), v in zip(items, sizes, strict=True)}
+    return tuple(sizes)
+
+
+def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Resolve a parsed shape for one variable; None when the spec does not apply to it."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        if not set(spec) & set(dims):
+            return None
+        return tuple(spec.get(d, s) for d, s in zip(dims, shape, strict=True))
+    return spec if len(spec) == len(shape) else None
+
+
+def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
+    """A chunk shape of about ``target_elems`` elements, roughly square over the last dimensions
+    (as few as hold that many elements; leading dimensions get 1)."""
+    n = len(shape)
+    active: list[int] = []
+    for d in reversed(range(n)):
+        active.append(d)
+        if math.prod(shape[a] for a in active) >= target_elems:
+            break
+    out = [1] * n
+    remaining = max(1, target_elems)
+    for i, d in enumerate(sorted(active, key=lambda a: shape[a])):  # small dimensions first: whole if they fit
+        side = max(1, round(remaining ** (1 / (len(active) - i))))
+        out[d] = min(shape[d], side)
+        remaining = max(1, remaining // out[d])
+    return tuple(out)
+
+
+def choose_chunks(
+    shape: tuple[int, ...],
+    itemsize: int,
+    chunks: tuple[int, ...] | None,
+    shards: tuple[int, ...] | None,
+    inner_bytes: int = 256 * 1024,
+    shard_bytes: int = 64 * 1024 * 1024,
+) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """Inner chunk and shard shapes for an array (shard None: unsharded).
+
+    Given shapes are clipped to the array; a shard shape is rounded down to a multiple of the
+    inner chunk shape. Defaults: ~256 KiB inner chunks, ~64 MiB shards.
+    Raises ValueError when the number of dimensions does not match.
+    """
+    ndim = len(shape)
+    for label, given in (("chunks", chunks), ("shards", shards)):
+        if given is not None and len(given) != ndim:
+            raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
+    if chunks is None:
+        chunks = _square(shape, inner_bytes // itemsize)
+    chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
+    if shards is not None:
+        small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
+        if small:
+            raise ValueError(f"shards: {tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
+                             "a shard holds whole inner chunks: give shards at least as large as the chunks")
+    if shards is None:
+        n_inner = max(1, shard_bytes // (itemsize * math.prod(chunks)))
+        per = fit_shape(tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)), n_inner)
+        shards = tuple(p * c for p, c in zip(per, chunks, strict=True))
+    shards = tuple(max(c, (min(sh, math.ceil(s / c) * c) // c) * c) for sh, c, s in zip(shards, chunks, shape, strict=True))
+    if shards == chunks or all(c >= s for c, s in zip(chunks, shape, strict=True)):
+        return chunks, None
+    return chunks, shards
+
+
+# -- decisions on opened arrays ----------------------------------------------------------------------
+
+
+def is_coordinate(name: str, var: SourceVariable) -> bool:
+    return var.ndim == 1 and var.dims == (name,)
+
+
+def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], specs: dict[str, ShapeSpec]) -> list[str]:
+    """Warnings for ``--chunks``/``--shards`` given by dimension names that no rewritten variable
+    has (listing the dimensions there are). ValueError for a positional shape that fits no
+    rewritten variable's number of dimensions."""
+    notes = []
+    dims = sorted({d for n in names for d in source[n].dims})
+    for label, spec in specs.items():
+        if spec is None or not names:
+            continue
+        if isinstance(spec, dict):
+            unknown = [d for d in spec if d not in dims]
+            if unknown:
+                notes.append(f"warning: {label}: no rewritten variable has dimension(s) {unknown}, so they were ignored; "
+                             f"the dimensions are {dims}")
+        elif not any(source[n].ndim == len(spec) for n in names):
+            ndims = sorted({source[n].ndim for n in names})
+            raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
+                             f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
+    return notes
+
+
+def variable_layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec, plan: Any = None,
+                    explicit: Sequence[str] | None = None) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """(inner chunk shape, shard shape or None) of variable ``name`` in the target: a ``plan``'s
+    chunk shape for the arrays it covers; a 1-D coordinate variable whole unless named in
+    ``explicit``; else ``chunks``/``shards`` (see ``choose_chunks``)."""
+    dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
+    inner_arg = shape_for(chunks, dims, shape)
+    shard_arg = shape_for(shards, dims, shape)
+    if plan is not None and name in plan.arrays:
+        inner_arg = tuple(plan.arrays[name].chunk_shape)
+    elif is_coordinate(name, var) and name not in (explicit or ()):
+        inner_arg = shard_arg = shape
+    return choose_chunks(shape, var.dtype.itemsize, inner_arg, shard_arg)

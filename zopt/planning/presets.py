@@ -1,0 +1,150 @@
+"""Named codec chains (presets) for ``zopt recompress --preset`` and ``zopt.xarray.encoding``.
+
+A preset is a target codec chain (Zarr v3 codec JSON: a ``bytes`` serializer, then one
+``conditional`` codec wrapping standard codecs) plus the decision the ``conditional`` codec uses
+to pick each chunk's mask. Everything a preset writes is read by any zarr-python with zopt
+installed; the wrapped codecs are ``shuffle`` (the spec's byte shuffle) and Zarr v3's ``zstd``.
+
+- ``default``: ``conditional([shuffle, zstd(3)])``, ``compress_if_smaller`` — zopt's default.
+- ``fast``: ``conditional([shuffle, zstd(1)])``, ``always`` — one encoding per chunk and no
+  trials, for ingest that must keep up with an instrument or a model.
+- ``archive``: ``conditional([shuffle, zstd(19)])``, ``compress_if_smaller`` — slower, smaller.
+- ``lossless-8bit``: ``conditional([zstd(10)])``, ``compress_if_smaller`` — for 1-byte and bool
+  data (``uint8``, ``int8``, ``bool``, ``float8_*``), where a byte shuffle does nothing; the
+  level is ``zopt.planning.menu.BYTE_LEVEL``, so it is the default chain of those types, for every
+  variable.
+
+``shuffle`` is written without ``element_size``: it takes the array's item size when the array
+is created (``zopt.xarray.encoding`` sets it explicitly per variable). For 1-byte types it is
+left out (``Preset.chain(itemsize=1)``): ``zopt.xarray.encoding`` does so per variable, and
+``recompress --preset default`` is zopt's default chain, which does so too; with another preset
+``recompress`` writes one chain for every variable, and the no-op shuffle is skipped per chunk.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from zopt.planning.menu import BYTE_LEVEL
+
+__all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named target chain.
+
+    name : the name ``--preset`` takes.
+    summary : one line saying what it is for.
+    codecs : the codec chain as Zarr v3 JSON (a fresh copy from ``chain()``).
+    decision : the ``conditional`` codec's heuristic (``zopt.codecs.decisions.HEURISTICS``).
+    """
+
+    name: str
+    summary: str
+    codecs: tuple[str, ...]  # JSON text of each codec, so the dataclass stays immutable
+    decision: str
+
+    def chain(self, itemsize: int | None = None) -> list[dict[str, Any]]:
+        """The codec chain as a list of codec JSON objects (a new copy each call).
+
+        itemsize : bytes per element of the array it is for; with 1, ``shuffle`` (a no-op on
+        1-byte elements) is left out, as zopt's default chain does. The ``default`` preset with
+        an ``itemsize`` is exactly the engine's chain for that type (``zopt.planning.menu.default_chain``).
+        """
+        if self.name == "default" and itemsize is not None:  # the engine's own per-type chain
+            from zopt.planning.menu import default_chain
+
+            return default_chain(f"V{itemsize}")
+        chain = [json.loads(c) for c in self.codecs]
+        if itemsize == 1:
+            for c in chain:
+                cfg = c.get("configuration") or {}
+                if c["name"] == "conditional":
+                    cfg["codecs"] = [w for w in cfg["codecs"] if w["name"] != "shuffle"]
+        return chain
+
+    def array_codecs(self, itemsize: int | None = None, decision: Any = None) -> dict[str, Any]:
+        """``filters``, ``serializer`` and ``compressors`` for ``zarr.create_array`` (or an
+        xarray ``encoding``): the chain as codec objects, the ``conditional`` codec deciding with
+        ``decision`` (default: the preset's). ``itemsize`` as for ``chain``; ``shuffle`` gets
+        it as ``element_size`` when given. Raises ValueError naming ``decision`` if invalid."""
+        from zopt.codecs.conditional import with_decision_in
+        from zopt.planning.chains import split_chain
+
+        chain = self.chain(itemsize)
+        if itemsize is not None:
+            set_element_size(chain, itemsize)
+        split = split_chain(chain)
+        chosen = self.decision if decision is None else decision
+        split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
+        return split
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "summary", "decision", "codecs"}``, as ``zopt presets --json`` prints."""
+        return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain()}
+
+
+def set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
+    """Give every ``shuffle`` in ``codecs`` (also inside ``conditional``) ``element_size`` if unset."""
+    for c in codecs:
+        cfg = c.get("configuration") or {}
+        if c["name"] == "shuffle" and cfg.get("element_size") is None:
+            c["configuration"] = {**cfg, "element_size": itemsize}
+        if isinstance(cfg.get("codecs"), list):
+            set_element_size(cfg["codecs"], itemsize)
+
+
+def _chain(*wrapped: dict[str, Any]) -> tuple[str, ...]:
+    chain = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "conditional", "configuration": {"codecs": list(wrapped)}},
+    ]
+    return tuple(json.dumps(c, sort_keys=True) for c in chain)
+
+
+def _zstd(level: int) -> dict[str, Any]:
+    return {"name": "zstd", "configuration": {"level": level, "checksum": False}}
+
+
+def _default_codecs() -> tuple[str, ...]:
+    from zopt.planning.chains import DEFAULT_CHAIN
+
+    return tuple(json.dumps(c, sort_keys=True) for c in copy.deepcopy(DEFAULT_CHAIN))
+
+
+#: the presets by name, in the order ``zopt presets`` lists them
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("default", "zopt's default: shuffle + zstd(3) where they make the chunk smaller",
+               _default_codecs(), "compress_if_smaller"),
+        Preset("fast", "ingest: shuffle + zstd(1) on every chunk, no trial encodings",
+               _chain({"name": "shuffle"}, _zstd(1)), "always"),
+        Preset("archive", "archive: shuffle + zstd(19) where they make the chunk smaller (slow to write)",
+               _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller"),
+        Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no shuffle",
+               _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller"),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``. Raises ValueError naming ``preset`` and the allowed names."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"preset: unknown preset {name!r}; allowed: {list(PRESETS)}") from None
+
+
+def presets() -> list[Preset]:
+    """All presets, in listing order."""
+    return list(PRESETS.values())
+
+
+def presets_json() -> str:
+    """Every preset as indented JSON (a list of ``Preset.to_json()`` objects)."""
+    return json.dumps([p.to_json() for p in presets()], indent=2)

@@ -1,0 +1,239 @@
+"""``zopt info``: what a local Zarr v3 store's arrays look like on disk.
+
+Per array: shard layout (``fixed-slot``, ``compact``, ``mixed``, ``unsharded``; see
+``zopt.store.shards``), slot size, how full the slots of the stored inner chunks are, the histogram
+of ``conditional`` masks read from the stored chunk headers, and stored against logical bytes
+(apparent file sizes and allocated disk blocks, which differ for sparse fixed-slot shards).
+Leftover temporary shard files of an interrupted write (``*.zopt-*``) are counted.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from zopt.codecs.chain import ChunkEncoder, chunk_spec
+from zopt.codecs.conditional import ConditionalCodec, parse_header
+from zopt.errors import ChunkDecodeError
+from zopt.io.sources import arrays_in
+from zopt.store.files import chunk_files
+from zopt.store.shards import (
+    EMPTY,
+    TMP_MARK,
+    ShardLayout,
+    allocated_bytes,
+    classify,
+    layout_of,
+    read_index,
+    read_shard,
+)
+
+__all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "inner_chunk_shape", "store_info"]
+
+
+@dataclass
+class ArrayInfo:
+    """On-disk summary of one array. Sizes in bytes.
+
+    layout : ``fixed-slot``, ``compact``, ``mixed`` (shards of both kinds), ``other`` (chunks
+        neither packed nor at slot offsets), ``empty`` or ``unsharded``.
+    slot_size : fixed-slot size (None when the inner chain has no bound or unsharded).
+    slot_fill : stored chunk bytes / (stored chunks in fixed-slot shards × slot_size), or None.
+    masks : ``conditional`` mask → number of stored (inner) chunks.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str
+    shard_files: int
+    chunks_total: int
+    chunks_stored: int
+    logical_bytes: int
+    apparent_bytes: int
+    allocated_bytes: int
+    slot_size: int | None = None
+    slot_fill: float | None = None
+    layouts: collections.Counter = field(default_factory=collections.Counter)
+    masks: collections.Counter = field(default_factory=collections.Counter)
+    temp_files: int = 0
+
+
+def _temp_files(store: str | os.PathLike, array: zarr.Array) -> int:
+    root = Path(os.fspath(store)) / array.path
+    return sum(1 for p in root.rglob(f"*{TMP_MARK}*") if p.is_file())
+
+
+class _MaskReader:
+    """Reads the ``conditional`` mask of a stored chunk: decodes the bytes→bytes codecs after
+    the conditional codec (e.g. crc32c), then parses its header."""
+
+    def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
+        self.encoder = ChunkEncoder(codecs, spec)
+        self.codec: ConditionalCodec | None = None
+        self.stop = 0
+        for i, codec in enumerate(self.encoder.bytes_bytes_codecs):
+            if isinstance(codec, ConditionalCodec):
+                self.codec, self.stop = codec, i + 1
+                break
+
+    def mask(self, data: bytes, key: str, inner: tuple[int, ...] | None = None) -> int:
+        """The mask of the stored chunk ``data``; ChunkDecodeError naming ``key``, the inner chunk
+        and the codec when a checksum does not match or the header is not valid."""
+        assert self.codec is not None
+        raw = self.encoder.decode_bytes(data, stop=self.stop, key=key, inner=inner)
+        try:
+            return parse_header(raw[: self.codec.header_nbytes], self.codec.header_bits, len(self.codec.codecs))
+        except ValueError as exc:
+            raise ChunkDecodeError(key, inner, exc, codec="conditional") from exc
+
+
+def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayout, info: ArrayInfo) -> None:
+    reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
+    try:
+        info.slot_size = layout.slot_size
+    except ValueError:
+        info.slot_size = None
+    slot_used = slot_chunks = 0
+    for _, path in chunk_files(store, array):
+        key = os.path.relpath(path, store)
+        info.shard_files += 1
+        size = os.path.getsize(path)
+        info.apparent_bytes += size
+        info.allocated_bytes += allocated_bytes(path)
+        table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
+        kind = classify(table, layout, size)
+        info.layouts[kind] += 1
+        used = np.flatnonzero(table[:, 0] != EMPTY)
+        info.chunks_stored += int(used.size)
+        if kind == "fixed-slot":
+            slot_used += int(table[used, 1].sum())
+            slot_chunks += int(used.size)
+        if reader.codec is not None and used.size:
+            for i in used:
+                start, n = int(table[i, 0]), int(table[i, 1])
+                inner = tuple(int(c) for c in np.unravel_index(i, layout.chunks_per_shard))
+                info.masks[reader.mask(blob[start : start + n], key, inner)] += 1
+    if slot_chunks and info.slot_size:
+        info.slot_fill = slot_used / (slot_chunks * info.slot_size)
+    kinds = {k for k in info.layouts if k != "empty"}
+    info.layout = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "empty")
+
+
+def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
+    """``ArrayInfo`` for each array of a local Zarr v3 store (or the named ``arrays``).
+
+    check : also decode every stored chunk (``zopt.store.checked_read``: a chunk that fails twice in a
+        row is named), so checksums and codecs are verified, not only the shard indexes.
+    Raises ShardIndexError naming a shard whose index is corrupt (an empty or short file, a
+    half-empty entry, an entry outside the chunk data or into the index) or does not match its
+    file; ChunkDecodeError naming the chunk (shard and inner chunk) and the codec when a stored
+    chunk does not decode.
+    """
+    out = []
+    for array in arrays_in(store, arrays):
+        meta = array.metadata
+        itemsize = array.dtype.itemsize
+        info = ArrayInfo(
+            name=array.path or "/",
+            shape=tuple(array.shape),
+            dtype=str(meta.data_type.to_json(3) if hasattr(meta, "data_type") else array.dtype),
+            layout="unsharded",
+            shard_files=0,
+            chunks_total=math.prod(math.ceil(s / c) for s, c in zip(array.shape, inner_chunk_shape(array), strict=True)),
+            chunks_stored=0,
+            logical_bytes=int(math.prod(array.shape) * itemsize),
+            apparent_bytes=0,
+            allocated_bytes=0,
+            temp_files=_temp_files(store, array),
+        )
+        layout = layout_of(array)
+        if layout is not None:
+            _info_sharded(store, array, layout, info)
+        else:
+            _info_unsharded(store, array, info)
+        if check:
+            _check_chunks(store, array)
+        out.append(info)
+    return out
+
+
+def inner_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+    """The inner chunk shape of a sharded array, else its chunk shape (elements)."""
+    layout = layout_of(array)
+    return layout.inner_shape if layout is not None else tuple(array.metadata.chunk_grid.chunk_shape)
+
+
+def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo) -> None:
+    meta = array.metadata
+    codecs = getattr(meta, "codecs", None)
+    reader = None
+    if codecs is not None:
+        reader = _MaskReader(codecs, chunk_spec(meta.chunk_grid.chunk_shape, meta.data_type, meta.fill_value))
+    for _, path in chunk_files(store, array):
+        info.shard_files += 1
+        info.chunks_stored += 1
+        info.apparent_bytes += os.path.getsize(path)
+        info.allocated_bytes += allocated_bytes(path)
+        if reader is not None and reader.codec is not None:
+            info.masks[reader.mask(path.read_bytes(), os.path.relpath(path, store))] += 1
+
+
+def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> None:
+    """Decode every stored chunk (shard) file of ``array``, one read per file."""
+    from zopt.store.checked_read import read_region
+
+    step = tuple(array.metadata.chunk_grid.chunk_shape)
+    for coords, _ in chunk_files(store, array):
+        region = tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, step, array.shape, strict=True))
+        read_region(array, region, os.fspath(store))
+
+
+def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per inner chunk of ``array`` in a local store: ``(masks, ratios)`` over the inner-chunk grid.
+
+    masks : int16, the ``conditional`` mask read from each stored chunk's header, -1 where the
+        chunk is not stored (it equals the fill value); None when the chain has no conditional
+        codec. ratios : float64, raw chunk bytes / stored bytes, NaN where not stored.
+    Raises ShardIndexError naming a shard whose index is corrupt.
+    """
+    inner = inner_chunk_shape(array)
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, inner, strict=True))
+    raw = math.prod(inner) * array.dtype.itemsize
+    masks = np.full(grid, -1, dtype=np.int16)
+    ratios = np.full(grid, np.nan)
+    layout = layout_of(array)
+    if layout is not None:
+        reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
+        for shard, path in chunk_files(store, array):
+            key = os.path.relpath(path, store)
+            if reader.codec is not None:
+                table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
+            else:
+                table, blob = read_index(path, layout, key), b""
+            for i in np.flatnonzero(table[:, 0] != EMPTY):
+                local = np.unravel_index(int(i), layout.chunks_per_shard)
+                index = tuple(s * n + c for s, n, c in zip(shard, layout.chunks_per_shard, local, strict=True))
+                start, n = int(table[i, 0]), int(table[i, 1])
+                ratios[index] = raw / n
+                if reader.codec is not None:
+                    masks[index] = reader.mask(blob[start : start + n], key, tuple(int(c) for c in local))
+        return (masks if reader.codec is not None else None), ratios
+    meta = array.metadata
+    codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
+    reader = _MaskReader(codecs, chunk_spec(inner, meta.data_type, meta.fill_value)) if codecs is not None else None
+    has_masks = reader is not None and reader.codec is not None
+    for coords, path in chunk_files(store, array):
+        data = path.read_bytes()
+        ratios[coords] = raw / max(len(data), 1)
+        if has_masks:
+            masks[coords] = reader.mask(data, os.path.relpath(path, store))
+    return (masks if has_masks else None), ratios

@@ -1,0 +1,485 @@
+"""``zopt verify``: does a recompressed store hold the same arrays as its source?
+
+``verify(src, dst)`` checks, for every array of either store (a root array, arrays of nested
+groups by their hierarchy path ``GROUP/NAME``, the variables of a netCDF/HDF5 file):
+
+- presence: an array in one store and not the other is a difference;
+- metadata: shape, data type, fill value (bit for bit, so NaN payloads and ``-0.0`` count),
+  attributes and dimension names. Chunking and codecs are *expected* to differ (that is what
+  recompression changes) and are not compared. The fill value is the ``_FillValue`` attribute
+  where xarray stored one (netCDF, Zarr written by ``to_zarr``), else Zarr's ``fill_value``; a
+  source without one (netCDF variables without ``_FillValue``, Zarr v2 ``fill_value: null``)
+  leaves the destination's free. The ``zopt_lossy`` attribute ``recompress --lossy`` adds, and
+  xarray's ``_ARRAY_DIMENSIONS`` (Zarr v2's dimension names), are not attributes here.
+- values: bit for bit (raw bit patterns through a same-size unsigned view: NaN payloads
+  included), or, for arrays with a ``zopt_lossy`` attribute, within the recorded bound
+  (``zopt.lossy.check``).
+
+Values are compared as a Dask graph with one task per *destination write unit* (a shard; a
+chunk when unsharded): the unit recompress wrote in one task, so a verify task's memory is the
+recompress task's (source and destination regions side by side), its count is the job's, and
+each task reads every destination file once. Inside a task the comparison runs inner chunk by
+inner chunk, so a difference is reported by its inner chunk's grid coordinates (the destination's
+chunk grid), in grid (C) order.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import math
+import os
+import struct
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zopt.errors import ZoptError
+from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
+
+__all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
+
+#: attributes that are not attributes of the array's data: lossy records and xarray's v2 dimension names
+_NOT_ATTRIBUTES = ("_FillValue", "_ARRAY_DIMENSIONS", "zopt_lossy")
+LOSSY_ATTRIBUTE = "zopt_lossy"
+
+
+class VerifyError(ZoptError, ValueError):
+    """``recompress --verify`` found a difference; the message names the arrays (one line)."""
+
+
+@dataclass
+class ChunkDifference:
+    """One inner chunk whose values differ: grid coordinates and element region in the destination's
+    chunk grid, differing elements, and the largest absolute difference over pairs of finite
+    numbers (array units; None when no such pair differs, e.g. a NaN payload)."""
+
+    coords: tuple[int, ...]
+    region: tuple[tuple[int, int], ...]
+    elements: int
+    max_abs_diff: float | None
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{a}:{b}" for a, b in self.region)
+        diff = "" if self.max_abs_diff is None else f", max |diff| {self.max_abs_diff:.6g}"
+        return f"chunk {'.'.join(map(str, self.coords)) or '0'} [{where}]: {self.elements} element(s){diff}"
+
+
+@dataclass
+class ArrayCheck:
+    """The comparison of one array. Errors in the array's units (relative: dimensionless).
+
+    ``violations``: values beyond the bound, or (lossless) elements whose bits differ;
+    ``metadata``: one text per metadata difference; ``problem``: the array could not be compared
+    (absent from one store, shapes differ); ``differing_chunks`` of ``chunks`` inner chunks, the
+    first few in ``first_differences`` (grid order)."""
+
+    name: str
+    kind: str = "lossless"  # "lossless", "abs", "keepbits"
+    bound: str = ""
+    elements: int = 0
+    violations: int = 0
+    special_mismatches: int = 0  # NaN, ±Infinity or sentinel positions not preserved (lossy)
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    keepbits: str = ""
+    information_kept: float | None = None
+    problem: str = ""
+    metadata: list[str] = field(default_factory=list)
+    chunks: int = 0
+    differing_chunks: int = 0
+    first_differences: list[ChunkDifference] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return (not self.problem and not self.metadata and self.violations == 0 and self.special_mismatches == 0
+                and self.differing_chunks == 0)
+
+    def summary(self) -> str:
+        """What differs, in one line ("" when ok)."""
+        parts = [self.problem] if self.problem else []
+        parts += self.metadata
+        if self.differing_chunks:
+            parts.append(f"{self.differing_chunks} of {self.chunks} chunks differ, first: "
+                         + "; ".join(map(str, self.first_differences)))
+        elif self.violations or self.special_mismatches:
+            parts.append(f"{self.violations} value(s) beyond the bound, {self.special_mismatches} special value(s) moved")
+        return "; ".join(parts)
+
+
+VariableCheck = ArrayCheck  # the name zopt.readback.verify used
+
+
+@dataclass
+class VerifyReport:
+    """Every array compared; ``ok`` when every check passes."""
+
+    src: str
+    dst: str
+    checks: list[ArrayCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failed(self) -> list[ArrayCheck]:
+        return [c for c in self.checks if not c.ok]
+
+    def failure_line(self) -> str:
+        """One line naming each array that differs and how ("" when ok)."""
+        bad = self.failed
+        if not bad:
+            return ""
+        return (f"verify: {len(bad)} array(s) break their bound or differ: "
+                + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad))
+
+    def success_line(self) -> str:
+        lossy = sum(c.kind != "lossless" for c in self.checks)
+        return (f"verified {self.dst} against {self.src}: {len(self.checks)} array(s), metadata and values "
+                + ("bit for bit" if not lossy else f"bit for bit ({lossy} within their lossy bound)"))
+
+
+def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
+                         progress: Callable[[int], Any] | None = None,
+                         done: list[VerifyReport] | None = None) -> Callable[[Any, list[str]], None]:
+    """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
+    the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
+    naming the arrays and where the output is kept) on any difference, so nothing is published.
+    ``dst``: the job's destination, compared when the partial store is not a local path (a URL
+    destination is written in place). ``done``: the report is appended to it."""
+
+    def check(partial: Any, names: list[str]) -> None:
+        target = partial if isinstance(partial, str) else os.fspath(dst)
+        report = verify(src, target, scheduler=scheduler, progress=progress)
+        if not report.ok:
+            raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
+        report.dst = os.fspath(dst)  # what is published
+        if done is not None:
+            done.append(report)
+
+    return check
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Meta:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fill: Any  # None: the store states none
+    attrs: dict[str, Any]
+    dims: tuple[str | None, ...] | None
+    inner: tuple[int, ...] | None = None  # Zarr: inner chunk shape
+    unit: tuple[int, ...] | None = None  # Zarr: shard shape (chunk shape when unsharded)
+    lossy: dict[str, Any] | None = None
+    zarr_fill: Any = None  # Zarr's own fill_value (the lossy sentinels start from it)
+
+
+def _plain(value: Any) -> Any:
+    """An attribute value as JSON would hold it (numpy values and arrays from netCDF included)."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()] if value.ndim else _plain(value.item())
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _decode_fill(value: Any, dtype: np.dtype) -> Any:
+    """xarray's ``_FillValue`` attribute in a Zarr store (floats as base64 of a little-endian double)."""
+    if dtype.kind == "f" and isinstance(value, str) and value not in ("NaN", "Infinity", "-Infinity"):
+        with contextlib.suppress(ValueError, struct.error):
+            return struct.unpack("<d", base64.standard_b64decode(value))[0]
+    if dtype.kind == "c" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        with contextlib.suppress(ValueError, struct.error):
+            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
+            return complex(re, im)
+    return value
+
+
+def _same_fill(a: Any, b: Any, dtype: np.dtype) -> bool:
+    if dtype.kind in "OUS" or dtype.hasobject:
+        return a == b
+    try:
+        x, y = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        return a == b
+    return x.tobytes() == y.tobytes()
+
+
+def _zarr_metas(store: str) -> dict[str, _Meta]:
+    import zarr
+
+    from zopt.io.sources import root_array_metadata
+
+    with warnings.catch_warnings():  # a partial store's .zopt-journal, a store's .zopt-lock: not Zarr nodes
+        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        if root_array_metadata(store) is not None:
+            found = {"": zarr.open_array(store, mode="r")}
+        else:  # not consolidated metadata: what each array's own document says now
+            group = zarr.open_group(store, mode="r", use_consolidated=False)
+            paths = [p for p, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
+            # each array's own document: a child group's consolidated copy may be stale
+            found = {p: zarr.open_array(store, path=p, mode="r", use_consolidated=False) for p in paths}
+    out = {}
+    for name, a in found.items():
+        attrs = dict(a.attrs)
+        v3 = a.metadata.zarr_format == 3
+        dims = a.metadata.dimension_names if v3 else attrs.get("_ARRAY_DIMENSIONS")
+        dims = None if dims is None or all(d is None for d in dims) else tuple(dims)
+        dtype = np.dtype(a.dtype)
+        fill = _decode_fill(attrs["_FillValue"], dtype) if "_FillValue" in attrs else a.fill_value
+        shards = getattr(a, "shards", None)
+        out[name] = _Meta(tuple(a.shape), dtype, fill, {k: _plain(v) for k, v in attrs.items() if k not in _NOT_ATTRIBUTES},
+                          dims, tuple(a.chunks), tuple(shards) if shards else tuple(a.chunks), attrs.get(LOSSY_ATTRIBUTE),
+                          a.fill_value)
+    return out
+
+
+def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
+    from zopt.io.sources import open_source
+
+    out = {}
+    for name, v in open_source(src, token).variables.items():
+        fill = v.attrs.get("_FillValue", v.encoding.get("_FillValue"))
+        out[str(name)] = _Meta(tuple(v.shape), np.dtype(v.dtype), fill,
+                               {k: _plain(x) for k, x in v.attrs.items() if k not in _NOT_ATTRIBUTES},
+                               tuple(map(str, v.dims)) or None)
+    return out
+
+
+def _metas(store: str, token: str) -> dict[str, _Meta]:
+    from zopt.io.sources import is_zarr
+
+    return _zarr_metas(store) if is_zarr(store) else _xarray_metas(store, token)
+
+
+def _compare_metadata(s: _Meta, d: _Meta) -> list[str]:
+    out = []
+    if s.shape != d.shape:
+        out.append(f"shape {s.shape} in src, {d.shape} in dst")
+    if s.dtype != d.dtype:
+        out.append(f"dtype {s.dtype} in src, {d.dtype} in dst")
+    elif s.fill is not None and (d.fill is None or not _same_fill(s.fill, d.fill, d.dtype)):
+        out.append(f"fill value {_plain(s.fill)} in src, {_plain(d.fill)} in dst")
+    if s.dims != d.dims:
+        out.append(f"dimension names {s.dims} in src, {d.dims} in dst")
+    for key in sorted(set(s.attrs) | set(d.attrs)):
+        if key not in d.attrs:
+            out.append(f"attribute {key!r} only in src")
+        elif key not in s.attrs:
+            out.append(f"attribute {key!r} only in dst")
+        elif s.attrs[key] != d.attrs[key]:
+            out.append(f"attribute {key!r}: {s.attrs[key]!r} in src, {d.attrs[key]!r} in dst")
+    return out
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def _read(store: str, name: str, region: tuple[slice, ...], token: str) -> np.ndarray:
+    from zopt.compat.zarr_compat import open_array
+    from zopt.io.sources import is_zarr, read_source
+
+    if is_zarr(store):
+        array = open_array(store, path=name, mode="r")
+        if array.metadata.zarr_format == 2:  # a v2 array of a child group has no xarray view
+            return np.asarray(array[region])
+    return np.asarray(read_source(store, name, region, token))
+
+
+def _differs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise: do the raw bits of ``x`` and ``y`` differ (values for object arrays)?"""
+    if x.dtype.hasobject:
+        return np.asarray(x != y, dtype=bool)
+    bx, by = bits(x), bits(y)
+    if bx.dtype.kind == "u":
+        return bx != by
+    nb = x.dtype.itemsize
+    return (bx.view(np.uint8).reshape(*x.shape, nb) != by.view(np.uint8).reshape(*y.shape, nb)).any(axis=-1)
+
+
+def _max_abs(x: np.ndarray, y: np.ndarray) -> float | None:
+    if x.dtype.kind not in "iuf" or x.size == 0:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        xs, ys = x.astype(np.float64), y.astype(np.float64)
+        finite = np.isfinite(xs) & np.isfinite(ys)
+        if not finite.any():
+            return None
+        return float(np.abs(ys[finite] - xs[finite]).max())
+
+
+def _compare_unit(src: str, dst: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
+                  record: dict[str, Any] | None, sentinels: tuple[Any, ...], token: str, limit: int) -> dict[str, Any]:
+    """Dask task: compare one destination write unit (``region``), inner chunk by inner chunk."""
+    from zopt.codecs.grid import regions
+
+    x = _read(src, name, region, token)
+    y = _read(dst, name, region, token)
+    out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None,
+                           "chunks": 0, "differing": 0, "first": []}
+    if x.shape != y.shape or x.dtype != y.dtype:
+        out["problem"] = f"region {region} has {y.shape} {y.dtype} in dst, {x.shape} {x.dtype} in src"
+        return out
+    origin = [r.start for r in region]
+    for sub in regions(x.shape, inner):
+        out["chunks"] += 1
+        xs, ys = x[sub], y[sub]
+        where = tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, sub, strict=True))
+        if record is None:
+            mask = _differs(xs, ys)
+            n = int(mask.sum())
+            out["viol"] += n
+            diff = _max_abs(xs[mask], ys[mask]) if n else None
+            if diff is not None:
+                out["abs"] = max(out["abs"], diff)
+        else:
+            r = check_region(xs, ys, where, record, sentinels)
+            n = r["viol"] + r["spec"]
+            out["viol"] += r["viol"]
+            out["spec"] += r["spec"]
+            out["abs"], out["rel"], diff = max(out["abs"], r["abs"]), max(out["rel"], r["rel"]), r["abs"]
+            if r["counts"] is not None:
+                out["counts"] = r["counts"] if out["counts"] is None else out["counts"] + r["counts"]
+            if "kept" in r:
+                kept = out.setdefault("kept", [0.0, 0])
+                kept[0] += r["kept"][0]
+                kept[1] += r["kept"][1]
+        if n:
+            out["differing"] += 1
+            if len(out["first"]) < limit:
+                coords = tuple(w.start // c for w, c in zip(where, inner, strict=True))
+                out["first"].append(ChunkDifference(coords, tuple((w.start, w.stop) for w in where), n, diff))
+    return out
+
+
+def verify(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    arrays: Sequence[str] | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: Callable[[int], Any] | None = None,
+    limit: int = 5,
+) -> VerifyReport:
+    """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
+
+    src : anything ``recompress`` reads: a Zarr v2/v3 store (root array or group, nested groups
+        included) or a netCDF/HDF5 file; a local path or an fsspec URL (``s3://…``, ``memory://…``).
+    dst : a Zarr store, local path or fsspec URL.
+    arrays : array paths to compare (``GROUP/NAME`` inside child groups, ``""`` for a root
+        array); default: every array of either store.
+    scheduler : ``"threads"`` (default), ``"synchronous"``, ``"processes"`` or a
+        ``dask.distributed`` address (``zopt.compat.scheduling.compute``).
+    progress : ``progress(n_tasks)`` returning a context manager (zopt's progress bar), or None.
+    limit : how many differing chunks to list per array (the first in grid order).
+
+    Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, in ``arrays`` order, else the
+    destination's then the source's others; see the module docstring for what is compared).
+    Raises FileNotFoundError for a missing store, ValueError when ``dst`` is not a Zarr store or
+    an array of ``arrays`` is in neither store, and the readers' errors for a corrupt chunk
+    (``zopt.errors``, naming the chunk key).
+    """
+    import dask
+
+    from zopt.codecs.grid import regions
+    from zopt.compat.scheduling import compute
+    from zopt.io import locations as loc
+    from zopt.io.paths import resolve
+    from zopt.io.sources import is_zarr, release
+
+    src, dst = os.fspath(src), os.fspath(dst)
+    for what, path in (("src", src), ("dst", dst)):
+        if not loc.exists(path):
+            raise FileNotFoundError(f"{what} {path!r} does not exist")
+    if not is_zarr(dst):
+        raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    shown = (src, dst)
+    # resolved here, on the client: Dask workers may run in another directory
+    src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
+    token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
+    try:
+        theirs, ours = _metas(src, token), _metas(dst, token)
+        if arrays:
+            unknown = [n for n in arrays if n not in theirs and n not in ours]
+            if unknown:
+                raise ValueError(f"arrays: {unknown} are in neither store; {dst!r} has {sorted(ours)}")
+            names = list(dict.fromkeys(arrays))
+        else:
+            names = [*ours, *(n for n in theirs if n not in ours)]
+        report = VerifyReport(*shown)
+        tasks, owners = [], []
+        for name in names:
+            check = ArrayCheck(name)
+            report.checks.append(check)
+            if name not in ours or name not in theirs:
+                check.problem = "not in dst" if name not in ours else "not in the source"
+                continue
+            s, d = theirs[name], ours[name]
+            check.metadata = _compare_metadata(s, d)
+            check.kind = kind_of(d.lossy)
+            if d.lossy is not None:
+                check.bound, check.keepbits = bound_text(d.lossy)
+            if s.shape != d.shape or s.dtype != d.dtype:
+                continue  # values of other shapes or types are not compared
+            sentinels: tuple[Any, ...] = ()
+            if d.lossy is not None:
+                from zopt.lossy.prepare import sentinels_of
+
+                sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
+            for region in regions(d.shape, d.unit):
+                tasks.append(dask.delayed(_compare_unit, pure=False)(src, dst, name, region, d.inner, d.lossy,
+                                                                      sentinels, token, limit))
+                owners.append(check)
+        results = compute(tasks, scheduler, progress, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
+    _collect(report, owners, results, ours, limit)
+    return report
+
+
+def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict], metas: dict[str, _Meta],
+             limit: int) -> None:
+    counts: dict[str, Any] = {}
+    kept: dict[str, list] = {}
+    for check, r in zip(owners, results, strict=True):
+        check.elements += r["n"]
+        check.violations += r["viol"]
+        check.special_mismatches += r["spec"]
+        check.max_abs_error = max(check.max_abs_error, r["abs"])
+        check.max_rel_error = max(check.max_rel_error, r["rel"])
+        check.chunks += r["chunks"]
+        check.differing_chunks += r["differing"]
+        check.first_differences.extend(r["first"])
+        if r.get("problem"):
+            check.problem = r["problem"]
+        if "kept" in r:
+            acc = kept.setdefault(check.name, [0.0, 0])
+            acc[0] += r["kept"][0]
+            acc[1] += r["kept"][1]
+        if r["counts"] is not None:
+            counts[check.name] = r["counts"] if check.name not in counts else counts[check.name] + r["counts"]
+    for check in report.checks:
+        check.first_differences = sorted(check.first_differences, key=lambda c: c.coords)[:limit]
+        if check.name in kept:
+            w, n = kept[check.name]
+            check.information_kept = w / n if n else None
+        elif check.name in counts:
+            meta = metas[check.name]
+            k = int(meta.lossy.get("keepbits", meta.lossy.get("keepbits_min", 0)))
+            share = information_kept(counts[check.name], meta.dtype, k)
+            check.information_kept = None if share is None or math.isnan(share) else share
