@@ -19,7 +19,7 @@ import zarr
 from zopt import recompress
 from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.io.sources import source_variables, zarr_v3_group
-from zopt.job.targets import target_arrays
+from zopt.job.targets import TargetSpec, target_arrays
 from zopt.job.work import build_work, layouts_for
 from zopt.planning.analysis import analyze
 from zopt.planning.plan import PlanMismatchError, make_plan
@@ -82,7 +82,7 @@ def test_the_work_is_built_in_memory_and_counts_units_tasks_and_memory(src, tmp_
     from zopt.planning.chains import split_chain
 
     split = {"v": split_chain([{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1}}])}
-    targets = target_arrays(str(src), zarr_v3_group(str(src)), source, ["v"], layouts, split)
+    targets = target_arrays(TargetSpec(str(src), zarr_v3_group(str(src)), source, ["v"], layouts, split))
     assert targets["v"].shards == (32, 48) and targets["v"].chunks == (16, 16)
     work = build_work(["v"], source, layouts, targets, layout="fixed-slot", slot_parts_=2)
     w = work.arrays["v"]

@@ -48,6 +48,7 @@ from zopt.job.reports import ArrayReport, RecompressReport
 from zopt.job.targets import (
     LocalTarget,
     StoreTarget,
+    TargetSpec,
     check_no_url_overlap,
     create_target,
     destination,
@@ -211,7 +212,7 @@ class _Prepared:
     lossy_vars: dict[str, Any] = field(default_factory=dict)
     layouts: dict[str, Any] = field(default_factory=dict)
     splits: dict[str, Any] = field(default_factory=dict)
-    create: dict[str, Any] = field(default_factory=dict)
+    spec: TargetSpec | None = None
     planned: dict[str, Any] = field(default_factory=dict)
     work: Any = None
     reports: dict[str, ArrayReport] = field(default_factory=dict)
@@ -310,10 +311,10 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
-    p.create = {"root_meta": p.root_meta, "token": p.job_id,
-                "attrs": {n: lv.attributes() for n, lv in p.lossy_vars.items()},
-                "fills": {n: lv.fill_value for n, lv in p.lossy_vars.items()}}
-    p.planned = target_arrays(src, p.source_group, p.source, p.names, p.layouts, p.splits, **p.create)
+    p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
+                        token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
+                        fills={n: lv.fill_value for n, lv in p.lossy_vars.items()})
+    p.planned = target_arrays(p.spec)
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
@@ -352,7 +353,7 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
     try:
         target.start(fresh=p.record is None)
         if p.record is None:
-            create_target(src, p.source_group, partial, p.source, p.names, p.layouts, p.splits, **p.create)
+            create_target(p.spec, partial)
             if target.journal is not None:
                 target.journal.begin(p.fp, p.job_id, p.layouts)
         else:

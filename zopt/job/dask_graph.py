@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from zopt.job.work import Work
 from zopt.store.journal import InPlaceJournal, Journal
 from zopt.store.shards import ShardLayout
 
-__all__ = ["in_place_tasks", "run_writes", "write_tasks"]
+__all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
 
 
 def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -65,16 +66,29 @@ def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, loss
     return tasks
 
 
-def in_place_tasks(store: str, name: str, array: Any, shard_layout: ShardLayout | None, decision: Any, plan: Any,
-                   job: str, tmp_dir: str, resume: InPlaceJournal,
-                   report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
-    """``recompress_in_place``'s tasks for one array of local store ``store``: one per stored shard
-    (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
+@dataclass(frozen=True)
+class InPlaceRun:
+    """One ``recompress_in_place`` job: its local ``store``, ``decision``, job id ``job``, temporary
+    directory ``tmp_dir`` (inside the store, under its lock) and journal ``resume``."""
 
-    resume : the job's ``zopt.store.journal.InPlaceJournal``: a unit an interrupted run of the same job
-        finished (its marker matches the file) gets no task, and its masks and chunks go into
-        ``report``; every other task writes its marker after its rename.
+    store: str
+    decision: Any
+    job: str
+    tmp_dir: str
+    resume: InPlaceJournal
+
+
+def in_place_tasks(run: InPlaceRun, name: str, array: Any, shard_layout: ShardLayout | None, plan: Any,
+                   report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
+    """``recompress_in_place``'s tasks for one array of the local store ``run.store``: one per stored
+    shard (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
+
+    plan : the array's ``ArrayPlan`` or None. ``run.resume`` (``zopt.store.journal.InPlaceJournal``):
+    a unit an interrupted run of the same job finished (its marker matches the file) gets no
+    task, and its masks and chunks go into ``report``; every other task writes its marker after
+    its rename.
     """
+    store, decision, job, tmp_dir, resume = run.store, run.decision, run.job, run.tmp_dir, run.resume
     import dask
 
     tasks, shards = [], []

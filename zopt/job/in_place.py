@@ -14,7 +14,7 @@ from zopt.codecs.conditional import conditional_codecs_in
 from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
-from zopt.job.dask_graph import in_place_tasks, run_writes
+from zopt.job.dask_graph import InPlaceRun, in_place_tasks, run_writes
 from zopt.job.reports import ArrayReport, RecompressReport
 from zopt.job.targets import chunk_bytes_stored, stored_sizes
 from zopt.job.work import plan_for
@@ -104,6 +104,7 @@ def recompress_in_place(
     with store_lock(store, job_id) as tmp_dir:
         resume = InPlaceJournal.start(store, names, decision, plan)  # what an interrupted run of this job finished
         shards = []  # (path, layout, key) of every shard rewritten
+        run = InPlaceRun(store, decision, job_id, str(tmp_dir), resume)
         for name in names:
             array, shard_layout = arrays[name], layouts[name]
             inner = shard_layout.inner_shape if shard_layout is not None else tuple(array.chunks)
@@ -115,8 +116,7 @@ def recompress_in_place(
             )
             if shard_layout is not None and not has_inner_checksum(shard_layout):
                 notes.append(unchecked_note(name))
-            array_tasks, array_shards = in_place_tasks(store, name, array, shard_layout, decision, plans[name], job_id,
-                                                       str(tmp_dir), resume, reports[name])
+            array_tasks, array_shards = in_place_tasks(run, name, array, shard_layout, plans[name], reports[name])
             tasks += array_tasks
             shards += array_shards
         graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, token=job_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -117,11 +118,27 @@ def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
         sync(store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
 
-def create_target(src: str, source_group: zarr.Group | None, partial: Any, source: dict[str, SourceVariable],
-                  names: list[str], layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]],
-                  splits: dict[str, dict[str, Any]], *, root_meta: dict | None = None, token: str | None = None,
-                  attrs: dict[str, dict[str, Any]] | None = None, fills: dict[str, Any] | None = None,
-                  only_rewritten: bool = False) -> None:
+@dataclass(frozen=True)
+class TargetSpec:
+    """What the target store holds: the source (``src``, its Zarr v3 root group or None, its
+    variables), the variables rewritten (``names``), their ``layouts`` (``{name: (inner chunk
+    shape, shard shape or None)}``) and codecs (``splits``: each one's codecs split as
+    ``zarr.create_array`` takes them); ``root_meta`` for a store whose root is an array; ``token``
+    the job's; ``attrs`` extra attributes and ``fills`` fill values per variable (``zopt.lossy``)."""
+
+    src: str
+    source_group: zarr.Group | None
+    source: dict[str, SourceVariable]
+    names: list[str]
+    layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]
+    splits: dict[str, dict[str, Any]]
+    root_meta: dict | None = None
+    token: str | None = None
+    attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fills: dict[str, Any] = field(default_factory=dict)
+
+
+def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = False) -> None:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables ``names`` as empty arrays with the new chunking (``layouts``: ``{name: (inner
     chunk shape, shard shape or None)}``) and codecs (``splits``: each one's codecs, split as ``zarr.create_array``
@@ -131,12 +148,13 @@ def create_target(src: str, source_group: zarr.Group | None, partial: Any, sourc
     the source's data type, fill value, dimension names and attributes (only the chunk grid, chunk key encoding and
     codecs are new), and every other array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through
     xarray's ``to_zarr`` with lazy placeholders for the rewritten variables. A store whose root is an array
-    (``root_meta``) gets a root array. ``attrs``: extra attributes per variable and ``fills``: fill values to set for a
+    (``spec.root_meta``) gets a root array. ``spec.fills``: fill values to set for a
     non-Zarr-v3 source (``zopt.lossy``: a lossy chain is designed for one fill value). ``only_rewritten``: create the
     rewritten arrays' metadata only (``target_arrays``), nothing else copied.
     """
-    attrs = attrs or {}
-    if root_meta is not None:
+    src, names, layouts, splits, attrs = spec.src, spec.names, spec.layouts, spec.splits, spec.attrs
+    source_group, token, fills = spec.source_group, spec.token, spec.fills
+    if spec.root_meta is not None:
         arr = zarr.open_array(src, mode="r")
         if not names:
             if not only_rewritten:
@@ -183,14 +201,12 @@ def create_target(src: str, source_group: zarr.Group | None, partial: Any, sourc
                      encoding=encodings(ds, names, splits, layouts, fills))
 
 
-def target_arrays(src: str, source_group: zarr.Group | None, source: dict[str, SourceVariable], names: list[str],
-                  layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], splits: dict[str, dict[str, Any]],
-                  **kwargs: Any) -> dict[str, zarr.Array]:
+def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
     """The rewritten arrays as ``create_target`` makes them, in a ``MemoryStore`` (metadata only,
     nothing written anywhere): ``{name: zarr.Array}`` for the plan of work and ``--dry-run``."""
     memory = zarr.storage.MemoryStore()
-    create_target(src, source_group, memory, source, names, layouts, splits, only_rewritten=True, **kwargs)
-    return {name: zarr.open_array(memory, path=name, mode="r") for name in names}
+    create_target(spec, memory, only_rewritten=True)
+    return {name: zarr.open_array(memory, path=name, mode="r") for name in spec.names}
 
 
 def same_metadata(a: zarr.Array, b: zarr.Array) -> bool:
