@@ -112,6 +112,8 @@ def _decode_wrapped(codec: dict, data: bytes) -> bytes:
     name, config = codec["name"], codec.get("configuration", {})
     if name == "shuffle":
         return _unshuffle(data, config["element_size"])
+    if name == "numcodecs.shuffle":  # the registered name: the same bytes, ``elementsize``
+        return _unshuffle(data, config["elementsize"])
     if name == "zstd":
         return bytes(numcodecs.Zstd().decode(data))
     if name == "gzip":
@@ -217,6 +219,17 @@ def test_the_spec_example_header_bytes():
 
 # -- coverage and size -------------------------------------------------------------------------------
 
+#: codec names registered in zarr-extensions (``codecs/<name>``)
+REGISTERED = {"bytes", "sharding_indexed", "conditional", "zstd", "gzip", "crc32c", "numcodecs.shuffle"}
+
+
+def _codec_names(codecs: list[dict]):
+    for c in codecs:
+        yield c["name"]
+        for key in ("codecs", "index_codecs"):
+            yield from _codec_names(c.get("configuration", {}).get(key, []))
+
+
 
 def test_fixtures_cover_what_the_readme_says():
     m = MANIFEST
@@ -234,6 +247,10 @@ def test_fixtures_cover_what_the_readme_says():
     edges = [n for n, x in metas.items()
              if any(s % c for s, c in zip(x["shape"], x["chunk_grid"]["configuration"]["chunk_shape"], strict=True))]
     assert len(edges) >= len(m) // 2
+    registered = {n for n, f in m.items() if f["registered_codecs_only"]}
+    assert {n for n, f in m.items() if f["layout"] != "unsharded"} <= registered
+    for name, x in metas.items():  # the flag says whether every codec is registered in zarr-extensions
+        assert (name in registered) == (set(_codec_names(x["codecs"])) <= REGISTERED), name
     readme = (FIXDIR / "README.md").read_text()
     assert all(f"`{name}`" in readme for name in m)
 
