@@ -16,6 +16,7 @@ import gzip
 import importlib.util
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -67,6 +68,12 @@ def test_zarr_python_with_zopt_decodes_every_fixture(name, pipeline):
     (codec,) = conditional_codecs_in(arr.metadata.codecs)
     assert isinstance(codec, ConditionalCodec)
     assert (codec.codec_name, codec.header_bits) == (MANIFEST[name]["codec_name"], MANIFEST[name]["header_bits"])
+
+
+def test_the_readme_python_block_runs_in_the_fixture_folder(monkeypatch):
+    (block,) = re.findall(r"```python\n(.*?)```", (FIXDIR / "README.md").read_text(), re.S)
+    monkeypatch.chdir(FIXDIR)
+    exec(compile(block, "fixtures README", "exec"), {})  # noqa: S102 - the README's own code
 
 
 # -- (b) the generator ------------------------------------------------------------------------------
