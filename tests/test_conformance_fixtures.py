@@ -27,13 +27,13 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-from zopt import _zarr_compat as compat
+from zopt.compat import zarr_compat as compat
 from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in
 
 FIXDIR = Path(__file__).resolve().parent / "fixtures" / "conditional"
 MANIFEST = json.loads((FIXDIR / "fixtures.json").read_text())
 NAMES = sorted(MANIFEST)
-PIPELINES = ["zopt.pipeline.ChunkIndexCodecPipeline", "zarr.core.codec_pipeline.BatchedCodecPipeline"]
+PIPELINES = ["zopt.codecs.pipeline.ChunkIndexCodecPipeline", "zarr.core.codec_pipeline.BatchedCodecPipeline"]
 if compat.HAS_FUSED_PIPELINE:  # zarr >= 3.3
     PIPELINES.append("zarr.core.codec_pipeline.FusedCodecPipeline")
 EMPTY = 2**64 - 1
