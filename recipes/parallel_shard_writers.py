@@ -101,7 +101,7 @@ def main() -> None:
     assert zarr.open_array(store, path=NAME)[:].tobytes() == src.values[:steps].tobytes(), "values differ"
     print(f"fixed-slot: {before.apparent_bytes} bytes apparent, {before.allocated_bytes} allocated")
 
-    subprocess.run([sys.executable, "-m", "zopt.cli.commands", "compact", str(store), "--no-progress"], check=True)
+    subprocess.run([sys.executable, "-m", "zopt", "compact", str(store), "--no-progress"], check=True)
     after = store_info(store, [NAME])[0]
     print(f"compact:    {after.apparent_bytes} bytes ({after.apparent_bytes / before.apparent_bytes:.0%})")
     assert after.layout == "compact" and after.chunks_stored == steps, "compaction lost a chunk"

@@ -33,7 +33,7 @@ SRC = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_gri
 
 def zopt_cli(*args: str) -> None:
     print("$ zopt", " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args], check=True)
+    subprocess.run([sys.executable, "-m", "zopt", *args], check=True)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from zopt import info as store_info
 def zopt_cli(*args: str) -> None:
     """Run a ``zopt`` command (the CLI of this Python's zopt), echoing it."""
     print("$ zopt", " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args, "--no-progress"], check=True)
+    subprocess.run([sys.executable, "-m", "zopt", *args, "--no-progress"], check=True)
 
 
 def files(store: Path) -> dict[str, bytes]:

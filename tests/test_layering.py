@@ -30,10 +30,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lossy", ("zopt.lossy", "zopt.lossy.")),
     ("job", ("zopt.job", "zopt.job.")),
     ("readback", ("zopt.readback", "zopt.readback.")),
-    ("frontends", ("zopt.cli", "zopt.cli.", "zopt.xarray", "zopt")),
+    ("frontends", ("zopt.cli", "zopt.cli.", "zopt.xarray", "zopt.__main__", "zopt")),
 ]
 #: what may stand at the root of zopt/ besides the layer folders
-ROOT_MODULES = {"__init__.py", "_version.py", "errors.py", "xarray.py"}
+ROOT_MODULES = {"__init__.py", "__main__.py", "_version.py", "errors.py", "xarray.py"}
 
 
 def _modules() -> dict[str, Path]:

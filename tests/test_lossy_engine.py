@@ -73,7 +73,7 @@ def test_verify_fails_when_a_stored_value_breaks_the_bound(ocean, tmp_path):
     a[30, 5] = a[30, 5] + 1  # a tampered value: not the bitrounded source
     report = verify(src, str(dst), ["tos"])
     assert not report.ok and report.checks[0].violations == 1
-    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "verify", src, str(dst)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "zopt", "verify", src, str(dst)], capture_output=True, text=True)
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("Error: verify: 1 array(s)")
     assert "Traceback" not in r.stderr
@@ -174,7 +174,7 @@ def test_bad_input_writes_nothing(ocean, tmp_path, lossy, match):
 
 def test_cli_lossy_bad_input_is_one_line(ocean, tmp_path):
     src, _, _ = ocean
-    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "recompress", src, str(tmp_path / "x.zarr"), "--lossy",
+    r = subprocess.run([sys.executable, "-m", "zopt", "recompress", src, str(tmp_path / "x.zarr"), "--lossy",
                         "tos=abs:0"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == "Error: lossy tos: abs: the bound must be a finite number > 0, got '0'"
     assert not (tmp_path / "x.zarr").exists()

@@ -36,7 +36,7 @@ def xarray_stores(tmp_path_factory):
 
 
 def _zopt(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zopt.cli.commands", *args], capture_output=True, text=True, cwd=cwd, check=False)
+    return subprocess.run([sys.executable, "-m", "zopt", *args], capture_output=True, text=True, cwd=cwd, check=False)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])

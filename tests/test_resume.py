@@ -43,7 +43,7 @@ def _source(path: Path, kind: str) -> Path:
 
 
 def _cmd(src: Path, dst: Path, layout: str) -> list[str]:
-    cmd = [sys.executable, "-m", "zopt.cli.commands", "recompress", str(src), str(dst), "--scheduler", "synchronous",
+    cmd = [sys.executable, "-m", "zopt", "recompress", str(src), str(dst), "--scheduler", "synchronous",
            "--no-progress"]
     if layout == "unsharded":
         return [*cmd, "--chunks", "y=60,x=60", "--shards", "y=60,x=60"]  # shards equal to chunks: unsharded, 64 chunks
@@ -189,7 +189,7 @@ def test_dry_run_prints_the_plan_of_work_and_writes_nothing(tmp_path):
     (a, b) = report.arrays
     assert a.units == b.units == 144 and a.tasks == 144 * 3 and a.units_resumed == 0
     assert a.logical_bytes == 480 * 480 * 4 and a.projected_task_bytes > 0 and a.stored_after == 0
-    out = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "recompress", str(src), str(dst), "--chunks", "y=20,x=20",
+    out = subprocess.run([sys.executable, "-m", "zopt", "recompress", str(src), str(dst), "--chunks", "y=20,x=20",
                           "--shards", "y=40,x=40", "--dry-run"], env=ENV, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "288" in out.stdout and "memory/task" in out.stdout

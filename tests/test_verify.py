@@ -155,7 +155,7 @@ def test_missing_stores_and_unknown_arrays_are_one_line_errors(tmp_path):
     recompress(src, tmp_path / "o.zarr")
     with pytest.raises(ValueError, match=r"arrays: \['zz'\] are in neither store"):
         verify(src, tmp_path / "o.zarr", ["zz"])
-    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "verify", src, str(tmp_path / "nope.zarr")],
+    r = subprocess.run([sys.executable, "-m", "zopt", "verify", src, str(tmp_path / "nope.zarr")],
                        capture_output=True, text=True, env=ENV)
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "does not exist" in r.stderr
 
@@ -180,7 +180,7 @@ def test_s3_pair_verifies(tmp_path, s3_bucket):
 def test_recompress_verify_publishes_after_the_check(tmp_path):
     src = _source(tmp_path, "v2")
     dst = tmp_path / "out.zarr"
-    r = subprocess.run([sys.executable, "-m", "zopt.cli.commands", "recompress", src, str(dst), "--verify", "--no-progress",
+    r = subprocess.run([sys.executable, "-m", "zopt", "recompress", src, str(dst), "--verify", "--no-progress",
                         "--chunks", "y=10,x=10"], capture_output=True, text=True, env=ENV)
     assert r.returncode == 0, r.stderr
     assert f"verified {dst} against {src}: 3 array(s)" in " ".join(r.stdout.split())

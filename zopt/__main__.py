@@ -1,0 +1,5 @@
+"""``python -m zopt``: the ``zopt`` command line."""
+
+from zopt.cli import main
+
+main(prog_name="zopt")
