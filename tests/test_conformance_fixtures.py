@@ -27,8 +27,8 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-from zopt.compat import zarr_compat as compat
 from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in
+from zopt.compat import zarr_compat as compat
 
 FIXDIR = Path(__file__).resolve().parent / "fixtures" / "conditional"
 MANIFEST = json.loads((FIXDIR / "fixtures.json").read_text())
