@@ -224,6 +224,8 @@ def measure(name: str, package: str, a: np.ndarray, what: str, work: Path, chain
             else:
                 enc = write_zopt(sq_src, path, a, sq_inner, sq_shard, None)
             res["rows"][f"{key}_sq"] = {"bytes": _size(path), "enc_s": enc, "dec_s": _timed_read(path, a)}
+            if key == "zopt":
+                res["chunk_oracle_sq"] = chunk_oracle(path, a, sq_inner)
             shutil.rmtree(path, ignore_errors=True)
     real = {k: v for k, v in res["rows"].items() if k in CHAINS}
     best = min(real, key=lambda k: real[k]["bytes"])
@@ -312,6 +314,11 @@ def print_tables(rows: list[dict], chains: tuple[str, ...], compare_chunks: bool
               f"non-fill inner chunks): {chosen / 2**20:,.2f} MiB vs {best / 2**20:,.2f} MiB, "
               f"+{100 * (chosen / best - 1):.2f} %; worst array "
               f"+{100 * max(c / b - 1 for c, b in decided):.2f} %")
+    decided = [r["chunk_oracle_sq"] for r in rows if r.get("chunk_oracle_sq")]
+    if decided:
+        chosen, best = sum(c for c, _ in decided), sum(b for _, b in decided)
+        print(f"the same at the square chunks: {chosen / 2**20:,.2f} MiB vs {best / 2**20:,.2f} MiB, "
+              f"+{100 * (chosen / best - 1):.2f} %; worst array +{100 * max(c / b - 1 for c, b in decided):.2f} %")
     for r in rows:
         if r.get("square") and r["square"]["inner"] != r["inner"]:
             print(f"  chunks {r['name']}: square {'×'.join(map(str, r['square']['inner']))} -> "
