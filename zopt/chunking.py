@@ -3,9 +3,9 @@ variable gets (pure: shapes in, shapes out; no I/O, no zarr).
 
 ``parse_shape`` reads ``"y=32,x=32"`` or ``"1,32,32"``; ``shape_for`` applies such a spec to
 one variable's dimensions; ``choose_chunks`` picks inner chunks that keep the last dimensions
-long (``long_chunks``; square tiles for 1-byte types) and shards of a target size, clipped to
-the array; ``variable_layout`` adds the rules
-for plans and 1-D coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
+long (``long_chunks``; square tiles, ``square_chunks``, for 1-byte types) and shards of a
+target size, clipped to the array; ``variable_layout`` adds the rules for plans and 1-D
+coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
 """
 
 from __future__ import annotations
