@@ -39,7 +39,15 @@ from typing import Any
 import numpy as np
 
 from zopt.errors import ZoptError
-from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
+from zopt.lossy.check import (
+    bits,
+    bound_text,
+    check_region,
+    information_kept,
+    kind_of,
+    record_problems,
+    stated_record,
+)
 
 __all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
 
@@ -121,10 +129,12 @@ class VerifyReport:
     src: str
     dst: str
     checks: list[ArrayCheck] = field(default_factory=list)
+    #: differences outside the arrays (``zopt.verify_nodes``): group attributes, consolidated copy
+    nodes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return all(c.ok for c in self.checks) and not self.nodes
 
     @property
     def failed(self) -> list[ArrayCheck]:
@@ -133,10 +143,12 @@ class VerifyReport:
     def failure_line(self) -> str:
         """One line naming each array that differs and how ("" when ok)."""
         bad = self.failed
-        if not bad:
+        if not bad and not self.nodes:
             return ""
-        return (f"verify: {len(bad)} array(s) break their bound or differ: "
-                + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad))
+        arrays = (f"{len(bad)} array(s) break their bound or differ: "
+                  + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad)) if bad else ""
+        nodes = f"{len(self.nodes)} other difference(s): " + "; ".join(self.nodes) if self.nodes else ""
+        return "verify: " + "; ".join(x for x in (arrays, nodes) if x)
 
     def success_line(self) -> str:
         lossy = sum(c.kind != "lossless" for c in self.checks)
@@ -375,6 +387,7 @@ def verify(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     limit: int = 5,
+    bounds: dict[str, str] | None = None,
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -387,6 +400,13 @@ def verify(
         ``dask.distributed`` address (``zopt.scheduling.compute``).
     progress : ``progress(n_tasks)`` returning a context manager (zopt's progress bar), or None.
     limit : how many differing chunks to list per array (the first in grid order).
+    bounds : ``{array: "abs:E" | "keepbits:K"}``, the bound to check those arrays against
+        instead of the ``zopt_lossy`` attribute (which anyone can edit); the report says which
+        bound it used.
+
+    Without ``arrays``, the groups' attributes and the destination's consolidated metadata
+    (against each node's own ``zarr.json``) are compared too (``zopt.verify_nodes``;
+    ``VerifyReport.nodes``).
 
     Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, in ``arrays`` order, else the
     destination's then the source's others; see the module docstring for what is compared).
@@ -421,7 +441,14 @@ def verify(
             names = list(dict.fromkeys(arrays))
         else:
             names = [*ours, *(n for n in theirs if n not in ours)]
+        unknown = sorted(set(bounds or {}) - set(ours))
+        if unknown:
+            raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown)
+        if not arrays:
+            from zopt.verify_nodes import consolidated_differences, group_differences
+
+            report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
@@ -431,6 +458,10 @@ def verify(
                 continue
             s, d = theirs[name], ours[name]
             check.metadata = _compare_metadata(s, d)
+            if bounds and name in bounds:
+                d.lossy = stated_record(bounds[name], d.lossy)
+            elif d.lossy is not None:
+                check.metadata += record_problems(d.lossy)
             check.kind = kind_of(d.lossy)
             if d.lossy is not None:
                 check.bound, check.keepbits = bound_text(d.lossy)
