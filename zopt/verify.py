@@ -39,15 +39,7 @@ from typing import Any
 import numpy as np
 
 from zopt.errors import ZoptError
-from zopt.lossy.check import (
-    bits,
-    bound_text,
-    check_region,
-    information_kept,
-    kind_of,
-    record_problems,
-    stated_record,
-)
+from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
 
 __all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
 
@@ -131,6 +123,8 @@ class VerifyReport:
     checks: list[ArrayCheck] = field(default_factory=list)
     #: differences outside the arrays (``zopt.verify_nodes``): group attributes, consolidated copy
     nodes: list[str] = field(default_factory=list)
+    #: source arrays with broken metadata left out (``skip_broken``), not compared
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -158,7 +152,8 @@ class VerifyReport:
 
 def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
-                         done: list[VerifyReport] | None = None) -> Callable[[Any, list[str]], None]:
+                         done: list[VerifyReport] | None = None,
+                         skip_broken: bool = False) -> Callable[[Any, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.engine.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -167,7 +162,7 @@ def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, sche
 
     def check(partial: Any, names: list[str]) -> None:
         target = partial if isinstance(partial, str) else os.fspath(dst)
-        report = verify(src, target, scheduler=scheduler, progress=progress)
+        report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken)
         if not report.ok:
             raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
         report.dst = os.fspath(dst)  # what is published
@@ -388,6 +383,7 @@ def verify(
     progress: Callable[[int], Any] | None = None,
     limit: int = 5,
     bounds: dict[str, str] | None = None,
+    skip_broken: bool = False,
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -403,6 +399,8 @@ def verify(
     bounds : ``{array: "abs:E" | "keepbits:K"}``, the bound to check those arrays against
         instead of the ``zopt_lossy`` attribute (which anyone can edit); the report says which
         bound it used.
+    skip_broken : source arrays with broken metadata are listed in ``VerifyReport.skipped``
+        instead of raising ``zopt.source_check.BrokenMetadataError`` (a broken ``dst`` always raises).
 
     Without ``arrays``, the groups' attributes and the destination's consolidated metadata
     (against each node's own ``zarr.json``) are compared too (``zopt.verify_nodes``;
@@ -418,6 +416,7 @@ def verify(
 
     from zopt import locations as loc
     from zopt.grid import regions
+    from zopt.lossy.check import record_problems, stated_record
     from zopt.paths import resolve
     from zopt.scheduling import compute
     from zopt.sources import is_zarr, release
@@ -428,6 +427,10 @@ def verify(
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    from zopt.source_check import check_store
+
+    skipped = check_store(src, skip_broken) if is_zarr(src) else []
+    check_store(dst)
     shown = (src, dst)
     # resolved here, on the client: Dask workers may run in another directory
     src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
@@ -444,7 +447,7 @@ def verify(
         unknown = sorted(set(bounds or {}) - set(ours))
         if unknown:
             raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
-        report = VerifyReport(*shown)
+        report = VerifyReport(*shown, skipped=skipped)
         if not arrays:
             from zopt.verify_nodes import consolidated_differences, group_differences
 

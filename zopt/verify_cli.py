@@ -44,8 +44,11 @@ def verify_table(report) -> Table:
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--bound", "bounds", multiple=True, metavar="VAR=abs:E|VAR=keepbits:K",
               help="Check VAR against this bound instead of its zopt_lossy attribute (repeatable).")
+@click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
+              "status 3 when all else matches), as recompress --skip-broken did.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def verify(src, dst, arrays, variables, scheduler, bounds, no_progress) -> None:
+@click.pass_context
+def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
     dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
     included) or within each array's recorded lossy bound (the zopt_lossy attribute, or the
@@ -65,7 +68,8 @@ def verify(src, dst, arrays, variables, scheduler, bounds, no_progress) -> None:
         stated[var] = text
     try:
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
-                     progress=None if no_progress else RichProgress, bounds=stated or None)
+                     progress=None if no_progress else RichProgress, bounds=stated or None,
+                     skip_broken=skip_broken)
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))
@@ -75,3 +79,7 @@ def verify(src, dst, arrays, variables, scheduler, bounds, no_progress) -> None:
         console.print(line, markup=False)
     if not report.ok:
         raise click.ClickException(report.failure_line())
+    if report.skipped:
+        console.print(f"skipped {len(report.skipped)} source array(s) with broken metadata: "
+                      + ", ".join(report.skipped), markup=False)
+        ctx.exit(3)

@@ -53,9 +53,11 @@ from zopt.recompress.targets import (
 from zopt.recompress.work import LAYOUTS, ArrayWork, build_work, layouts_for, plan_for
 from zopt.rewrite import GRACE_SECONDS, has_inner_checksum, shrink_after_grace, unchecked_note
 from zopt.shards import layout_of
+from zopt.source_check import check_store
 from zopt.sources import (
     SourceVariable,
     children_to_copy,
+    is_zarr,
     root_array_metadata,
     root_array_variable,
     source_variables,
@@ -87,6 +89,7 @@ def recompress(
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
+    skip_broken: bool = False,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -156,6 +159,9 @@ def recompress(
         ``"group/name"``). If it raises, the partial store is kept as it is (resumable) and the
         exception propagates: e.g. a check of the written values (``zopt verify``).
 
+    skip_broken : a source array whose metadata document is broken (``zopt.source_check``) is
+        left out and listed in the report's ``skipped``, instead of an error naming the file.
+
     Resuming (local directory destinations): the job keeps a journal in ``dst.zopt-partial``
     (``zopt.journal``). A run killed, preempted or failed for a reason outside the job's inputs
     (a lost worker, an I/O error, Ctrl-C) leaves it; the same call again skips the shards
@@ -207,6 +213,9 @@ def recompress(
     shard_arg = parse_shape(shards, "shards")
 
     t0 = time.perf_counter()
+    skipped = check_store(src, skip_broken) if is_zarr(src) else []  # every metadata document, before anything else
+    if skipped:
+        notes.append(f"skipped arrays with broken metadata: {skipped}")
     children = children_to_copy(src, store, plan)
     source_group = zarr_v3_group(src)  # opened once: variables, target metadata
     root_meta = root_array_metadata(src)
@@ -261,7 +270,7 @@ def recompress(
             notes.append(f"the child groups {children} are rewritten as stores of their own, not planned here: "
                          "give SRC/GROUP to --dry-run for each")
         return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                                source_bytes=loc.total_bytes(src), notes=notes)
+                                source_bytes=loc.total_bytes(src), notes=notes, skipped=skipped)
 
     partial = target.root
     hook_running = False
@@ -286,13 +295,13 @@ def recompress(
             sub = recompress(
                 os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
                 decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
-                max_memory=max_memory, checksum=checksum,
+                max_memory=max_memory, checksum=checksum, skip_broken=skip_broken,
                 variables=None if variables is None else [v.split("/", 1)[1] for v in variables if v.startswith(child + "/")],
             )
             for a in sub.arrays:
                 a.name = f"{child}/{a.name}"
                 reports[a.name] = a
-            notes.extend(f"{child}: {n}" for n in sub.notes)
+            notes.extend(f"{child}: {n}" for n in sub.notes if not n.startswith("skipped arrays with broken"))
             graph_seconds += sub.graph_seconds
         if not root_meta:
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
@@ -318,7 +327,7 @@ def recompress(
         rep.seconds = elapsed
     return RecompressReport(
         dst=target.text, arrays=list(reports.values()), seconds=elapsed,
-        source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes,
+        source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, skipped=skipped,
     )
 
 

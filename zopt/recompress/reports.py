@@ -48,6 +48,7 @@ class RecompressReport:
     source_bytes: int | None = None
     graph_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the run did differently from what was asked, and why
+    skipped: list[str] = field(default_factory=list)  # broken source arrays left out (skip_broken)
 
     @property
     def logical_bytes(self) -> int:
