@@ -104,3 +104,37 @@ def test_a_valid_store_passes_the_check_untouched(tmp_path):
     assert verify(src, dst).ok
     assert {p: p.read_bytes() for p in src.rglob("*") if p.is_file()} == before
     np.testing.assert_array_equal(zarr.open_array(str(dst), path="sub/c")[...], 2.5)
+
+
+# -- zero-length dimensions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 8), (6, 0), (0, 0, 3)])
+def test_chunk_choice_for_a_zero_length_dimension(shape):
+    from zopt.chunking import choose_chunks
+
+    chunks, shards = choose_chunks(shape, 4, None, None)
+    assert len(chunks) == len(shape) and all(c >= 1 for c in chunks)
+    assert all(c <= max(1, s) for c, s in zip(chunks, shape, strict=True))
+
+
+@pytest.mark.parametrize("extra", [{}, {"chunks": "y=2,x=4", "shards": "y=4,x=8"}])
+def test_empty_arrays_copy_as_empty_arrays_with_their_metadata(tmp_path, extra):
+    src = tmp_path / "src.zarr"
+    g = zarr.create_group(str(src), attributes={"title": "t"})
+    g.create_array("e", shape=(0, 8), chunks=(4, 4), dtype="f4", dimension_names=("y", "x"), fill_value=-9.0,
+                   attributes={"units": "K"})
+    g.create_array("v", shape=(6, 8), chunks=(3, 4), dtype="i4", dimension_names=("y", "x"))[...] = np.arange(48).reshape(6, 8)
+    root = tmp_path / "root.zarr"
+    zarr.create_array(str(root), shape=(0,), chunks=(5,), dtype="u2", attributes={"a": 1})
+    for s in (src, root):
+        dst = tmp_path / f"out-{s.name}"
+        recompress(s, dst, scheduler="synchronous", **(extra if s is src else {}))
+        assert verify(s, dst).ok
+    assert [p.name for p in (tmp_path / "out-src.zarr" / "e").rglob("*")] == ["zarr.json"]  # no chunk written
+    e = zarr.open_array(str(tmp_path / "out-src.zarr"), path="e", mode="r")
+    assert e.shape == (0, 8) and e.dtype == np.float32 and e.fill_value == -9.0
+    assert dict(e.attrs) == {"units": "K"} and e.metadata.dimension_names == ("y", "x")
+    assert e[...].shape == (0, 8)
+    r = zarr.open_array(str(tmp_path / "out-root.zarr"), mode="r")
+    assert r.shape == (0,) and r.dtype == np.uint16 and dict(r.attrs) == {"a": 1}
