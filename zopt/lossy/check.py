@@ -137,7 +137,7 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
                 k = int(gridarr[index])
             xs = x[sub]
             special = special_mask(xs, sentinels)
-            expected = bitround(xs, k, special)
+            expected = bitround(xs, k, special, sentinels)
             out["viol"] += int((bits(expected) != bits(y[sub])).sum())
             if gridarr is not None:
                 c = pair_counts(xs, ~special)
