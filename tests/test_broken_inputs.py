@@ -95,6 +95,17 @@ def test_a_bad_data_type_names_the_file(tmp_path):
     assert code == 1 and str(doc) in out and "data type 'bogus'" in out
 
 
+def test_what_zarr_cannot_skip_is_refused_even_with_skip_broken(tmp_path):
+    src = _store(tmp_path)
+    doc = src / "a" / "zarr.json"
+    d = json.loads(doc.read_text())
+    d["shape"] = "ten"  # zarr-python fails on the whole group, it does not skip the array
+    doc.write_text(json.dumps(d))
+    code, out = _cli("recompress", src, tmp_path / "out.zarr", "--skip-broken")
+    assert code == 1 and "cannot be skipped" in out and f"{doc}: field 'shape' is str, not list" in out
+    assert not (tmp_path / "out.zarr").exists()
+
+
 def test_a_valid_store_passes_the_check_untouched(tmp_path):
     src = _store(tmp_path)
     before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}

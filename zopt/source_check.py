@@ -13,8 +13,10 @@ a store (local directory or fsspec URL):
 
 Broken arrays raise ``BrokenMetadataError`` naming each file, unless ``skip_broken``: then
 their paths are returned (``recompress --skip-broken`` leaves them out, reports them and exits
-with status 3). A broken group document, or unparseable JSON anywhere, is never skipped: what
-lies below it cannot be read reliably.
+with status 3). Only an array lacking a required field can be skipped: zarr-python leaves such a
+node out of its group, while any other fault (a wrong type, an unknown data type) makes it fail
+on the whole group. A broken group document, a broken root array, or unparseable JSON anywhere,
+is never skipped.
 """
 
 from __future__ import annotations
@@ -84,8 +86,20 @@ def _array_problem(doc: dict[str, Any], v3: bool) -> str | None:
 
 
 def _documents(store: str) -> list[str]:
-    """Relative paths of the store's metadata documents, sorted."""
-    return [p for p, _ in loc.files(store) if p.rsplit("/", 1)[-1] in _DOCS and ".zopt-" not in p]
+    """Relative paths (``/``-separated) of the store's metadata documents, sorted; zopt's own
+    ``.zopt-*`` directories (journal, lock, job files) left out. Local stores are walked without
+    a ``stat`` per chunk file."""
+    if loc.is_url(store):
+        return [p for p, _ in loc.files(store) if p.rsplit("/", 1)[-1] in _DOCS and ".zopt-" not in p]
+    import os
+
+    root = loc.local_path(store)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".zopt-")]
+        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        out += [n if rel == "." else f"{rel}/{n}" for n in filenames if n in _DOCS]
+    return sorted(out)
 
 
 def check_store(store: str, skip_broken: bool = False) -> list[str]:
@@ -93,8 +107,8 @@ def check_store(store: str, skip_broken: bool = False) -> list[str]:
     Returns the hierarchy paths of the broken arrays skipped (``[]`` unless ``skip_broken``).
     Raises ``BrokenMetadataError`` naming the files."""
     broken: list[tuple[str, str, str]] = []  # (array path, file, why)
+    fatal: list[tuple[str, str, str]] = []  # broken, and not skippable
     for rel in _documents(store):
-        rel = rel.replace("\\", "/")
         where = loc.join(store, *rel.split("/"))
         doc = load_json(loc.read_bytes(where), where)
         name = rel.rsplit("/", 1)[-1]
@@ -111,10 +125,16 @@ def check_store(store: str, skip_broken: bool = False) -> list[str]:
         else:
             why = _array_problem(doc, name == "zarr.json")
         if why is not None:
-            broken.append((node, where, why))
-    if broken and not skip_broken:
-        files = [w for _, w, _ in broken]
+            skippable = node != "" and why.startswith("field") and why.endswith("is missing")
+            (broken if skippable else fatal).append((node, where, why))
+    if fatal and skip_broken:
         raise BrokenMetadataError(
-            "broken array metadata: " + "; ".join(f"{w}: {why}" for _, w, why in broken)
-            + " (fix or remove it, or give --skip-broken to leave the array out)", files)
+            "broken array metadata that cannot be skipped (zarr-python fails on the group holding it, or it is the "
+            "root): " + "; ".join(f"{w}: {why}" for _, w, why in fatal) + "; fix or remove it", [w for _, w, _ in fatal])
+    if (broken or fatal) and not skip_broken:
+        bad = broken + fatal
+        raise BrokenMetadataError(
+            "broken array metadata: " + "; ".join(f"{w}: {why}" for _, w, why in bad)
+            + " (fix or remove it" + (", or give --skip-broken to leave the array out)" if not fatal else ")"),
+            [w for _, w, _ in bad])
     return [n for n, _, _ in broken]
