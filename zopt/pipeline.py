@@ -41,8 +41,9 @@ from zopt._context import (
     set_current_chunk,
 )
 from zopt._zarr_compat import chunk_result, fill_value_or_default, joined_results, supports_sync
-from zopt.codecs.bounded import decoded_limit
+from zopt.codecs.bounded import decode_within, decoded_limit
 from zopt.codecs.bytes import as_zopt_bytes
+from zopt.codecs.sync import numcodec_of
 from zopt.errors import ChunkDecodeError
 from zopt.grid import is_fill
 
@@ -233,7 +234,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
         limits = self._limits(ab_spec, bb_specs) if self.bytes_bytes_codecs else ()
         for codec, spec, limit in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), reversed(limits), strict=True):
-            data = _decode_within(codec, data, spec, limit)
+            data = decode_within(codec, numcodec_of(codec) if limit is not None else None, data, spec, limit)
         chunk = self.array_bytes_codec._decode_sync(data, ab_spec)
         for codec, spec in zip(reversed(self.array_array_codecs), reversed(aa_specs), strict=True):
             chunk = codec._decode_sync(chunk, spec)
@@ -337,28 +338,6 @@ def _bounded_v2(codec: Any) -> Any:
             and not isinstance(codec.compressor, BoundedCompressor):
         return replace(codec, compressor=BoundedCompressor(codec.compressor))
     return codec
-
-
-def _decode_within(codec: Any, data: Any, spec: Any, limit: int | None) -> Any:
-    """``codec._decode_sync(data, spec)``, yielding at most ``limit`` bytes: a frame claiming
-    more is refused before it is allocated (``zopt.codecs.bounded.decode_bounded``)."""
-    if limit is None:
-        return codec._decode_sync(data, spec)
-    from zopt.codecs.bounded import _too_much, decode_bounded, decode_error
-    from zopt.codecs.sync import _numcodec
-
-    nc = _numcodec(codec)
-    name = getattr(nc, "codec_id", None) or type(codec).__name__
-    try:
-        got = None if nc is None else decode_bounded(nc, data.as_numpy_array(), limit)
-        if got is None:
-            out = codec._decode_sync(data, spec)
-            if len(out) > limit:
-                raise _too_much("it decodes to", len(out), limit)
-            return out
-    except ValueError as exc:
-        raise decode_error(name, exc) from None
-    return spec.prototype.buffer.from_array_like(got)
 
 
 register_pipeline(ChunkIndexCodecPipeline)

@@ -23,10 +23,9 @@ __all__ = ["consolidated_differences", "group_differences"]
 
 
 def _json(value: Any) -> str:
-    """A canonical JSON text of a metadata document or attribute value (NaN as 'NaN')."""
-    from zopt.verify import _plain
-
-    return json.dumps(_plain(value), sort_keys=True, default=str)
+    """A canonical JSON text of a metadata document or attribute value (numpy values as
+    Python's, NaN as ``NaN``)."""
+    return json.dumps(value, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
 
 
 def _zarr_groups(store: str) -> dict[str, dict[str, Any]]:

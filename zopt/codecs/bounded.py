@@ -31,7 +31,8 @@ import numpy as np
 
 from zopt.errors import ChunkDecodeError
 
-__all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error", "decoded_limit", "raw_nbytes",
+__all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error", "decode_within", "decoded_limit",
+           "raw_nbytes",
            "zstd_content_size", "zstd_decode_bounded"]
 
 _MAGIC = 0xFD2FB528
@@ -176,6 +177,26 @@ def decode_bounded(nc: Any, data: np.ndarray, limit: int) -> np.ndarray | None:
 def _u8(out: Any) -> np.ndarray:
     return np.asarray(out).view(np.uint8).reshape(-1) if not isinstance(out, bytes | bytearray) else \
         np.frombuffer(out, dtype=np.uint8)
+
+
+def decode_within(codec: Any, nc: Any, data: Any, spec: Any, limit: int | None) -> Any:
+    """``codec._decode_sync(data, spec)`` (a zarr bytes→bytes codec, ``data`` a zarr Buffer;
+    ``nc`` the numcodecs object behind it or None, ``zopt.codecs.sync.numcodec_of``), yielding at
+    most ``limit`` bytes: a frame claiming more is refused before it is allocated
+    (``decode_bounded``), one yielding more once decoded; ``ChunkDecodeError`` names the chunk."""
+    if limit is None:
+        return codec._decode_sync(data, spec)
+    name = getattr(nc, "codec_id", None) or type(codec).__name__
+    try:
+        got = None if nc is None else decode_bounded(nc, data.as_numpy_array(), limit)
+        if got is None:
+            out = codec._decode_sync(data, spec)
+            if len(out) > limit:
+                raise _too_much("it decodes to", len(out), limit)
+            return out
+    except ValueError as exc:
+        raise decode_error(name, exc) from None
+    return spec.prototype.buffer.from_array_like(got)
 
 
 class BoundedCompressor:
