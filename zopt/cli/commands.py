@@ -218,9 +218,12 @@ def main() -> None:
               "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
+@click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
+              "status 3) instead of failing naming the file.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first) -> None:
+               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first,
+               skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -242,7 +245,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--checksum/--no-checksum": None if checksum is None else checksum or "no",
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
-                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers})
+                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers,
+                              "--skip-broken": skip_broken or None})
         return
     if preset is not None:
         from zopt.planning.presets import get_preset
@@ -261,7 +265,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         from zopt.readback.verify import before_publish_check
 
         check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                                     done=verified)
+                                     done=verified, skip_broken=skip_broken)
     from zopt.job.api import run_job
     from zopt.job.options import RecompressJob
 
@@ -271,7 +275,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
         progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
         max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
-        before_publish=check,
+        before_publish=check, skip_broken=skip_broken,
     )
     try:
         report = run_job(job)
@@ -287,6 +291,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(work_table(report))
         for note in report.notes:
             console.print(f"note: {note}")
+        _exit_if_skipped(ctx, report.skipped)
         return
     baseline = None
     if vs_default:
@@ -298,6 +303,14 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(f"note: {note}")
     for done in verified:
         console.print(done.success_line(), markup=False)
+    _exit_if_skipped(ctx, report.skipped)
+
+
+def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
+    """``--skip-broken`` left arrays out: say which, exit with status 3."""
+    if skipped:
+        console.print(f"skipped {len(skipped)} array(s) with broken metadata: {', '.join(skipped)}", markup=False)
+        ctx.exit(3)
 
 
 @main.command("presets")

@@ -42,25 +42,44 @@ def verify_table(report) -> Table:
 @click.argument("arrays", nargs=-1)
 @click.option("--variable", "variables", multiple=True, help="Only compare these arrays (repeatable; same as ARRAY…).")
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--bound", "bounds", multiple=True, metavar="VAR=abs:E|VAR=keepbits:K",
+              help="Check VAR against this bound instead of its zopt_lossy attribute (repeatable).")
+@click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
+              "status 3 when all else matches), as recompress --skip-broken did.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
+@click.pass_context
+def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
     dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
-    included) or within each array's recorded lossy bound (the zopt_lossy attribute).
-    Chunking and codecs are not compared. ARRAY: GROUP/NAME inside child groups.
-    Exits 1 on any difference."""
+    included) or within each array's recorded lossy bound (the zopt_lossy attribute, or the
+    bound --bound states; the bound column says which was used). Also the groups' attributes and
+    the consolidated metadata copy against each node's own zarr.json. Chunking and codecs are not
+    compared. ARRAY: GROUP/NAME inside child groups. Exits 1 on any difference."""
     from zopt.cli.tables import console
     from zopt.errors import ZoptError
     from zopt.job.progress import RichProgress
     from zopt.readback.verify import verify as run
 
+    stated = {}
+    for b in bounds:
+        var, eq, text = b.rpartition("=")
+        if not eq or not var:
+            raise click.BadParameter(f"{b!r} is not VAR=abs:E or VAR=keepbits:K", param_hint="--bound")
+        stated[var] = text
     try:
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
-                     progress=None if no_progress else RichProgress)
+                     progress=None if no_progress else RichProgress, bounds=stated or None,
+                     skip_broken=skip_broken)
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))
     for c in report.failed:
         console.print(f"{c.name or '(root array)'}: {c.summary()}", markup=False)
+    for line in report.nodes:
+        console.print(line, markup=False)
     if not report.ok:
         raise click.ClickException(report.failure_line())
+    if report.skipped:
+        console.print(f"skipped {len(report.skipped)} source array(s) with broken metadata: "
+                      + ", ".join(report.skipped), markup=False)
+        ctx.exit(3)

@@ -7,6 +7,16 @@ chunk can hold (computed from the chunk's shape and data type by the caller), th
 a buffer of exactly the claimed size (``Zstd.decode(buf, out=...)``; numcodecs raises
 ``ValueError`` when the frame needs more).
 
+Every other decompression of stored data is bounded the same way (``decode_bounded``): the
+decoded size the array's metadata implies (chunk shape × item size, then each bytes→bytes
+codec's largest output, ``bytes_bound``) limits what a frame may produce. Formats that state
+their size are refused on the claim, before allocating (zstd ``Frame_Content_Size``, blosc's
+``nbytes`` header field, numcodecs LZ4's size prefix); streaming formats (gzip, zlib, bz2, lzma)
+are decoded with ``max_length`` and refused once they pass the limit. ``zopt.codecs.pipeline`` applies
+it to every bytes→bytes codec of a Zarr v3 chunk, and to the compressor of a Zarr v2 array
+without filters (``BoundedCompressor``; with filters the compressed stream's size is not known
+from the metadata, so it is not bounded).
+
 ``decode_error`` turns any exception of a codec's decoding into ``ChunkDecodeError`` (a
 ``ZoptError`` and a ``ValueError``) naming the codec and the chunk being decoded (from
 ``zopt.codecs.context.current_chunk``, when zopt's pipeline or a zopt reader set it).
@@ -14,11 +24,16 @@ a buffer of exactly the claimed size (``Zstd.decode(buf, out=...)``; numcodecs r
 
 from __future__ import annotations
 
+import contextvars
+from typing import Any
+
 import numpy as np
 
 from zopt.errors import ChunkDecodeError
 
-__all__ = ["bytes_bound", "decode_error", "raw_nbytes", "zstd_content_size", "zstd_decode_bounded"]
+__all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error", "decode_within", "decoded_limit",
+           "raw_nbytes",
+           "zstd_content_size", "zstd_decode_bounded"]
 
 _MAGIC = 0xFD2FB528
 
@@ -94,3 +109,130 @@ def decode_error(codec: str, exc: BaseException) -> ChunkDecodeError:
 
     ctx = current_chunk()
     return ChunkDecodeError(None if ctx is None else ctx.key, None if ctx is None else ctx.coords_in_shard, exc, codec=codec)
+
+
+#: the decoded bytes of the chunk being read (set by zopt's pipeline), for ``BoundedCompressor``
+decoded_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar("zopt_decoded_limit", default=None)
+
+
+def _too_much(what: str, n: int, limit: int) -> ValueError:
+    return ValueError(f"{what} {n} bytes of content, more than the {limit} this chunk can hold")
+
+
+def _stream(make: Any, data: bytes, limit: int, name: str, members: bool = False) -> np.ndarray:
+    """Decode with a streaming decompressor (``make()``), at most ``limit`` bytes; ``members``:
+    concatenated streams (gzip members) are decoded one after another."""
+    out = []
+    total = 0
+    while True:
+        d = make()
+        piece = d.decompress(data, limit - total + 1)
+        total += len(piece)
+        out.append(piece)
+        if total > limit or getattr(d, "unconsumed_tail", b""):
+            raise ValueError(f"{name} stream holds more than the {limit} bytes this chunk can hold")
+        if not d.eof:
+            raise ValueError(f"{name} stream is truncated")
+        data = d.unused_data
+        if not (members and data):
+            break
+    return np.frombuffer(b"".join(out), dtype=np.uint8)
+
+
+def decode_bounded(nc: Any, data: np.ndarray, limit: int) -> np.ndarray | None:
+    """Decode ``data`` (1-D uint8) with the numcodecs codec ``nc`` into at most ``limit`` bytes.
+    Returns None when ``nc`` is not a format bounded here (the caller decodes it as usual and
+    checks the size afterwards). Raises ValueError on a claim or an output above ``limit``."""
+    import bz2
+    import lzma
+    import zlib
+
+    import numcodecs
+
+    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    name = type(nc).__name__
+    if name == "Zstd":
+        return zstd_decode_bounded(data, limit)
+    if name in ("Blosc", "LZ4"):
+        head = 4 if name == "Blosc" else 0
+        if data.size < head + 4:
+            raise ValueError(f"{name.lower()} header is truncated")
+        claimed = int.from_bytes(data[head : head + 4].tobytes(), "little")
+        if claimed > limit:
+            raise _too_much(f"{name.lower()} header claims", claimed, limit)
+        return np.frombuffer(nc.decode(data), dtype=np.uint8) if name == "LZ4" else _u8(nc.decode(data))
+    raw = data.tobytes()
+    if name == "GZip":
+        return _stream(lambda: zlib.decompressobj(31), raw, limit, "gzip", members=True)
+    if name == "Zlib":
+        return _stream(lambda: zlib.decompressobj(15), raw, limit, "zlib")
+    if name == "BZ2":
+        return _stream(bz2.BZ2Decompressor, raw, limit, "bz2", members=True)
+    if isinstance(nc, numcodecs.LZMA):
+        filters = nc.filters if nc.format == lzma.FORMAT_RAW else None
+        return _stream(lambda: lzma.LZMADecompressor(format=nc.format, filters=filters), raw, limit, "lzma")
+    return None
+
+
+def _u8(out: Any) -> np.ndarray:
+    return np.asarray(out).view(np.uint8).reshape(-1) if not isinstance(out, bytes | bytearray) else \
+        np.frombuffer(out, dtype=np.uint8)
+
+
+def decode_within(codec: Any, nc: Any, data: Any, spec: Any, limit: int | None) -> Any:
+    """``codec._decode_sync(data, spec)`` (a zarr bytes→bytes codec, ``data`` a zarr Buffer;
+    ``nc`` the numcodecs object behind it or None, ``zopt.codecs.sync.numcodec_of``), yielding at
+    most ``limit`` bytes: a frame claiming more is refused before it is allocated
+    (``decode_bounded``), one yielding more once decoded; ``ChunkDecodeError`` names the chunk."""
+    if limit is None:
+        return codec._decode_sync(data, spec)
+    name = getattr(nc, "codec_id", None) or type(codec).__name__
+    try:
+        got = None if nc is None else decode_bounded(nc, data.as_numpy_array(), limit)
+        if got is None:
+            out = codec._decode_sync(data, spec)
+            if len(out) > limit:
+                raise _too_much("it decodes to", len(out), limit)
+            return out
+    except ValueError as exc:
+        raise decode_error(name, exc) from None
+    return spec.prototype.buffer.from_array_like(got)
+
+
+class BoundedCompressor:
+    """A Zarr v2 array's numcodecs compressor whose ``decode`` is bounded by ``decoded_limit``
+    (the chunk's bytes, set by zopt's pipeline for arrays without filters). Everything else is
+    the wrapped codec's."""
+
+    def __init__(self, codec: Any) -> None:
+        self._codec = codec
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._codec, name)
+
+    def __eq__(self, other: object) -> bool:
+        return self._codec == (other._codec if isinstance(other, BoundedCompressor) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._codec)
+
+    def __repr__(self) -> str:
+        return repr(self._codec)
+
+    def encode(self, buf: Any) -> Any:
+        return self._codec.encode(buf)
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        limit = decoded_limit.get()
+        if limit is None or out is not None:
+            return self._codec.decode(buf, out=out)
+        data = np.frombuffer(memoryview(buf).cast("B"), dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+        try:
+            got = decode_bounded(self._codec, data, limit)
+        except ValueError as exc:
+            raise decode_error(self._codec.codec_id, exc) from None
+        if got is None:
+            got = _u8(self._codec.decode(buf))
+            if got.size > limit:
+                raise decode_error(self._codec.codec_id, _too_much("it decodes to", got.size, limit))
+        return got

@@ -31,6 +31,7 @@ import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
+from zopt.codecs.bounded import decode_within, decoded_limit
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.context import (
     ChunkContext,
@@ -42,6 +43,7 @@ from zopt.codecs.context import (
     set_current_chunk,
 )
 from zopt.codecs.grid import is_fill
+from zopt.codecs.sync import numcodec_of
 from zopt.compat.zarr_compat import (
     chunk_result,
     fill_value_or_default,
@@ -147,8 +149,9 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
     def from_codecs(cls, codecs: Iterable[Any], *, batch_size: int | None = None) -> Any:
         # zarr's create_array instantiates zarr's own BytesCodec; run zopt's subclass instead,
         # which is identical for core types and handles zopt's data types.
+        # A Zarr v2 array's compressor decodes within the chunk's size (zopt.codecs.bounded).
         return super().from_codecs(
-            tuple(as_zopt_bytes(c) for c in codecs), batch_size=batch_size
+            tuple(_bounded_v2(as_zopt_bytes(c)) for c in codecs), batch_size=batch_size
         )
 
     @classmethod
@@ -201,6 +204,21 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             spec = codec.resolve_metadata(spec)
         return aa, ab, bb
 
+    def _limits(self, ab_spec: Any, bb_specs: list[Any]) -> list[int | None]:
+        """Most bytes each bytes→bytes codec's decoding may yield: the array→bytes codec's
+        encoded size of the chunk, grown by each codec's largest output (``bytes_bound``)."""
+        from zopt.codecs.bounded import bytes_bound, raw_nbytes
+
+        try:
+            n: int | None = int(self.array_bytes_codec.compute_encoded_size(raw_nbytes(ab_spec), ab_spec))
+        except (NotImplementedError, AttributeError, TypeError, ValueError):
+            n = None
+        out = []
+        for codec, spec in zip(self.bytes_bytes_codecs, bb_specs, strict=True):
+            out.append(n)
+            n = None if n is None else bytes_bound(codec, n, spec)
+        return out
+
     def _encode_whole_chunk(self, chunk: Any, chunk_spec: Any) -> Any:
         """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
         if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
@@ -219,8 +237,9 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
 
     def _decode_chunk(self, data: Any, chunk_spec: Any) -> Any:
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
-        for codec, spec in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), strict=True):
-            data = codec._decode_sync(data, spec)
+        limits = self._limits(ab_spec, bb_specs) if self.bytes_bytes_codecs else ()
+        for codec, spec, limit in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), reversed(limits), strict=True):
+            data = decode_within(codec, numcodec_of(codec) if limit is not None else None, data, spec, limit)
         chunk = self.array_bytes_codec._decode_sync(data, ab_spec)
         for codec, spec in zip(reversed(self.array_array_codecs), reversed(aa_specs), strict=True):
             chunk = codec._decode_sync(chunk, spec)
@@ -289,6 +308,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         byte_getter, chunk_spec = items[0][0], items[0][1]
         ctx = _context_for(byte_getter, tuple(chunk_spec.shape))
         previous = set_current_chunk(ctx)
+        limit = decoded_limit.set(_raw_nbytes_or_none(chunk_spec))
         try:
             if self._sync_chain and not self.supports_partial_decode:
                 result = await self._read_chunk(items[0], out, drop_axes)
@@ -299,7 +319,30 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         except Exception as exc:
             raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
         finally:
+            decoded_limit.reset(limit)
             restore_current_chunk(previous)
+
+
+def _raw_nbytes_or_none(spec: Any) -> int | None:
+    from zopt.codecs.bounded import raw_nbytes
+
+    try:
+        return raw_nbytes(spec)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _bounded_v2(codec: Any) -> Any:
+    """A Zarr v2 array's codec with its compressor bounded (``BoundedCompressor``), when it has
+    no filters (with filters the compressed stream's decoded size is not the chunk's)."""
+    from zarr.codecs._v2 import V2Codec
+
+    from zopt.codecs.bounded import BoundedCompressor
+
+    if isinstance(codec, V2Codec) and codec.compressor is not None and not codec.filters \
+            and not isinstance(codec.compressor, BoundedCompressor):
+        return replace(codec, compressor=BoundedCompressor(codec.compressor))
+    return codec
 
 
 register_pipeline(ChunkIndexCodecPipeline)

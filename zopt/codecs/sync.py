@@ -19,13 +19,19 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-__all__ = ["sync_decoder", "sync_encoder", "sync_row_transform", "zstd_row_sizes"]
+__all__ = ["numcodec_of", "sync_decoder", "sync_encoder", "sync_row_transform", "zstd_row_sizes"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
 
 def _as_u8(out: Any) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8) if isinstance(out, bytes | bytearray | memoryview) else np.asarray(out).view(np.uint8).ravel()
+
+
+def numcodec_of(codec: Any) -> Any | None:
+    """The numcodecs object behind a zarr codec (zstd, gzip, blosc, ``numcodecs.*`` wrappers;
+    zopt's shuffle as an adapter), or None."""
+    return _numcodec(codec)
 
 
 def _numcodec(codec: Any) -> Any | None:

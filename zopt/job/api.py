@@ -33,9 +33,11 @@ from zopt.io.paths import (
     resolve,
     store_text,
 )
+from zopt.io.source_check import check_store
 from zopt.io.sources import (
     SourceVariable,
     children_to_copy,
+    is_zarr,
     root_array_metadata,
     root_array_variable,
     source_variables,
@@ -88,6 +90,7 @@ def recompress(
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
+    skip_broken: bool = False,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -160,6 +163,9 @@ def recompress(
         ``"group/name"``). If it raises, the partial store is kept as it is (resumable) and the
         exception propagates: e.g. a check of the written values (``zopt verify``).
 
+    skip_broken : a source array whose metadata document is broken (``zopt.io.source_check``) is
+        left out and listed in the report's ``skipped``, instead of an error naming the file.
+
     Resuming (local directory destinations): the job keeps a journal in ``dst.zopt-partial``
     (``zopt.store.journal``). A run killed, preempted or failed for a reason outside the job's inputs
     (a lost worker, an I/O error, Ctrl-C) leaves it; the same call again skips the shards
@@ -180,7 +186,7 @@ def run_job(job: RecompressJob) -> RecompressReport:
     """Run one recompress job: parse → plan of work → validate → target → graph → run → publish → report.
 
     Everything refused is refused before the destination or its partial store exists. Errors and
-    the report as ``zopt.recompress``.
+    the report as ``zopt.job``.
     """
     t0 = time.perf_counter()
     src, target, notes = _parse(job)
@@ -196,7 +202,8 @@ def run_job(job: RecompressJob) -> RecompressReport:
     for rep in prepared.reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
-                            source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
+                            source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job,
+                            skipped=prepared.skipped)
 
 
 @dataclass
@@ -207,6 +214,7 @@ class _Prepared:
     source_group: Any
     root_meta: Any
     children: list[str]
+    skipped: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
     lossy_vars: dict[str, Any] = field(default_factory=dict)
@@ -254,9 +262,12 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
 
         plan = Plan.load(plan)
     store = target.store if isinstance(target, StoreTarget) else None
+    skipped = check_store(src, job.skip_broken) if is_zarr(src) else []  # every metadata document, first
+    if skipped:
+        notes.append(f"skipped arrays with broken metadata: {skipped}")
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
-                  children=children_to_copy(src, store, plan))
+                  children=children_to_copy(src, store, plan), skipped=skipped)
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
@@ -342,7 +353,7 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
             a.name = f"{child}/{a.name}"
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=loc.total_bytes(src), notes=notes, job=job)
+                            source_bytes=loc.total_bytes(src), notes=notes, job=job, skipped=p.skipped)
 
 
 def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
@@ -381,7 +392,7 @@ def _write_children(job: RecompressJob, p: _Prepared, partial: str, notes: list[
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
-        notes.extend(f"{child}: {n}" for n in sub.notes)
+        notes.extend(f"{child}: {n}" for n in sub.notes if not n.startswith("skipped arrays with broken"))
         seconds += sub.graph_seconds
     return seconds
 

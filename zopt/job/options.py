@@ -1,6 +1,6 @@
 """``RecompressJob``: every option of one recompress job, validated once, in one place.
 
-The CLI (``zopt recompress``), ``zopt.recompress`` and ``zopt.xarray.recompress`` all build this
+The CLI (``zopt recompress``), ``zopt.job`` and ``zopt.xarray.recompress`` all build this
 object and hand it to ``zopt.job.api.run_job``; the journal fingerprints it by its fields (a
 field added is fingerprinted unless marked ``fingerprint=False``: options that change *how* the
 job runs, not *what* it writes); child groups get it with only their paths changed
@@ -56,7 +56,7 @@ def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class RecompressJob:
-    """One recompress job: where from, where to, and every option (documented in ``zopt.recompress``).
+    """One recompress job: where from, where to, and every option (documented in ``zopt.job``).
 
     Validated in ``__post_init__`` (ValueError naming the option and the allowed values); the
     parsed forms (``chain``, ``chunk_spec``, ``shard_spec``, ``memory_limit``, ``decision_used``)
@@ -77,6 +77,7 @@ class RecompressJob:
     lossy: Any = None
     readers: Sequence[str] | str | None = None
     checksum: bool | None = None
+    skip_broken: bool = False
     scheduler: str | None = field(default=None, metadata=_HOW)
     overwrite: bool = field(default=False, metadata=_HOW)
     progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)

@@ -50,6 +50,7 @@ class RecompressReport:
     graph_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the run did differently from what was asked, and why
     job: Any = None  # the RecompressJob that made it (zopt.job.options)
+    skipped: list[str] = field(default_factory=list)  # broken source arrays left out (skip_broken)
 
     @property
     def logical_bytes(self) -> int:

@@ -97,8 +97,11 @@ def _json_scalar(v: Any) -> Any:
 
 
 def _round_up(value: Fraction, dtype: np.dtype) -> np.generic:
-    """The smallest ``dtype`` value >= ``value`` (positive)."""
-    x = dtype.type(float(value))
+    """The smallest ``dtype`` value >= ``value`` (positive); infinity when none is finite."""
+    with np.errstate(over="ignore"):
+        x = dtype.type(float(value)) if value < Fraction(float(np.finfo(dtype).max)) else dtype.type(np.inf)
+    if not np.isfinite(x):
+        return x
     while Fraction(float(x)) < value:
         x = np.nextafter(x, dtype.type(np.inf))
     return x
@@ -338,6 +341,56 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
     hi = stats.hi if stats.hi is not None else lo
     # offset: lo in the arithmetic type, rounded down (exact for floats and |ints| <= 2^53)
     off = _round_down(_frac(lo), work)
+    # A data value must not decode to a sentinel (a reader would see it missing): when a code of
+    # the grid decodes exactly to one, the offset moves down one step of the arithmetic type and
+    # the chain is designed again (a few times at most; the bound is proved for any offset <= lo).
+    for _ in range(_OFFSET_TRIES):
+        chain = _design_at(name, dt, work, is_int, b, bound, stats, lo, hi, off, slots, nan_sentinel, where)
+        hit = _sentinel_hit(chain)
+        if hit is None:
+            return chain
+        off = np.nextafter(off, work.type(-np.inf))
+    raise ValueError(f"{where}: {bound!r} over [{lo!r}, {hi!r}]: the value {hit!r} of the quantisation grid is a "
+                     "sentinel (fill value, _FillValue, missing_value), so a data value would read back as missing; "
+                     "use another bound or store this variable losslessly")
+
+
+_OFFSET_TRIES = 8
+
+
+def _sentinel_hit(chain: AbsChain) -> Any:
+    """A sentinel that some data code of ``chain`` decodes to exactly, or None."""
+    if not chain.sentinels:
+        return None
+    work = np.dtype(chain.work)
+    for s, _ in chain.sentinels:
+        sv = np.dtype(chain.source).type(s)
+        if not np.isfinite(sv) or not (_frac(chain.lo) - Fraction(chain.bound) <= _frac(sv) <= _frac(chain.hi) + Fraction(chain.bound)):
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = float((work.type(float(sv)) - work.type(chain.offset)) * work.type(chain.scale))
+        if not np.isfinite(q):
+            continue
+        near = np.arange(math.floor(q) - 2, math.ceil(q) + 3)
+        near = near[(near >= 0) & (near <= chain.q_hi)].astype(chain.storage)
+        if near.size and (chain.decode(near) == sv).any():
+            return sv.item()
+    return None
+
+
+def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
+    from zopt.codecs.scale_offset import scale_offset_encode
+
+    try:
+        with np.errstate(over="ignore"):
+            return scale_offset_encode(np.zeros(1, dtype=work), work.type(off), s)[0]
+    except ValueError:  # overflows: zarr 3.4 cannot shard this chain anyway
+        return None
+
+
+def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: Any, stats: RangeStats,
+               lo: Any, hi: Any, off: Any, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
+    """The chain for offset ``off`` (see ``design_abs``)."""
     a, m = _frac(hi) - Fraction(float(off)), max(abs(_frac(lo)), abs(_frac(hi)))
     p = np.finfo(work).nmant + 1
     u, tiny = Fraction(1, 2**p), Fraction(float(np.finfo(work).smallest_subnormal))
@@ -370,12 +423,10 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
             code += 1
             reserved.append((value, code))
     # zero, scaled, must cast exactly: zarr 3.4 validates a shard's inner codecs with fill value 0
-    # whatever the array's fill value is, and cast_value requires its fill value to round-trip
-    try:
-        with np.errstate(over="ignore"):
-            y0 = scale_offset_encode(np.zeros(1, dtype=work), work.type(off), s)[0]
-    except ValueError:  # overflows: zarr 3.4 cannot shard this chain anyway
-        y0 = None
+    # whatever the array's fill value is, and cast_value requires its fill value to round-trip.
+    # Not when zero is a sentinel: it then reaches scale_offset as ±Infinity, and a data value
+    # scaling to exactly that code would decode to the sentinel (read back as missing).
+    y0 = None if any(float(v) == 0 for v, _ in slots) else _scaled_zero(work, off, s)
     if y0 is not None and not (y0 == np.rint(y0) and 0 <= y0 <= q_hi):
         code += 1
         reserved.append((float(y0), code))

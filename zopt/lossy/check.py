@@ -12,7 +12,10 @@ Pure array maths on values already read (``zopt.readback.verify`` reads them, on
   attribute (grids above ``MAX_GRID_IN_ATTRIBUTES`` chunks) the relative error bound of the
   smallest keepbits is checked instead.
 
-The bound comes from the ``zopt_lossy`` attribute ``recompress --lossy`` wrote.
+The bound comes from the ``zopt_lossy`` attribute ``recompress --lossy`` wrote, unless the user
+states it (``zopt verify --bound VAR=abs:E``, ``stated_record``): an attribute anyone can edit.
+``record_problems`` checks the attribute against itself (its bound against the spec it records),
+which catches a widened bound unless the spec text was forged too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from zopt.lossy.bounds import exact_abs_error_exceeds
 
-__all__ = ["bound_text", "check_region", "information_kept", "kind_of"]
+__all__ = ["bound_text", "check_region", "information_kept", "kind_of", "record_problems", "stated_record"]
 
 
 def bits(x: np.ndarray) -> np.ndarray:
@@ -42,9 +45,44 @@ def kind_of(record: dict[str, Any] | None) -> str:
 def bound_text(record: dict[str, Any]) -> tuple[str, str]:
     """``(bound, keepbits)`` of a ``zopt_lossy`` attribute, as text for a report."""
     if kind_of(record) == "abs":
-        return f"abs {record['abs']}", ""
+        return f"abs {record['abs']}" + (" (--bound)" if record.get("stated") else ""), ""
     keep = str(record["keepbits"]) if "keepbits" in record else f"{record['keepbits_min']}..{record['keepbits_max']} per chunk"
-    return f"relative {record.get('relative')}", keep
+    return f"relative {record.get('relative')}" + (" (--bound)" if record.get("stated") else ""), keep
+
+
+def stated_record(text: str, record: dict[str, Any] | None) -> dict[str, Any]:
+    """The record to check against for a bound the user states: ``abs:E`` (E > 0) or
+    ``keepbits:K`` (K >= 0 mantissa bits). The recorded sentinels are kept (they are restored
+    exactly, not bounded). Raises ValueError naming ``--bound`` and the allowed forms."""
+    kind, _, value = text.partition(":")
+    sentinels = list((record or {}).get("sentinels", []))
+    try:
+        if kind == "abs" and float(value) > 0 and np.isfinite(float(value)):
+            return {"method": "abs", "abs": float(value), "sentinels": sentinels, "stated": True}
+        if kind == "keepbits" and int(value) >= 0:
+            return {"method": "keepbits", "keepbits": int(value), "relative": 2.0 ** -(int(value) + 1),
+                    "sentinels": sentinels, "stated": True}
+    except ValueError:
+        pass
+    raise ValueError(f"--bound: {text!r} is not abs:E (E a finite number > 0) or keepbits:K (K an integer >= 0)")
+
+
+def record_problems(record: dict[str, Any]) -> list[str]:
+    """Where a ``zopt_lossy`` attribute contradicts itself: its bound is not the one its own
+    ``spec`` states (e.g. ``abs`` widened by hand). ``[]`` when consistent."""
+    spec = str(record.get("spec", ""))
+    kind, _, value = spec.partition(":")
+    value = value.split(":")[0]  # e.g. abs:0.01:bytes
+    try:
+        if record.get("method") == "abs" and kind == "abs" and float(record["abs"]) != float(value):
+            return [f"zopt_lossy records abs {record['abs']} but its spec is {spec!r}: the attribute was edited; "
+                    "state the bound with --bound"]
+        if kind == "keepbits" and "keepbits" in record and int(record["keepbits"]) != int(value):
+            return [f"zopt_lossy records keepbits {record['keepbits']} but its spec is {spec!r}: the attribute was "
+                    "edited; state the bound with --bound"]
+    except (KeyError, TypeError, ValueError):
+        return [f"zopt_lossy attribute {record!r} does not hold a readable bound"]
+    return []
 
 
 def _errors(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -99,7 +137,7 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
                 k = int(gridarr[index])
             xs = x[sub]
             special = special_mask(xs, sentinels)
-            expected = bitround(xs, k, special)
+            expected = bitround(xs, k, special, sentinels)
             out["viol"] += int((bits(expected) != bits(y[sub])).sum())
             if gridarr is not None:
                 c = pair_counts(xs, ~special)

@@ -46,11 +46,14 @@ MIN_CHUNK_PAIRS = 256
 MAX_GRID_IN_ATTRIBUTES = 65536
 
 
-def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None) -> np.ndarray:
+def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None,
+             sentinels: tuple[Any, ...] = ()) -> np.ndarray:
     """``values`` (float16/32/64) rounded to ``keepbits`` mantissa bits by numcodecs' ``BitRound``;
     elements where ``keep`` is true, non-finite ones, and finite ones that would round to
-    infinity keep their exact bits. Raises ValueError naming ``keepbits`` when it exceeds the
-    type's mantissa."""
+    infinity keep their exact bits. So do subnormal values (their significant bits sit below
+    the exponent field's: bitrounding the mantissa field zeroes them, no relative bound holds)
+    and values that would round onto one of ``sentinels`` (the fill value: a value must not
+    become "missing"). Raises ValueError naming ``keepbits`` when it exceeds the type's mantissa."""
     import numcodecs
 
     values = np.asarray(values)
@@ -62,6 +65,10 @@ def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None) 
     flat = np.ascontiguousarray(values)
     rounded = np.asarray(numcodecs.BitRound(keepbits=int(keepbits)).encode(flat)).view(values.dtype).reshape(values.shape)
     same = ~np.isfinite(values) | ~np.isfinite(rounded)
+    same |= np.abs(values) < np.finfo(values.dtype).smallest_normal  # subnormals (and zeros: unchanged anyway)
+    for s in sentinels:
+        if not np.isnan(s):
+            same |= rounded == values.dtype.type(s)
     if keep is not None:
         same |= keep
     return np.where(same, values, rounded)
@@ -176,7 +183,7 @@ class LossyVariable:
         if self.spec.method == "plan":
             self.plan.check_chunk(tuple(index), values, self.fill_value)
         k = self.keepbits_of(index)
-        return bitround(values, k, special_mask(values, self.sentinels))
+        return bitround(values, k, special_mask(values, self.sentinels), self.sentinels)
 
 
 # -- the analysis graph ----------------------------------------------------------------------------

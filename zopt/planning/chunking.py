@@ -69,7 +69,9 @@ def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) ->
 def square_chunks(shape: tuple[int, ...], target_elems: int) -> tuple[int, ...]:
     """A chunk shape of about ``target_elems`` elements, roughly square over the last dimensions
     (as few as hold that many elements; leading dimensions get 1): the default for 1-byte and
-    bool arrays, and for every type before issue 26 (``benchmarks/corpus.py --compare-chunks``)."""
+    bool arrays, and for every type before issue 26 (``benchmarks/corpus.py --compare-chunks``).
+    A zero-length dimension counts as length 1 (its chunk is 1: an empty array still has a chunk grid)."""
+    shape = tuple(max(1, s) for s in shape)
     n = len(shape)
     active: list[int] = []
     for d in reversed(range(n)):

@@ -121,10 +121,14 @@ class VerifyReport:
     src: str
     dst: str
     checks: list[ArrayCheck] = field(default_factory=list)
+    #: differences outside the arrays (``zopt.readback.verify_nodes``): group attributes, consolidated copy
+    nodes: list[str] = field(default_factory=list)
+    #: source arrays with broken metadata left out (``skip_broken``), not compared
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return all(c.ok for c in self.checks) and not self.nodes
 
     @property
     def failed(self) -> list[ArrayCheck]:
@@ -133,10 +137,12 @@ class VerifyReport:
     def failure_line(self) -> str:
         """One line naming each array that differs and how ("" when ok)."""
         bad = self.failed
-        if not bad:
+        if not bad and not self.nodes:
             return ""
-        return (f"verify: {len(bad)} array(s) break their bound or differ: "
-                + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad))
+        arrays = (f"{len(bad)} array(s) break their bound or differ: "
+                  + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad)) if bad else ""
+        nodes = f"{len(self.nodes)} other difference(s): " + "; ".join(self.nodes) if self.nodes else ""
+        return "verify: " + "; ".join(x for x in (arrays, nodes) if x)
 
     def success_line(self) -> str:
         lossy = sum(c.kind != "lossless" for c in self.checks)
@@ -146,7 +152,8 @@ class VerifyReport:
 
 def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
-                         done: list[VerifyReport] | None = None) -> Callable[[Any, list[str]], None]:
+                         done: list[VerifyReport] | None = None,
+                         skip_broken: bool = False) -> Callable[[Any, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -155,7 +162,7 @@ def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, sche
 
     def check(partial: Any, names: list[str]) -> None:
         target = partial if isinstance(partial, str) else os.fspath(dst)
-        report = verify(src, target, scheduler=scheduler, progress=progress)
+        report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken)
         if not report.ok:
             raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
         report.dst = os.fspath(dst)  # what is published
@@ -375,6 +382,8 @@ def verify(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     limit: int = 5,
+    bounds: dict[str, str] | None = None,
+    skip_broken: bool = False,
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -387,6 +396,15 @@ def verify(
         ``dask.distributed`` address (``zopt.compat.scheduling.compute``).
     progress : ``progress(n_tasks)`` returning a context manager (zopt's progress bar), or None.
     limit : how many differing chunks to list per array (the first in grid order).
+    bounds : ``{array: "abs:E" | "keepbits:K"}``, the bound to check those arrays against
+        instead of the ``zopt_lossy`` attribute (which anyone can edit); the report says which
+        bound it used.
+    skip_broken : source arrays with broken metadata are listed in ``VerifyReport.skipped``
+        instead of raising ``zopt.io.source_check.BrokenMetadataError`` (a broken ``dst`` always raises).
+
+    Without ``arrays``, the groups' attributes and the destination's consolidated metadata
+    (against each node's own ``zarr.json``) are compared too (``zopt.readback.verify_nodes``;
+    ``VerifyReport.nodes``).
 
     Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, in ``arrays`` order, else the
     destination's then the source's others; see the module docstring for what is compared).
@@ -401,6 +419,7 @@ def verify(
     from zopt.io import locations as loc
     from zopt.io.paths import resolve
     from zopt.io.sources import is_zarr, release
+    from zopt.lossy.check import record_problems, stated_record
 
     src, dst = os.fspath(src), os.fspath(dst)
     for what, path in (("src", src), ("dst", dst)):
@@ -408,6 +427,10 @@ def verify(
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    from zopt.io.source_check import check_store
+
+    skipped = check_store(src, skip_broken) if is_zarr(src) else []
+    check_store(dst)
     shown = (src, dst)
     # resolved here, on the client: Dask workers may run in another directory
     src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
@@ -421,7 +444,14 @@ def verify(
             names = list(dict.fromkeys(arrays))
         else:
             names = [*ours, *(n for n in theirs if n not in ours)]
-        report = VerifyReport(*shown)
+        unknown = sorted(set(bounds or {}) - set(ours))
+        if unknown:
+            raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
+        report = VerifyReport(*shown, skipped=skipped)
+        if not arrays:
+            from zopt.readback.verify_nodes import consolidated_differences, group_differences
+
+            report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
@@ -431,6 +461,10 @@ def verify(
                 continue
             s, d = theirs[name], ours[name]
             check.metadata = _compare_metadata(s, d)
+            if bounds and name in bounds:
+                d.lossy = stated_record(bounds[name], d.lossy)
+            elif d.lossy is not None:
+                check.metadata += record_problems(d.lossy)
             check.kind = kind_of(d.lossy)
             if d.lossy is not None:
                 check.bound, check.keepbits = bound_text(d.lossy)

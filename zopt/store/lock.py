@@ -3,13 +3,25 @@ temporary directory.
 
 ``zopt compact`` and ``recompress --in-place`` replace the shard files of an existing store.
 Two such jobs on one store at once would race on the same shards (and each would treat the
-other's temporary files as leftovers), so each takes ``<store>/.zopt-lock`` first: created
-with ``O_CREAT | O_EXCL`` (atomic on a local filesystem), holding JSON
-``{"pid", "host", "job", "since"}``. A second job finds the file and fails with
-``StoreLockedError`` naming the owner. A lock whose owner is a process of this host that no
-longer exists is stale: it is taken over (renamed aside atomically, so two jobs taking it
-over at once cannot both win). A lock held from another host cannot be checked and is
-refused; the message says which file to remove if that job is gone.
+other's temporary files as leftovers), so each takes ``<store>/.zopt-lock`` first, holding JSON
+``{"pid", "host", "job", "since"}``, and keeps an exclusive ``flock`` on it while it runs.
+
+- A new lock is created complete: the record is written to a unique temporary file, flocked,
+  and hard-linked to ``.zopt-lock`` (atomic, fails if it exists), so no job sees a new lock empty.
+- A job finding the file tries its ``flock`` without waiting. Held: a live job owns the store,
+  ``StoreLockedError`` names it. Taken: the job checks that the file it locked is still the one
+  at ``.zopt-lock`` (a releasing job unlinks it before closing), then reads the record. A record
+  naming a process of this host that no longer exists is stale, and so is an empty or garbage
+  file older than ``STALE_GRACE`` seconds (a crash between create and write); the job then
+  rewrites the record in place. The ``flock`` makes the takeover exclusive: only one job can hold
+  it, so of N jobs racing for a stale lock exactly one wins (``tests/test_lock.py``: 8 processes x
+  500 rounds). A lock from another host is refused (its pid cannot be checked); the message says
+  which file to remove if that job is gone.
+- ``flock`` keeps that promise on local filesystems and on NFS where the client forwards locks
+  to the server (Linux NFS does, unless mounted ``nolock`` or ``local_lock=flock``). Where the
+  filesystem refuses ``flock`` (ENOLCK), the takeover renames the stale lock aside under a unique
+  name and re-reads it, putting it back if it is not the stale lock it read: this narrows the
+  race, it does not close it. Object stores are never locked: rewrites take local directories.
 
 While it holds the lock a job keeps its temporary files in ``<store>/.zopt-jobs/<job>/``
 (``job_dir``) and, on start, removes what dead jobs left: other job directories and the
@@ -19,6 +31,8 @@ While it holds the lock a job keeps its temporary files in ``<store>/.zopt-jobs/
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -30,24 +44,32 @@ from pathlib import Path
 
 from zopt.errors import ZoptError
 
-__all__ = ["LOCK_NAME", "JOBS_DIR", "StoreLockedError", "store_lock"]
+__all__ = ["LOCK_NAME", "JOBS_DIR", "STALE_GRACE", "StoreLockedError", "store_lock"]
 
 LOCK_NAME = ".zopt-lock"
 JOBS_DIR = ".zopt-jobs"
+#: seconds after which an empty or garbage lock file is stale (its writer died before writing)
+STALE_GRACE = 10.0
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
 #: leftovers next to shard files written by interrupted jobs of earlier zopt versions
 _OLD_TEMP_MARKS = (".zopt-packed-", ".zopt-slots-")
 
 
 class StoreLockedError(ZoptError, RuntimeError):
-    """Another job holds the store's lock. ``owner``: the lock file's JSON as a dict."""
+    """Another job holds the store's lock. ``owner``: the lock file's JSON as a dict (empty when
+    the file holds none); ``lock``: the lock file's path."""
 
-    def __init__(self, store: str, owner: dict, lock: str) -> None:
+    def __init__(self, store: str, owner: dict, lock: str, message: str | None = None) -> None:
         self.owner = owner
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
-        super().__init__(
-            f"store {store!r} is being rewritten by pid {owner.get('pid')} on host {owner.get('host')!r} "
-            f"(job {owner.get('job')}, since {since}); wait for it to finish, or remove {lock} if that job is gone"
-        )
+        self.lock = lock
+        if message is None:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
+            message = (
+                f"store {store!r} is being rewritten by pid {owner.get('pid')} on host {owner.get('host')!r} "
+                f"(job {owner.get('job')}, since {since}); wait for it to finish, or remove {lock} if that job is gone"
+            )
+        super().__init__(message)
 
 
 def _alive(pid: int) -> bool:
@@ -60,41 +82,170 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _read_owner(lock: Path) -> dict | None:
+def _parse_owner(raw: bytes) -> dict | None:
+    """The lock's owner, or None when ``raw`` is empty or not an owner record (garbage)."""
     try:
-        return json.loads(lock.read_text())
-    except FileNotFoundError:
+        owner = json.loads(raw)
+    except ValueError:
         return None
-    except (ValueError, OSError):
-        return {}  # being written, or garbage: treated as held
+    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or not isinstance(owner.get("host"), str):
+        return None
+    return owner
 
 
-def _is_stale(owner: dict) -> bool:
-    pid = owner.get("pid")
-    return owner.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid)
+def _is_stale(owner: dict | None, age: float) -> bool:
+    if owner is None:  # empty (a crash between create and write) or garbage
+        return age > STALE_GRACE
+    return owner["host"] == socket.gethostname() and not _alive(owner["pid"])
 
 
-def _acquire(store: Path, job: str) -> Path:
+def _refusal(store: Path, lock: Path, raw: bytes, age: float) -> StoreLockedError:
+    owner = _parse_owner(raw)
+    if owner is not None:
+        return StoreLockedError(os.fspath(store), owner, os.fspath(lock))
+    what = "is empty" if not raw.strip() else "does not hold an owner record (pid, host)"
+    return StoreLockedError(
+        os.fspath(store), {}, os.fspath(lock),
+        f"lock file {lock} {what}, written {age:.0f} s ago: another job may be creating it. It is "
+        f"treated as stale once older than {STALE_GRACE:g} s; run again then, or remove {lock} if no job runs",
+    )
+
+
+def _flock(fd: int) -> bool | None:
+    """Try an exclusive ``flock`` without waiting: True taken, False held by another open file,
+    None when the filesystem has no such locks."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        if e.errno in _NO_LOCKS:
+            return None
+        raise
+    return True
+
+
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _create(lock: Path, record: bytes) -> int | None:
+    """Create ``lock`` holding ``record`` in one step (a hard link of a complete, flocked
+    temporary file), so that no job ever sees a new lock empty. Returns its fd, or None when the
+    lock exists."""
+    tmp = lock.with_name(f"{LOCK_NAME}.new-{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, record)
+        _flock(fd)  # held before the lock is visible (None: no flock here, nothing to hold)
+        try:
+            os.link(tmp, lock)
+        except FileExistsError:
+            os.close(fd)
+            return None
+        except OSError as e:  # no hard links here: O_EXCL creation, then write
+            if e.errno not in _NO_LINKS:
+                raise
+            os.close(fd)
+            return _create_excl(lock, record)
+        return fd
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _create_excl(lock: Path, record: bytes) -> int | None:
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return None
+    _flock(fd)
+    os.write(fd, record)
+    return fd
+
+
+def _acquire(store: Path, job: str) -> tuple[Path, int]:
+    """Take ``store/.zopt-lock``; returns it and the open, ``flock``-ed file descriptor that holds
+    it (closed on release). See the module docstring for why only one job can win a takeover."""
     lock = store / LOCK_NAME
     me = {"pid": os.getpid(), "host": socket.gethostname(), "job": job, "since": time.time()}
-    for _ in range(3):
+    record = json.dumps(me).encode()
+    for _ in range(20):
+        fd = _create(lock, record)
+        if fd is not None:
+            return lock, fd
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            owner = _read_owner(lock)
-            if owner is None:  # released meanwhile
-                continue
-            if not _is_stale(owner):
-                raise StoreLockedError(os.fspath(store), owner, os.fspath(lock)) from None
-            aside = lock.with_name(f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}")
-            with contextlib.suppress(FileNotFoundError):  # another job took it over first
-                os.rename(lock, aside)
-                aside.unlink()
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:  # released meanwhile
             continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        return lock
-    raise StoreLockedError(os.fspath(store), _read_owner(lock) or {}, os.fspath(lock))
+        try:
+            got = _flock(fd)
+            if got is None:
+                os.close(fd)
+                _take_over_without_flock(store, lock)
+                continue
+            raw = _read_fd(fd)
+            age = time.time() - os.fstat(fd).st_mtime
+            if not got:  # a live job holds it
+                raise _refusal(store, lock, raw, age)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(lock))
+            except FileNotFoundError:
+                same = False
+            if not same:  # released (and maybe re-created) between our open and our flock
+                os.close(fd)
+                continue
+            if not _is_stale(_parse_owner(raw), age):
+                raise _refusal(store, lock, raw, age)
+            # The stale lock is ours: we hold its flock, so any other job taking it over waits
+            # for us and then finds it live (or removed). Rewrite it in place.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+            return lock, fd
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+    raise StoreLockedError(os.fspath(store), _parse_owner(_read(lock)) or {}, os.fspath(lock))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _take_over_without_flock(store: Path, lock: Path) -> None:
+    """Where the filesystem has no ``flock``: rename a stale lock aside under a unique name, then
+    re-read what was renamed; if it is not the stale lock read first (another job took over and
+    created its own meanwhile), put it back and refuse. Narrows the race, does not close it."""
+    raw = _read(lock)
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if not _is_stale(_parse_owner(raw), age):
+        raise _refusal(store, lock, raw, age)
+    aside = lock.with_name(f"{LOCK_NAME}.stale-{uuid.uuid4().hex}")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:  # another job took it over first
+        return
+    got = aside.read_bytes()
+    if got != raw:
+        with contextlib.suppress(FileExistsError):
+            os.link(aside, lock)
+        aside.unlink()
+        raise _refusal(store, lock, got, 0.0)
+    aside.unlink()
 
 
 def _remove_leftovers(store: Path, keep: str) -> int:
@@ -125,7 +276,7 @@ def store_lock(store: str | os.PathLike, job: str) -> Iterator[Path]:
     Raises StoreLockedError naming the owner when another live job holds the lock.
     """
     root = Path(os.fspath(store))
-    lock = _acquire(root, job)
+    lock, fd = _acquire(root, job)
     tmp = root / JOBS_DIR / job
     try:
         _remove_leftovers(root, job)
@@ -135,4 +286,7 @@ def store_lock(store: str | os.PathLike, job: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
             (root / JOBS_DIR).rmdir()  # only when empty
-        lock.unlink(missing_ok=True)
+        try:
+            lock.unlink(missing_ok=True)  # while still holding its flock: see _acquire
+        finally:
+            os.close(fd)
