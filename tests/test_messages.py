@@ -121,3 +121,30 @@ def test_a_note_names_a_memory_store_by_its_url(tmp_path):
                                        "--layout", "fixed-slot", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "memory://notes.zarr has none" in " ".join(result.output.split()) and "FsspecStore" not in result.output
+
+
+@pytest.mark.parametrize("command", [["recompress", "{src}", "{dst}", "--no-progress"],
+                                     ["recompress", "{src}", "--in-place", "--no-progress"],
+                                     ["compact", "{src}", "--no-progress"], ["analyze", "{src}", "--no-progress"],
+                                     ["plan", "{src}", "-o", "{dst}", "--no-progress"],
+                                     ["verify", "{src}", "{src}", "--no-progress"],
+                                     ["lossy-plan", "{src}", "-o", "{dst}", "--info", "a=0.99"]])
+def test_an_unknown_scheduler_names_the_option_and_the_allowed_values(tmp_path, command):
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(8,), chunks=(4,), dtype="f4")[:] = np.arange(8)
+    args = [a.format(src=src, dst=tmp_path / "o.zarr") for a in command]
+    result = CliRunner().invoke(main, [*args, "--scheduler", "thread"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--scheduler': 'thread' is not one of 'threads'" in result.output
+    assert "'processes', 'synchronous', or a dask.distributed address" in result.output
+    assert not (tmp_path / "o.zarr").exists() and not (tmp_path / "o.zarr.zopt-partial").exists()
+
+
+def test_the_api_refuses_an_unknown_scheduler_before_writing(tmp_path):
+    from zopt.engine import recompress
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(8,), chunks=(4,), dtype="f4")[:] = np.arange(8)
+    with pytest.raises(ValueError, match=r"^scheduler: 'thread' is not one of 'threads' \(the default\), 'processes'"):
+        recompress(src, tmp_path / "o.zarr", scheduler="thread")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]

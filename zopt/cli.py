@@ -22,6 +22,7 @@ from rich.table import Table
 from zopt import __version__
 from zopt.errors import ZoptError, disk_full_message, is_disk_full
 from zopt.progress import RichProgress as _RichProgress
+from zopt.scheduling import scheduler_option
 from zopt.tables import console
 from zopt.tables import human as _human
 from zopt.tables import mask_text as _mask_text
@@ -194,7 +195,7 @@ def main() -> None:
               "Default: ~64 MiB.")
 @click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
 @click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array of a child group.")
-@click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and deleted once the new one is in place).")
 @click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
 @click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
@@ -370,7 +371,7 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
 @main.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--grace", type=float, default=2.0, show_default=True,
               help="Seconds between replacing the shards (sizes kept) and dropping their holes; see docs/reliability.md.")
@@ -401,7 +402,7 @@ def _analysis_options(command):
                           "full: whole chunks; auto: windows where possible."),
         click.option("--decode-times", is_flag=True,
                      help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
-        click.option("--scheduler", default=None, help="Dask scheduler, as for recompress."),
+        click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress."),
         click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
     ]
     for option in reversed(options):

@@ -8,7 +8,31 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["compute", "local_scheduler"]
+__all__ = ["SCHEDULERS", "check_scheduler", "compute", "local_scheduler", "scheduler_option"]
+
+#: what ``scheduler`` accepts, as error messages and ``--help`` name it
+SCHEDULERS = ("'threads' (the default), 'processes', 'synchronous', or a dask.distributed address "
+              "such as tcp://127.0.0.1:8786")
+_LOCAL = ("threads", "threading", "processes", "multiprocessing", "synchronous", "sync", "single-threaded")
+
+
+def check_scheduler(name: str | None) -> None:
+    """ValueError naming ``scheduler`` and the allowed values unless ``name`` is one of them
+    (None: the default)."""
+    if name is not None and name not in _LOCAL and "://" not in str(name):
+        raise ValueError(f"scheduler: {name!r} is not one of {SCHEDULERS}")
+
+
+def scheduler_option(ctx: Any, param: Any, value: str | None) -> str | None:
+    """Click callback for ``--scheduler``: a bad name is refused before any work, naming the
+    option and the allowed values (click prints "Invalid value for '--scheduler': …")."""
+    import click
+
+    try:
+        check_scheduler(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not one of {SCHEDULERS}", ctx=ctx, param=param) from None
+    return value
 
 
 def compute(tasks: list, scheduler: str | None, progress, token: str | None = None) -> list:
@@ -28,6 +52,7 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
 
     import dask
 
+    check_scheduler(scheduler)
     if not tasks:
         return []
     ctx = progress(len(tasks)) if progress else contextlib.nullcontext()
@@ -59,7 +84,8 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
 
 
 def local_scheduler(name: str) -> Any:
-    """The ``get`` function of Dask's local scheduler ``name`` (other names are left to Dask).
+    """The ``get`` function of Dask's local scheduler ``name``; ValueError naming ``scheduler``
+    for any other name (addresses go to ``zopt.cluster``).
 
     Passing the function rather than its name keeps ``dask.compute`` from importing
     ``distributed`` to look for a client (0.14 s per process).
@@ -75,4 +101,5 @@ def local_scheduler(name: str) -> Any:
         import dask.multiprocessing
 
         return dask.multiprocessing.get
-    return name
+    check_scheduler(name)
+    raise ValueError(f"scheduler: {name!r} is an address; a local scheduler is one of {SCHEDULERS}")

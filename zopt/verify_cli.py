@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from zopt.scheduling import scheduler_option
+
 __all__ = ["verify", "verify_table"]
 
 
@@ -41,7 +43,7 @@ def verify_table(report) -> Table:
 @click.argument("dst")
 @click.argument("arrays", nargs=-1)
 @click.option("--variable", "variables", multiple=True, help="Only compare these arrays (repeatable; same as ARRAY…).")
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,

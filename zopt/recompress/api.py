@@ -52,6 +52,7 @@ from zopt.recompress.targets import (
 )
 from zopt.recompress.work import LAYOUTS, ArrayWork, build_work, layouts_for, plan_for
 from zopt.rewrite import GRACE_SECONDS, has_inner_checksum, shrink_after_grace, unchecked_note
+from zopt.scheduling import check_scheduler
 from zopt.shards import layout_of
 from zopt.sources import (
     SourceVariable,
@@ -170,6 +171,7 @@ def recompress(
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {list(LAYOUTS)}")
+    check_scheduler(scheduler)
     if plan is not None and not (isinstance(decision, str) and decision == "compress_if_smaller"):
         raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
     src = os.fspath(src) if loc.is_url(src) else resolve(loc.local_path(src))  # on the client: workers may run elsewhere
@@ -403,6 +405,7 @@ def recompress_in_place(
     """
     if not grace >= 0:
         raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+    check_scheduler(scheduler)
     store = resolve(store)  # on the client: Dask workers may run in another directory
     group = zarr_v3_group(store)
     if group is None:
