@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,27 @@ def test_the_api_refuses_an_unknown_scheduler_before_writing(tmp_path):
     with pytest.raises(ValueError, match=r"^scheduler: 'thread' is not one of 'threads' \(the default\), 'processes'"):
         recompress(src, tmp_path / "o.zarr", scheduler="thread")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+
+
+@pytest.mark.parametrize("shards", [(50, 50), (100, 100)], ids=["unsharded", "sharded"])
+def test_written_counts_stored_chunks_without_a_conditional(tmp_path, shards):
+    """The report's "written" column counted only chunks a conditional codec recorded: 0 for an
+    unsharded array with a plain chain. A chunk equal to the fill value is not stored."""
+    from zopt.engine import recompress
+
+    src = tmp_path / "s.zarr"
+    values = np.random.default_rng(0).random((100, 100)).astype("f4")
+    values[:50, :50] = 0
+    zarr.create_array(src, name="a", shape=values.shape, chunks=(50, 50), dtype="f4", fill_value=0)[:] = values
+    plain = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 3}}]
+    report = recompress(src, tmp_path / "o.zarr", codecs=plain, chunks=(50, 50), shards=shards)
+    (a,) = report.arrays
+    unsharded = shards == (50, 50)  # shards equal to the chunks: no sharding
+    assert a.layout == ("unsharded" if unsharded else "compact")
+    stored = [p for p in (tmp_path / "o.zarr" / "a" / "c").rglob("*") if p.is_file()]
+    assert a.chunks == 4 and a.chunks_written == 3 == (len(stored) if unsharded else 3)
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "cli.zarr"), "--codecs", json.dumps(plain),
+                                       "--chunks", "50,50", "--shards", ",".join(map(str, shards)), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("│ a "))
+    assert [c.strip() for c in row.split("│")][4:6] == ["4", "3"]  # chunks, written
