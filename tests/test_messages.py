@@ -173,3 +173,28 @@ def test_written_counts_stored_chunks_without_a_conditional(tmp_path, shards):
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("│ a "))
     assert [c.strip() for c in row.split("│")][4:6] == ["4", "3"]  # chunks, written
+
+
+def test_vs_default_shows_the_baseline_time(tmp_path, monkeypatch):
+    import re
+    import time
+
+    import zopt.baseline
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(64, 64), chunks=(32, 32), dtype="f4")[:] = np.arange(64 * 64).reshape(64, 64)
+    real = zopt.baseline.zarr_default_bytes
+
+    def slow(*args, **kwargs):  # the baseline pass takes at least 0.3 s: the title must say so
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zopt.baseline, "zarr_default_bytes", slow)
+    monkeypatch.setenv("COLUMNS", "250")
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--vs-default", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    found = re.search(r"\((\d+\.\d\d) s, [\d.]+ MB/s; zarr default: (\d+\.\d\d) s, ([\d.]+) MB/s\)", text)
+    assert found, result.output
+    assert 0.3 <= float(found[2]) < 30 and float(found[3]) == pytest.approx(64 * 64 * 4 / 1e6 / float(found[2]), abs=0.06)
+    assert "zarr default's time: reading DST back" in text
