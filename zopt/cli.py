@@ -22,6 +22,7 @@ from rich.table import Table
 
 from zopt import __version__
 from zopt.errors import ZoptError, disk_full_message, is_disk_full
+from zopt.interrupts import interrupt_note
 from zopt.progress import RichProgress as _RichProgress
 from zopt.scheduling import scheduler_option
 from zopt.tables import console
@@ -162,6 +163,9 @@ def _settle_zarr_tasks(timeout: float = 5.0) -> None:
         sync(rest())
 
 
+#: what Ctrl-C says where the interrupted job resumes (``zopt.interrupts``)
+RESUME_NOTE = "journal kept, run the same command to resume"
+
 #: what a command's failure may be: zopt's own errors, bad input (ValueError) and I/O (OSError)
 USER_ERRORS = (ZoptError, ValueError, OSError)
 
@@ -279,13 +283,14 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
                                      done=verified)
     try:
-        report = run(
-            src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
-            variables=variables or None, scheduler=scheduler, overwrite=overwrite,
-            progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
-            plan=plan, max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None,
-            readers=readers, before_publish=check,
-        )
+        with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
+            report = run(
+                src, dst, codecs=codecs, chunks=chunks, shards=shards, decision=decision,
+                variables=variables or None, scheduler=scheduler, overwrite=overwrite,
+                progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
+                plan=plan, max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None,
+                readers=readers, before_publish=check,
+            )
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst:
             partial = dst.rstrip("/") + ".zopt-partial"
@@ -373,7 +378,7 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     given = [name for name, value in refused.items() if value]
     if given:
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
-    with _shard_rewrite_errors(src):
+    with _shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress)
     console.print(summary_table(report))

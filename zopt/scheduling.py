@@ -6,6 +6,8 @@ their task lists.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 __all__ = ["SCHEDULERS", "check_scheduler", "compute", "local_scheduler", "scheduler_option"]
@@ -65,22 +67,44 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
     get = local_scheduler(scheduler or "threads")
     import dask.threaded
 
-    if get is not dask.threaded.get:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get))
-    from concurrent.futures import ThreadPoolExecutor
+    from zopt.interrupts import on_interrupt
 
+    if get is not dask.threaded.get:
+        with on_interrupt(lambda: None), ctx:
+            return list(dask.compute(*tasks, scheduler=get))
     import dask.system
 
     # our own pool, shut down before returning or raising: when a task fails, the tasks still
     # running finish (and queued ones are cancelled) before the caller removes a partial store,
     # so no late write can recreate it
-    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
-    try:
-        with ctx:
-            return list(dask.compute(*tasks, scheduler=get, pool=pool))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    pool = _CountingPool(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
+    with on_interrupt(lambda: pool.running):  # a second Ctrl-C during the shutdown leaves at once
+        try:
+            with ctx:
+                return list(dask.compute(*tasks, scheduler=get, pool=pool))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _CountingPool(ThreadPoolExecutor):
+    """A thread pool that knows how many of its tasks are running (for the Ctrl-C message)."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self._count_lock = threading.Lock()
+        self.running = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        def run(*a, **k):
+            with self._count_lock:
+                self.running += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                with self._count_lock:
+                    self.running -= 1
+
+        return super().submit(run, *args, **kwargs)
 
 
 def local_scheduler(name: str) -> Any:
@@ -98,8 +122,13 @@ def local_scheduler(name: str) -> Any:
     if name in ("sync", "synchronous", "single-threaded"):
         return dask.local.get_sync
     if name in ("processes", "multiprocessing"):
+        import functools
+
         import dask.multiprocessing
 
-        return dask.multiprocessing.get
+        from zopt.interrupts import exit_with_parent
+
+        # workers exit when the client dies (a SIGKILLed client cannot shut its pool down)
+        return functools.partial(dask.multiprocessing.get, initializer=exit_with_parent)
     check_scheduler(name)
     raise ValueError(f"scheduler: {name!r} is an address; a local scheduler is one of {SCHEDULERS}")
