@@ -198,3 +198,24 @@ def test_vs_default_shows_the_baseline_time(tmp_path, monkeypatch):
     assert found, result.output
     assert 0.3 <= float(found[2]) < 30 and float(found[3]) == pytest.approx(64 * 64 * 4 / 1e6 / float(found[2]), abs=0.06)
     assert "zarr default's time: reading DST back" in text
+
+
+def test_in_place_takes_grace_and_other_rewrites_refuse_it(tmp_path, monkeypatch):
+    import zopt.recompress.api
+    from zopt.engine import recompress
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(64, 64), chunks=(32, 32), dtype="f4")[:] = np.arange(64 * 64).reshape(64, 64)
+    store = tmp_path / "fast.zarr"
+    recompress(src, store, chunks=(16, 16), shards=(32, 32), decision="never", layout="fixed-slot")
+    seen = []
+    real = zopt.recompress.api.shrink_after_grace
+    monkeypatch.setattr(zopt.recompress.api, "shrink_after_grace",
+                        lambda shards, tmp, grace, scheduler: seen.append(grace) or real(shards, tmp, 0, scheduler))
+    result = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--grace", "0.25", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert seen == [0.25]
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--grace", "1"])
+    assert result.exit_code == 2 and "--grace applies to --in-place" in result.output
+    result = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--grace", "-1"])
+    assert result.exit_code == 2 and "--grace" in result.output and not (tmp_path / "o.zarr").exists()

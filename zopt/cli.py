@@ -219,6 +219,9 @@ def main() -> None:
 @click.option("--checksum/--no-checksum", default=None,
               help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
                    "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
+@click.option("--grace", type=click.FloatRange(min=0), default=None,
+              help="--in-place: seconds between replacing the shards (sizes kept) and dropping their holes, so readers "
+                   "holding a shard index can drain (default 2; docs/reliability.md).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
@@ -234,7 +237,8 @@ def main() -> None:
               "on any difference nothing is published and the partial output is kept.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first) -> None:
+               max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
+               verify_first) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -253,7 +257,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
-        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
+        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--checksum/--no-checksum": None if checksum is None else checksum or "no",
@@ -273,6 +277,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         codecs = None if chosen.name == "default" else chosen.chain()
         if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
             decision = chosen.decision
+    if grace is not None:
+        raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
+                               "published by one rename and needs none.")
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
     verified: list = []
@@ -370,7 +377,7 @@ def info(store, arrays, png, check) -> None:
         console.print(f"wrote {png}")
 
 
-def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:
+def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace, refused) -> None:
     from zopt.engine import recompress_in_place
 
     if dst is not None:
@@ -380,7 +387,8 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
     with _shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
-                                     progress=None if no_progress else _RichProgress)
+                                     progress=None if no_progress else _RichProgress,
+                                     **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
