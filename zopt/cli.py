@@ -356,6 +356,11 @@ def info(store, arrays, png, check) -> None:
     if not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
+    from zopt.unfinished import describe_unfinished, read_unfinished
+
+    unfinished = read_unfinished(store)
+    if unfinished is not None:  # e.g. a store copied from a killed job's S3 destination
+        console.print(describe_unfinished(store, unfinished), markup=False, style="bold red")
     infos = store_info(store, arrays or None, check=check)
     if png:
         from zopt.plot import plot_store

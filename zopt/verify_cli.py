@@ -54,9 +54,11 @@ def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
     from zopt.errors import ZoptError
     from zopt.progress import RichProgress
     from zopt.tables import console
+    from zopt.unfinished import check_finished
     from zopt.verify import verify as run
 
     try:
+        check_finished(dst)  # a recompress killed while writing a store destination
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
                      progress=None if no_progress else RichProgress)
     except (ValueError, OSError, ZoptError) as exc:

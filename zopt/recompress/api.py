@@ -273,6 +273,8 @@ def recompress(
             create_target(src, source_group, partial, source, names, layouts, splits, **create)
             if journal is not None:
                 journal.begin(fp, job_id, layouts)
+            else:
+                target.begin(job_id, src)  # a Store: marked unfinished until published
         else:
             notes.append(f"resumed the interrupted job in {partial}")
         for name in names:  # the work was planned on metadata made in memory: the target must be the same
