@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("codecs", ("zopt.codecs", "zopt.codecs.", "zopt.decisions", "zopt.pipeline", "zopt._zarr_config")),
     ("storage", ("zopt.shards", "zopt.raw_read", "zopt.sources", "zopt.paths", "zopt.locations", "zopt.graph", "zopt.scheduling",
                  "zopt.cluster", "zopt.lock", "zopt.rewrite", "zopt.checked_read", "zopt.menu", "zopt.chunk_feed", "zopt.readers",
-                 "zopt.chunking")),
+                 "zopt.chunking", "zopt.interrupts", "zopt.unfinished")),
     ("analysis", ("zopt.analysis", "zopt.lossy.bitinfo", "zopt.lossy.bounds", "zopt.lossy.spec")),
     ("plan", ("zopt.plan",)),
     ("engine", ("zopt.engine", "zopt.compact", "zopt.info", "zopt.journal", "zopt.verify", "zopt.presets", "zopt.baseline",
