@@ -163,6 +163,36 @@ def _settle_zarr_tasks(timeout: float = 5.0) -> None:
         sync(rest())
 
 
+def _stop_zarr_loop(timeout: float = 30.0) -> None:
+    """At exit, before zarr's own ``cleanup_resources`` (atexit runs the last registered first):
+    let zarr's event loop finish its tasks, stop it and wait for its thread. zarr waits 0.2 s for
+    that thread, then closes the loop anyway: on a busy machine the loop was sometimes still
+    running, and a successful command ended with "RuntimeError: Cannot close a running event
+    loop" (or "Task was destroyed but it is pending!") on stderr."""
+    from zarr.core import sync as zarr_sync
+
+    loop, thread = zarr_sync.loop[0], zarr_sync.iothread[0]
+    if loop is None or thread is None or loop.is_closed() or not thread.is_alive():
+        return
+    _settle_zarr_tasks(timeout)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout)
+
+
+_exit_hook: list[bool] = []
+
+
+def _register_exit_hook() -> None:
+    """``_stop_zarr_loop`` at exit, registered once and after zarr's own hook, so it runs first."""
+    if not _exit_hook:
+        import atexit
+
+        import zarr.core.sync  # noqa: F401 - zarr registers its cleanup on import: ours must come later
+
+        atexit.register(_stop_zarr_loop)
+        _exit_hook.append(True)
+
+
 #: what Ctrl-C says where the interrupted job resumes (``zopt.interrupts``)
 RESUME_NOTE = "journal kept, run the same command to resume"
 
@@ -176,6 +206,7 @@ class _Main(click.Group):
     (``click.ClickException``), no traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        _register_exit_hook()
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
