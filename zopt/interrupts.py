@@ -12,7 +12,8 @@ install signal handlers; elsewhere the context manager does nothing.
 
 ``exit_with_parent()``: the initializer of ``--scheduler processes`` workers. A worker polls
 its parent's process id and exits when the parent is gone (killed with SIGKILL, it cannot shut
-its pool down), instead of waiting forever on a task queue nobody writes to.
+its pool down), instead of waiting forever on a task queue nobody writes to; it ignores SIGINT,
+which a terminal's Ctrl-C sends to every process of the group, so only the client reacts.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def _watch(parent: int) -> None:
 
 def exit_with_parent() -> None:
     """Worker-process initializer: exit as soon as the process that started this one is gone
-    (the client, or dask's forkserver, which exits with it)."""
+    (the client, or dask's forkserver, which exits with it). Ctrl-C in a terminal reaches the
+    whole process group: workers ignore it and let their client decide (``on_interrupt``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
     if parent == 1:  # orphaned before it started
         os._exit(1)
