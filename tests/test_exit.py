@@ -2,7 +2,7 @@
 exit", 1 run in 254). Cause: zarr's atexit hook waits 0.2 s for its event-loop thread, then
 closes the loop anyway; when the loop was still busy (a loaded machine, a task finishing), that
 raised "RuntimeError: Cannot close a running event loop" after the job had succeeded. zopt's CLI
-now stops the loop first and waits for it (``zopt.cli._stop_zarr_loop``)."""
+now stops the loop first and waits for it (``zopt.interrupts._stop_zarr_loop``)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ from rich.table import Table
 
 from zopt import __version__
 from zopt.errors import ZoptError, disk_full_message, is_disk_full
-from zopt.interrupts import interrupt_note
+from zopt.interrupts import exit_quietly, interrupt_note
+from zopt.interrupts import settle_zarr_tasks as _settle_zarr_tasks
 from zopt.progress import RichProgress as _RichProgress
 from zopt.scheduling import scheduler_option
 from zopt.tables import console
@@ -145,54 +146,6 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
     return table
 
 
-def _settle_zarr_tasks(timeout: float = 5.0) -> None:
-    """Let zarr's event loop finish the chunk reads still pending after one failed, so a failed
-    command exits with its one-line error instead of asyncio's "Task was destroyed" noise."""
-    import asyncio
-    import contextlib
-
-    from zarr.core.sync import sync
-
-    async def rest() -> None:
-        me = asyncio.current_task()
-        pending = [t for t in asyncio.all_tasks() if t is not me]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout)
-
-    with contextlib.suppress(Exception):  # best effort on the way out; the command's own error is what matters
-        sync(rest())
-
-
-def _stop_zarr_loop(timeout: float = 30.0) -> None:
-    """At exit, before zarr's own ``cleanup_resources`` (atexit runs the last registered first):
-    let zarr's event loop finish its tasks, stop it and wait for its thread. zarr waits 0.2 s for
-    that thread, then closes the loop anyway: on a busy machine the loop was sometimes still
-    running, and a successful command ended with "RuntimeError: Cannot close a running event
-    loop" (or "Task was destroyed but it is pending!") on stderr."""
-    from zarr.core import sync as zarr_sync
-
-    loop, thread = zarr_sync.loop[0], zarr_sync.iothread[0]
-    if loop is None or thread is None or loop.is_closed() or not thread.is_alive():
-        return
-    _settle_zarr_tasks(timeout)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout)
-
-
-_exit_hook: list[bool] = []
-
-
-def _register_exit_hook() -> None:
-    """``_stop_zarr_loop`` at exit, registered once and after zarr's own hook, so it runs first."""
-    if not _exit_hook:
-        import atexit
-
-        import zarr.core.sync  # noqa: F401 - zarr registers its cleanup on import: ours must come later
-
-        atexit.register(_stop_zarr_loop)
-        _exit_hook.append(True)
-
-
 #: what Ctrl-C says where the interrupted job resumes (``zopt.interrupts``)
 RESUME_NOTE = "journal kept, run the same command to resume"
 
@@ -206,7 +159,7 @@ class _Main(click.Group):
     (``click.ClickException``), no traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        _register_exit_hook()
+        exit_quietly()
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:

@@ -14,6 +14,10 @@ install signal handlers; elsewhere the context manager does nothing.
 its parent's process id and exits when the parent is gone (killed with SIGKILL, it cannot shut
 its pool down), instead of waiting forever on a task queue nobody writes to; it ignores SIGINT,
 which a terminal's Ctrl-C sends to every process of the group, so only the client reacts.
+
+``exit_quietly()``: at exit, stop zarr's event loop and wait for its thread before zarr's own
+exit hook, which closed a still-running loop on busy machines (a traceback after a successful
+command); ``settle_zarr_tasks()`` lets pending chunk reads finish after an error.
 """
 
 from __future__ import annotations
@@ -99,3 +103,53 @@ def exit_with_parent() -> None:
     if parent == 1:  # orphaned before it started
         os._exit(1)
     threading.Thread(target=_watch, args=(parent,), name="zopt-exit-with-parent", daemon=True).start()
+
+
+# -- leaving quietly ------------------------------------------------------------------------------
+
+
+def settle_zarr_tasks(timeout: float = 5.0) -> None:
+    """Let zarr's event loop finish the chunk reads still pending (e.g. after one failed), so a
+    command exits with its own message instead of asyncio's "Task was destroyed" noise."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def rest() -> None:
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    with contextlib.suppress(Exception):  # best effort on the way out; the command's own error is what matters
+        sync(rest())
+
+
+def _stop_zarr_loop(timeout: float = 30.0) -> None:
+    """Let zarr's event loop finish its tasks, stop it and wait for its thread. zarr's own exit
+    hook waits 0.2 s for that thread, then closes the loop anyway: on a busy machine the loop was
+    sometimes still running, and a successful command ended with "RuntimeError: Cannot close a
+    running event loop" on stderr (issue 28)."""
+    from zarr.core import sync as zarr_sync
+
+    loop, thread = zarr_sync.loop[0], zarr_sync.iothread[0]
+    if loop is None or thread is None or loop.is_closed() or not thread.is_alive():
+        return
+    settle_zarr_tasks(timeout)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout)
+
+
+_exit_hook: list[bool] = []
+
+
+def exit_quietly() -> None:
+    """Register ``_stop_zarr_loop`` to run at exit before zarr's own hook (atexit runs the last
+    registered first), once per process. For command lines: it waits up to 30 s for zarr's loop."""
+    if not _exit_hook:
+        import atexit
+
+        import zarr.core.sync  # noqa: F401 - zarr registers its hook on import: ours must come later
+
+        atexit.register(_stop_zarr_loop)
+        _exit_hook.append(True)

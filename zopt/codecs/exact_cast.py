@@ -13,7 +13,7 @@ How each case stays exact (all vectorised):
 - Where every source value is a value of the target (numpy integer and float types widening:
   ``uint16 → float32``, ``float32 → float64``, the same type, or integers whose values in this
   array lie within ``±2^(nmant+1)`` of a float target), numpy's ``astype`` is exact and is the
-  whole conversion, with ``scalar_map`` applied as masked stores (``_widen``). This is every
+  whole conversion, with ``scalar_map`` applied as masked stores (``zopt.codecs.widening``). This is every
   decode of the lossy chains (``uintN`` codes → the float type, the sentinel map ``float32 →
   float32``), at numpy's speed (``benchmarks/cast.py``).
 - Sources of at most 16 bits go through a lookup table of every bit pattern, built once per
@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.codecs.widening import widen, widens_exactly
 from zopt.dtypes.numeric import NumericInfo, numeric_info
 from zopt.errors import ZoptError
 
@@ -340,50 +341,6 @@ def _convert(x: np.ndarray, src: NumericInfo, tgt: NumericInfo, rounding: str, o
     return _float_to_table(v, tgt, rounding, out_of_range)
 
 
-def _is_builtin(info: NumericInfo) -> bool:
-    return info.dtype.isbuiltin == 1 and info.dtype.kind in "iuf"
-
-
-def _widens_exactly(values: np.ndarray, src: NumericInfo, tgt: NumericInfo) -> bool:
-    """True when numpy's ``astype`` gives every element of ``values`` exactly (no rounding, no range)."""
-    if not (_is_builtin(src) and _is_builtin(tgt)):
-        return False
-    if tgt.is_int:
-        return src.is_int and tgt.lo <= src.lo and src.hi <= tgt.hi
-    if not src.is_int:
-        return src.dtype.itemsize <= tgt.dtype.itemsize  # float16 ⊂ float32 ⊂ float64
-    limit = 1 << (tgt.nmant + 1)  # every integer of magnitude up to 2^(nmant+1) is a value of tgt
-    if -limit <= src.lo and src.hi <= limit:
-        return True
-    if values.size == 0:
-        return True
-    # e.g. uint32 codes below 2^24 into float32: one reduction, far cheaper than the exact kernels
-    return int(values.max()) <= limit and (not src.signed or -limit <= int(values.min()))
-
-
-def _widen(values: np.ndarray, tgt: NumericInfo, scalar_map: Sequence[tuple[Any, Any]]) -> np.ndarray:
-    """``values.astype(tgt)`` (exact: see ``_widens_exactly``), then ``scalar_map``'s entries,
-    first match wins, keys matched in the source type (IEEE equality; a NaN key matches any NaN)."""
-    out = values.astype(tgt.dtype, order="C")
-    mapped = None
-    for key, value in scalar_map:
-        k = np.array(key)
-        with np.errstate(all="ignore"):
-            k_src = k.astype(values.dtype)
-        if np.isnan(k):
-            mask = np.isnan(values)
-        elif k_src == k:
-            mask = values == k_src
-        else:  # a key that is not a value of the source type matches nothing
-            continue
-        if mapped is not None:
-            mask &= ~mapped
-        np.copyto(out, np.array(value).astype(tgt.dtype), where=mask)
-        if len(scalar_map) > 1:
-            mapped = mask if mapped is None else mapped | mask
-    return out
-
-
 def _map_mask(x: np.ndarray, key: Any, src: NumericInfo) -> np.ndarray:
     if src.is_int:
         return x == _canonical(np.array(key), src)
@@ -511,8 +468,8 @@ def cast_array(
     values = np.asarray(values)
     src, tgt = numeric_info(values.dtype), numeric_info(target)
     check_cast_options(rounding, out_of_range, tgt)
-    if _widens_exactly(values, src, tgt):
-        return _widen(values, tgt, scalar_map)
+    if widens_exactly(values, src, tgt):
+        return widen(values, tgt, scalar_map)
     if src.bits <= 16:
         key = tuple((np.array(k).astype(src.dtype).tobytes(), np.array(v).astype(tgt.dtype).tobytes())
                     for k, v in scalar_map)
