@@ -1,7 +1,7 @@
 """Recompress several stores in one job on a Dask cluster, and verify every output.
 
 Starts a ``dask.distributed.LocalCluster`` (two worker processes) or joins a running scheduler
-(``--scheduler tcp://host:8786``), prints the dashboard link, and runs ``zopt.recompress``
+(``--scheduler tcp://host:8786``), prints the dashboard link, and runs ``zopt.job``
 for each source on it: one Dask task per output shard, each reading only its region of the
 source. Every output is then opened with plain xarray and compared with its source bit for bit.
 
@@ -11,8 +11,8 @@ Data: the NEMO ocean model output (three months) and two climate scenarios shipp
 Interrupted (killed, preempted, a worker lost)? Run the same command again: outputs already
 published are verified and kept, and the output that was being written resumes from its
 ``<dst>.zopt-partial`` journal, rewriting only its unfinished shards (docs/recompress.md,
-"Resuming an interrupted job"). ``--fresh`` starts over. Not here yet: a ``zopt verify``
-command over stored checksums; the outputs are verified by comparing values with the sources.
+"Resuming an interrupted job"). ``--fresh`` starts over. The outputs are verified by comparing
+values with the sources, as ``zopt verify SRC DST`` does from the command line.
 
     python recipes/cluster_batch.py [--small] [--out DIR] [--scheduler ADDRESS] [--fresh]
 """

@@ -2,7 +2,7 @@
 plain xarray, and compare the size with zarr's default codecs on the same chunks and shards.
 
 Data: 20 years of monthly air temperature over North America (A1B scenario), 240×37×49 float32,
-shipped by ``iris-sample-data`` (``pip install "zopt[data]"``).
+shipped by ``iris-sample-data`` (``pip install ".[data]"`` in a zopt clone).
 
     python recipes/xarray_to_zarr.py [--small] [--out DIR]
 """

@@ -383,3 +383,48 @@ def test_float32_table_path_equals_the_float64_path(dtype, rounding):
             assert err.value.position == exc.position == (1,)
         else:
             assert bits(cast_array(one, dtype, rounding=rounding)) == expected
+
+
+_WIDENING = [(np.uint8, np.float32), (np.uint16, np.float32), (np.int16, np.float16), (np.uint32, np.float32),
+             (np.int32, np.float32), (np.uint32, np.float64), (np.int64, np.float64), (np.float32, np.float32),
+             (np.float16, np.float64), (np.float32, np.float64), (np.uint16, np.int32), (np.int8, np.int64)]
+
+
+@settings(max_examples=int(os.environ.get("ZOPT_HYPOTHESIS_EXAMPLES", 300)), deadline=None)
+@given(pair=st.sampled_from(_WIDENING), data=st.data())
+def test_widening_fast_path_equals_the_exact_kernels(monkeypatch_module, pair, data):
+    """Widening casts (every lossy decode) are numpy's astype plus masked scalar_map stores; the
+    result must be the exact kernels' bit for bit (NaN as NaN, the first matching key winning),
+    and integers past 2^(nmant+1) (uint32 → float32 above 2^24) must still be rounded exactly."""
+    from zopt.codecs import exact_cast  # cast_array's module: its widens_exactly decides the path
+
+    src, tgt = np.dtype(pair[0]), np.dtype(pair[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        edges = np.array(_edge_values(src), dtype=np.float64 if src.kind == "f" else object).astype(src)
+    if src.kind == "f":
+        elem = st.floats(width=8 * src.itemsize, allow_nan=True)
+        keys = [float("nan"), 0.0, -0.0, float("inf"), 1.5]
+    else:
+        info = np.iinfo(src)
+        elem = st.integers(int(info.min), int(info.max))
+        keys = [k for k in (0, 1, int(info.max), 2**24 + 1, 300, -1) if info.min <= k <= info.max]
+    values = np.concatenate([data.draw(st.sampled_from([edges, edges[:0]])),
+                             np.array(data.draw(st.lists(elem, max_size=20)), dtype=object).astype(src)])
+    entries = data.draw(st.lists(st.tuples(st.sampled_from(keys), st.sampled_from([0, 7, -3, 255])), max_size=3))
+    scalar_map = [(np.array(k).astype(src), np.array(v).astype(tgt)) for k, v in entries]  # as parsed
+    shape = (2, -1) if values.size % 2 == 0 else (-1,)
+    values = values.reshape(shape)
+    fast = cast_array(values, tgt, scalar_map=scalar_map)
+    monkeypatch_module.setattr(exact_cast, "widens_exactly", lambda *a: False)
+    try:
+        slow = cast_array(values, tgt, scalar_map=scalar_map)
+    finally:
+        monkeypatch_module.undo()
+    assert fast.shape == values.shape and _same(fast, slow), (values, entries, fast, slow)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp

@@ -294,6 +294,25 @@ def test_shuffle_matches_numcodecs_and_keeps_trailing_bytes(data, element_size):
     assert codec.decode_bytes(out).tobytes() == data
 
 
+@given(data=st.binary(max_size=4096), element_size=st.integers(1, 24), rows=st.integers(1, 3))
+@settings(max_examples=200, deadline=None)
+def test_unshuffle_of_any_bytes_matches_numcodecs(data, element_size, rows):
+    # decode is computed word by word (shifts and ors) for sizes divisible by 2, 4 or 8: every
+    # byte pattern, not only shuffle outputs, must give numcodecs' bytes, in every row
+    from zopt.codecs.shuffle import shuffle_rows
+
+    raw = np.frombuffer(data, dtype=np.uint8)
+    whole = raw.size // element_size * element_size
+    out = ShuffleCodec(element_size=element_size).decode_bytes(raw)
+    if whole:
+        reference = numcodecs.Shuffle(element_size).decode(raw[:whole].tobytes())
+        assert out[:whole].tobytes() == np.asarray(reference).tobytes()
+    assert out[whole:].tobytes() == raw[whole:].tobytes()
+    stacked = np.stack([np.roll(raw, k) for k in range(rows)])
+    assert shuffle_rows(stacked, element_size, inverse=True).tolist() == [
+        ShuffleCodec(element_size=element_size).decode_bytes(row).tolist() for row in stacked]
+
+
 @given(rows=st.integers(1, 6), width=st.integers(0, 300), element_size=st.integers(1, 9), seed=st.integers(0, 2**32 - 1))
 @settings(max_examples=150, deadline=None)
 def test_shuffle_rows_equals_shuffling_each_row(rows, width, element_size, seed):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,3 +122,100 @@ def test_a_note_names_a_memory_store_by_its_url(tmp_path):
                                        "--layout", "fixed-slot", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "memory://notes.zarr has none" in " ".join(result.output.split()) and "FsspecStore" not in result.output
+
+
+@pytest.mark.parametrize("command", [["recompress", "{src}", "{dst}", "--no-progress"],
+                                     ["recompress", "{src}", "--in-place", "--no-progress"],
+                                     ["compact", "{src}", "--no-progress"], ["analyze", "{src}", "--no-progress"],
+                                     ["plan", "{src}", "-o", "{dst}", "--no-progress"],
+                                     ["verify", "{src}", "{src}", "--no-progress"],
+                                     ["lossy-plan", "{src}", "-o", "{dst}", "--info", "a=0.99"]])
+def test_an_unknown_scheduler_names_the_option_and_the_allowed_values(tmp_path, command):
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(8,), chunks=(4,), dtype="f4")[:] = np.arange(8)
+    args = [a.format(src=src, dst=tmp_path / "o.zarr") for a in command]
+    result = CliRunner().invoke(main, [*args, "--scheduler", "thread"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--scheduler': 'thread' is not one of 'threads'" in result.output
+    assert "'processes', 'synchronous', or a dask.distributed address" in result.output
+    assert not (tmp_path / "o.zarr").exists() and not (tmp_path / "o.zarr.zopt-partial").exists()
+
+
+def test_the_api_refuses_an_unknown_scheduler_before_writing(tmp_path):
+    from zopt import recompress
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(8,), chunks=(4,), dtype="f4")[:] = np.arange(8)
+    with pytest.raises(ValueError, match=r"^scheduler: 'thread' is not one of 'threads' \(the default\), 'processes'"):
+        recompress(src, tmp_path / "o.zarr", scheduler="thread")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+
+
+@pytest.mark.parametrize("shards", [(50, 50), (100, 100)], ids=["unsharded", "sharded"])
+def test_written_counts_stored_chunks_without_a_conditional(tmp_path, shards):
+    """The report's "written" column counted only chunks a conditional codec recorded: 0 for an
+    unsharded array with a plain chain. A chunk equal to the fill value is not stored."""
+    from zopt import recompress
+
+    src = tmp_path / "s.zarr"
+    values = np.random.default_rng(0).random((100, 100)).astype("f4")
+    values[:50, :50] = 0
+    zarr.create_array(src, name="a", shape=values.shape, chunks=(50, 50), dtype="f4", fill_value=0)[:] = values
+    plain = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 3}}]
+    report = recompress(src, tmp_path / "o.zarr", codecs=plain, chunks=(50, 50), shards=shards)
+    (a,) = report.arrays
+    unsharded = shards == (50, 50)  # shards equal to the chunks: no sharding
+    assert a.layout == ("unsharded" if unsharded else "compact")
+    stored = [p for p in (tmp_path / "o.zarr" / "a" / "c").rglob("*") if p.is_file()]
+    assert a.chunks == 4 and a.chunks_written == 3 == (len(stored) if unsharded else 3)
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "cli.zarr"), "--codecs", json.dumps(plain),
+                                       "--chunks", "50,50", "--shards", ",".join(map(str, shards)), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("│ a "))
+    assert [c.strip() for c in row.split("│")][4:6] == ["4", "3"]  # chunks, written
+
+
+def test_vs_default_shows_the_baseline_time(tmp_path, monkeypatch):
+    import re
+    import time
+
+    import zopt.planning.baseline
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(64, 64), chunks=(32, 32), dtype="f4")[:] = np.arange(64 * 64).reshape(64, 64)
+    real = zopt.planning.baseline.zarr_default_bytes
+
+    def slow(*args, **kwargs):  # the baseline pass takes at least 0.3 s: the title must say so
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zopt.planning.baseline, "zarr_default_bytes", slow)
+    monkeypatch.setenv("COLUMNS", "250")
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--vs-default", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    found = re.search(r"\((\d+\.\d\d) s, [\d.]+ MB/s; zarr default: (\d+\.\d\d) s, ([\d.]+) MB/s\)", text)
+    assert found, result.output
+    assert 0.3 <= float(found[2]) < 30 and float(found[3]) == pytest.approx(64 * 64 * 4 / 1e6 / float(found[2]), abs=0.06)
+    assert "zarr default's time: reading DST back" in text
+
+
+def test_in_place_takes_grace_and_other_rewrites_refuse_it(tmp_path, monkeypatch):
+    import zopt.job.in_place
+    from zopt import recompress
+
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="a", shape=(64, 64), chunks=(32, 32), dtype="f4")[:] = np.arange(64 * 64).reshape(64, 64)
+    store = tmp_path / "fast.zarr"
+    recompress(src, store, chunks=(16, 16), shards=(32, 32), decision="never", layout="fixed-slot")
+    seen = []
+    real = zopt.job.in_place.shrink_after_grace
+    monkeypatch.setattr(zopt.job.in_place, "shrink_after_grace",
+                        lambda shards, tmp, grace, scheduler: seen.append(grace) or real(shards, tmp, 0, scheduler))
+    result = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--grace", "0.25", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert seen == [0.25]
+    result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--grace", "1"])
+    assert result.exit_code == 2 and "--grace applies to --in-place" in result.output
+    result = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--grace", "-1"])
+    assert result.exit_code == 2 and "--grace" in result.output and not (tmp_path / "o.zarr").exists()

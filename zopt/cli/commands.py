@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -24,6 +25,9 @@ from zopt.cli.tables import console
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.cli.tables import plan_table as _plan_table
+from zopt.compat.interrupts import exit_quietly, interrupt_note
+from zopt.compat.interrupts import settle_zarr_tasks as _settle_zarr_tasks
+from zopt.compat.scheduling import scheduler_option
 from zopt.errors import ZoptError, disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
@@ -98,10 +102,15 @@ def _shard_rewrite_errors(store: str):
         raise  # one line from _Main, like every other error
 
 
-def summary_table(report: Any, baseline: dict[str, int] | None = None) -> Table:
+def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_seconds: float | None = None) -> Table:
     """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s; with
-    ``baseline`` (``zopt.planning.baseline.zarr_default_bytes``) also what zarr's default codecs store."""
-    table = Table(title=f"zopt recompress → {report.dst}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s)")
+    ``baseline`` (``zopt.planning.baseline.zarr_default_bytes``) also what zarr's default codecs store,
+    and with ``baseline_seconds`` the wall-clock time that pass took."""
+    title = f"zopt recompress → {report.dst}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s"
+    if baseline_seconds is not None:
+        rate = report.logical_bytes / 1e6 / baseline_seconds if baseline_seconds else math.inf
+        title += f"; zarr default: {baseline_seconds:.2f} s, {rate:.1f} MB/s"
+    table = Table(title=title + ")")
     cols = ["array", "shape", "dtype", "chunks", "written", "logical", "before", "after", "ratio", "masks"]
     if baseline is not None:
         cols[8:8] = ["zarr default", "vs zarr default"]
@@ -131,26 +140,14 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None) -> Table:
     if baseline is not None:
         table.caption += ("; zarr default: zarr.create_array's own codecs (zstd level 0) on the same chunks and shards, "
                           "vs zarr default: after / zarr default")
+    if baseline_seconds is not None:
+        table.caption += ("; zarr default's time: reading DST back and encoding it with those codecs in memory "
+                          "(no disk writes), wall clock")
     return table
 
 
-def _settle_zarr_tasks(timeout: float = 5.0) -> None:
-    """Let zarr's event loop finish the chunk reads still pending after one failed, so a failed
-    command exits with its one-line error instead of asyncio's "Task was destroyed" noise."""
-    import asyncio
-    import contextlib
-
-    from zarr.core.sync import sync
-
-    async def rest() -> None:
-        me = asyncio.current_task()
-        pending = [t for t in asyncio.all_tasks() if t is not me]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout)
-
-    with contextlib.suppress(Exception):  # best effort on the way out; the command's own error is what matters
-        sync(rest())
-
+#: what Ctrl-C says where the interrupted job resumes (``zopt.compat.interrupts``)
+RESUME_NOTE = "journal kept, run the same command to resume"
 
 #: what a command's failure may be: zopt's own errors, bad input (ValueError) and I/O (OSError)
 USER_ERRORS = (ZoptError, ValueError, OSError)
@@ -162,6 +159,7 @@ class _Main(click.Group):
     (``click.ClickException``), no traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        exit_quietly()
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
@@ -194,7 +192,7 @@ def main() -> None:
               "Default: ~64 MiB.")
 @click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
 @click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array of a child group.")
-@click.option("--scheduler", default=None, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and deleted once the new one is in place).")
 @click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
 @click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
@@ -205,6 +203,9 @@ def main() -> None:
 @click.option("--checksum/--no-checksum", default=None,
               help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
                    "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
+@click.option("--grace", type=click.FloatRange(min=0), default=None,
+              help="--in-place: seconds between replacing the shards (sizes kept) and dropping their holes, so readers "
+                   "holding a shard index can drain (default 2; docs/reliability.md).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
@@ -222,8 +223,8 @@ def main() -> None:
               "status 3) instead of failing naming the file.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first,
-               skip_broken) -> None:
+               max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
+               verify_first, skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -240,7 +241,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
-        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress,
+        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace,
                              {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--checksum/--no-checksum": None if checksum is None else checksum or "no",
@@ -257,6 +258,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             get_preset(preset)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--preset") from exc
+    if grace is not None:
+        raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
+                               "published by one rename and needs none.")
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
     verified: list = []
@@ -278,7 +282,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         before_publish=check, skip_broken=skip_broken,
     )
     try:
-        report = run_job(job)
+        with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
+            report = run_job(job)
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst:
             partial = dst.rstrip("/") + ".zopt-partial"
@@ -293,12 +298,16 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             console.print(f"note: {note}")
         _exit_if_skipped(ctx, report.skipped)
         return
-    baseline = None
+    baseline = baseline_seconds = None
     if vs_default:
+        import time
+
         from zopt.planning.baseline import zarr_default_bytes
 
+        started = time.perf_counter()
         baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler)
-    console.print(summary_table(report, baseline))
+        baseline_seconds = time.perf_counter() - started
+    console.print(summary_table(report, baseline, baseline_seconds))
     for note in report.notes:
         console.print(f"note: {note}")
     for done in verified:
@@ -343,6 +352,11 @@ def info(store, arrays, png, check) -> None:
     if not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
+    from zopt.io.unfinished import describe_unfinished, read_unfinished
+
+    unfinished = read_unfinished(store)
+    if unfinished is not None:  # e.g. a store copied from a killed job's S3 destination
+        console.print(describe_unfinished(store, unfinished), markup=False, style="bold red")
     infos = store_info(store, arrays or None, check=check)
     if png:
         from zopt.cli.plot import plot_store
@@ -364,7 +378,7 @@ def info(store, arrays, png, check) -> None:
         console.print(f"wrote {png}")
 
 
-def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, refused) -> None:
+def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace, refused) -> None:
     from zopt import recompress_in_place
 
     if dst is not None:
@@ -372,9 +386,10 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     given = [name for name, value in refused.items() if value]
     if given:
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
-    with _shard_rewrite_errors(src):
+    with _shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
-                                     progress=None if no_progress else _RichProgress)
+                                     progress=None if no_progress else _RichProgress,
+                                     **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
@@ -383,7 +398,7 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
 @main.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--grace", type=float, default=2.0, show_default=True,
               help="Seconds between replacing the shards (sizes kept) and dropping their holes; see docs/reliability.md.")
@@ -414,7 +429,7 @@ def _analysis_options(command):
                           "full: whole chunks; auto: windows where possible."),
         click.option("--decode-times", is_flag=True,
                      help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
-        click.option("--scheduler", default=None, help="Dask scheduler, as for recompress."),
+        click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress."),
         click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
     ]
     for option in reversed(options):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from zopt.compat.scheduling import scheduler_option
+
 __all__ = ["lossy_plan"]
 
 
@@ -13,7 +15,7 @@ __all__ = ["lossy_plan"]
 @click.option("--info", "levels", multiple=True, required=True, help="VAR=LEVEL: keep LEVEL (0 < L <= 1) of the real information, per chunk.")
 @click.option("--chunks", default=None, help="Inner chunk shape, as for recompress (the plan's grid).")
 @click.option("--shards", default=None, help="Shard shape, as for recompress.")
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
 def lossy_plan(src, output, levels, chunks, shards, scheduler) -> None:
     """Save per-chunk keepbits (bitwise real information) of SRC's variables as a plan:
     show it with zopt plan show PLAN --png F, apply it with recompress --lossy VAR=plan:PLAN."""

@@ -7,7 +7,7 @@ of masks and a bar chart of ratios. Chunks that are not stored (equal to the fil
 grey in the mask panel and blank in the ratio panel. Plans that hold per-chunk keepbits
 (``zopt.lossy`` keepbits plans) get a third column: the mantissa bits each chunk keeps.
 
-matplotlib is an optional dependency (``pip install zopt[plot]``).
+matplotlib is an optional dependency (``pip install ".[plot]"`` in a zopt clone, or ``pip install matplotlib``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
         import matplotlib.pyplot as plt
         from matplotlib.colors import BoundaryNorm, ListedColormap
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("chunk pictures need matplotlib: pip install 'zopt[plot]'") from exc
+        raise ImportError("chunk pictures need matplotlib: pip install matplotlib (or pip install '.[plot]' in a zopt clone)") from exc
 
     rows = []
     for p in panels:

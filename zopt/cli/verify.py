@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from zopt.compat.scheduling import scheduler_option
+
 __all__ = ["verify", "verify_table"]
 
 
@@ -41,7 +43,7 @@ def verify_table(report) -> Table:
 @click.argument("dst")
 @click.argument("arrays", nargs=-1)
 @click.option("--variable", "variables", multiple=True, help="Only compare these arrays (repeatable; same as ARRAY…).")
-@click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
 @click.option("--bound", "bounds", multiple=True, metavar="VAR=abs:E|VAR=keepbits:K",
               help="Check VAR against this bound instead of its zopt_lossy attribute (repeatable).")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
@@ -59,6 +61,7 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
     from zopt.errors import ZoptError
     from zopt.job.progress import RichProgress
     from zopt.readback.verify import verify as run
+    from zopt.io.unfinished import check_finished
 
     stated = {}
     for b in bounds:
@@ -67,6 +70,7 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
             raise click.BadParameter(f"{b!r} is not VAR=abs:E or VAR=keepbits:K", param_hint="--bound")
         stated[var] = text
     try:
+        check_finished(dst)  # a recompress killed while writing a store destination
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
                      progress=None if no_progress else RichProgress, bounds=stated or None,
                      skip_broken=skip_broken)

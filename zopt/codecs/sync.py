@@ -109,8 +109,8 @@ def sync_decoder(codec: Any, spec: Any) -> Transform:
 
 def sync_row_transform(codec: Any, decode: bool = False) -> Callable[[np.ndarray], np.ndarray] | None:
     """``f(rows) -> rows`` encoding (or decoding) every row of a uint8 ``(n, nbytes)`` array at
-    once, for codecs whose output has the input's length and whose work is one numpy copy
-    (zopt's ``shuffle``); None for every other codec, which is then run row by row.
+    once, for codecs whose output has the input's length and whose work is whole-array numpy
+    operations (zopt's ``shuffle``); None for every other codec, which is then run row by row.
     """
     from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
 

@@ -367,6 +367,8 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
             create_target(p.spec, partial)
             if target.journal is not None:
                 target.journal.begin(p.fp, p.job_id, p.layouts)
+            else:
+                target.begin(p.job_id, src)  # a Store: marked unfinished until published
         else:
             notes.append(f"resumed the interrupted job in {partial}")
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same

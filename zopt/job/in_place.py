@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zopt.codecs.conditional import conditional_codecs_in
+from zopt.compat.scheduling import check_scheduler
 from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
@@ -69,6 +70,7 @@ def recompress_in_place(
     """
     if not grace >= 0:
         raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+    check_scheduler(scheduler)
     store = resolve(store)  # on the client: Dask workers may run in another directory
     group = zarr_v3_group(store)
     if group is None:

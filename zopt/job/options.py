@@ -90,6 +90,9 @@ class RecompressJob:
             raise ValueError(f"layout: {self.layout!r} is not one of {list(LAYOUTS)}")
         if self.plan is not None and self.decision not in (None, DEFAULT_DECISION):
             raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
+        from zopt.compat.scheduling import check_scheduler
+
+        check_scheduler(self.scheduler)  # ValueError naming scheduler and the allowed values
         if self.checksum not in (None, True, False):
             raise ValueError(f"checksum: {self.checksum!r} is not one of [None, True, False]")
         if self.slot_parts is not None and (isinstance(self.slot_parts, bool) or not isinstance(self.slot_parts, int)

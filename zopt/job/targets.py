@@ -27,6 +27,7 @@ from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
 from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
 from zopt.store.shards import allocated_bytes, remove_temp_files
+from zopt.io.unfinished import mark_unfinished, remove_unfinished
 
 __all__ = [
     "LocalTarget", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
@@ -86,6 +87,11 @@ class StoreTarget:
     def start(self, fresh: bool) -> None:
         self._clear()
 
+    def begin(self, job: str, src: str) -> None:
+        """Once the target's metadata exists: mark the store unfinished until ``publish``
+        (``zopt.io.unfinished``: a killed job's store is recognisable as such)."""
+        mark_unfinished(self.store, job, src)
+
     def stored_sizes(self, name: str) -> tuple[int, int]:
         return stored_sizes(self.store, name)
 
@@ -93,7 +99,7 @@ class StoreTarget:
         pass
 
     def publish(self) -> None:
-        pass  # written in place
+        remove_unfinished(self.store)  # written in place: the marker goes last
 
     def discard(self) -> None:
         self._clear()

@@ -132,10 +132,20 @@ def write_region(
     masks: collections.Counter = collections.Counter()
     if recorder is not None:
         masks.update(mask for _, mask, _ in recorder.log)
-    result = masks, len(recorder.log) if recorder else 0
+    # without a conditional codec nothing records the write: ask the store whether the chunk
+    # is there (zarr stores no chunk equal to the fill value)
+    result = masks, len(recorder.log) if recorder else int(_chunk_stored(array, region))
     if marker is not None:
         mark(marker, *result)
     return result
+
+
+def _chunk_stored(array: zarr.Array, region: tuple[slice, ...]) -> bool:
+    """True when the store holds the chunk of ``array`` that starts at ``region``."""
+    from zarr.core.sync import sync
+
+    key = array.metadata.encode_chunk_key(tuple(r.start // c for r, c in zip(region, array.chunks, strict=True)))
+    return bool(sync(array.store_path.store.exists(f"{array.path}/{key}" if array.path else key)))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,92 @@
+"""A store destination killed mid-job is recognisable as unfinished (issue 28): ``zopt verify``
+refuses it and ``zopt info`` says so, naming ``zopt-unfinished.json`` (``zopt.io.unfinished``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from zopt import recompress
+from zopt.cli.commands import main
+from zopt.io.unfinished import UNFINISHED_KEY, UnfinishedStoreError, check_finished
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def source(tmp_path):
+    values = np.cumsum(np.random.default_rng(0).standard_normal((256, 4096)), axis=1).astype("f4")
+    zarr.create_array(tmp_path / "src.zarr", shape=values.shape, chunks=(64, 1024), dtype="f4",
+                      compressors=None)[:] = values
+    return tmp_path / "src.zarr", values
+
+
+def test_a_store_is_marked_until_published_and_verify_refuses_a_marked_one(source, tmp_path):
+    src, values = source
+    seen = []
+
+    def stop(store, names):  # the job's last step before publishing: the store holds the marker
+        seen.append(zarr.core.sync.sync(store.exists(UNFINISHED_KEY)))
+        raise RuntimeError("killed here")
+
+    with pytest.raises(RuntimeError, match="killed here"):  # before_publish refusing keeps the store as written
+        recompress(src, "memory://unfinished.zarr", before_publish=stop, scheduler="synchronous")
+    assert seen == [True]
+    np.testing.assert_array_equal(zarr.open_array("memory://unfinished.zarr", mode="r")[:], values)  # readable...
+    result = CliRunner().invoke(main, ["verify", str(src), "memory://unfinished.zarr", "--no-progress"])
+    assert result.exit_code == 1  # ...but verify says what it is
+    assert " ".join(result.output.split()).startswith(
+        f"Error: unfinished job: memory://unfinished.zarr holds {UNFINISHED_KEY} (job ")
+    recompress(src, "memory://finished.zarr", scheduler="synchronous")
+    check_finished("memory://finished.zarr")  # a finished job removed its marker
+    assert CliRunner().invoke(main, ["verify", str(src), "memory://finished.zarr", "--no-progress"]).exit_code == 0
+
+
+def test_info_names_the_marker_of_a_local_copy(source, tmp_path):
+    src, _ = source
+    local = tmp_path / "copy.zarr"
+    recompress(src, local)
+    (local / UNFINISHED_KEY).write_text('{"job": "j1", "started": "2026-11-25T10:00:00Z"}')
+    result = CliRunner().invoke(main, ["info", str(local)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert f"unfinished job: {local} holds {UNFINISHED_KEY} (job j1, started 2026-11-25T10:00:00Z)" in result.output
+    with pytest.raises(UnfinishedStoreError, match="run the same recompress again with --overwrite"):
+        check_finished(local)
+
+
+def test_an_s3_destination_killed_mid_job_is_refused_by_verify_until_rewritten(source, s3_bucket, s3_endpoint):
+    src, values = source
+    dst = f"{s3_bucket}/out.zarr"
+    args = ["recompress", str(src), dst, "--preset", "archive", "--chunks", "32,256", "--shards", "64,1024",
+            "--no-progress"]
+    env = dict(os.environ, FSSPEC_S3_ENDPOINT_URL=s3_endpoint)
+    proc = subprocess.Popen([sys.executable, "-m", "zopt", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fs = fsspec.filesystem("s3", endpoint_url=s3_endpoint, skip_instance_cache=True)
+    deadline = time.monotonic() + 60
+    try:
+        while not [k for k in fs.find(dst[5:]) if "/c/" in k]:  # killed once shards are being written
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+            fs.invalidate_cache()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    result = CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"])
+    assert result.exit_code == 1 and "unfinished job" in result.output and UNFINISHED_KEY in result.output
+    result = CliRunner().invoke(main, [*args, "--overwrite"])
+    assert result.exit_code == 0, result.output
+    fs.invalidate_cache()
+    assert not fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}")
+    np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:], values)
+    assert CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"]).exit_code == 0
