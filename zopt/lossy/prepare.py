@@ -122,29 +122,32 @@ class LossyVariable:
     grid: np.ndarray | None = None
     plan: Any = None
     pack: bool = True
+    tail: str = "packbits"  # abs: the codecs after the codes (``zopt.lossy.tails``)
+    tail_trial: dict[str, int] | None = None  # abs ``auto``: sampled bytes per tail tried
 
     @property
     def name(self) -> str:
         return self.spec.variable
 
     def chain(self, base: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The target codec chain: for ``abs`` the lossy array → array codecs, then ``base``
-        with its array → bytes codec replaced by ``packbits`` (or ``bytes``); else ``base``."""
+        """The target codec chain: for ``abs`` the lossy array → array codecs, then the tail
+        (``zopt.lossy.tails.tail_codecs``: pcodec, or ``base`` with its array → bytes codec
+        replaced by ``packbits`` or ``bytes``, …); else ``base``."""
         if self.abs_chain is None:
             return list(base)
-        from zarr.abc.codec import ArrayBytesCodec
-        from zarr.registry import _resolve_codec
+        from zopt.lossy.tails import tail_codecs
 
-        out = list(self.abs_chain.filters())
-        for c in base:
-            out.append(self.abs_chain.serializer(self.pack) if isinstance(_resolve_codec(c), ArrayBytesCodec) else c)
-        return out
+        c = self.abs_chain
+        return [*c.filters(), *tail_codecs(self.tail, c.storage, c.bits, base)]
 
     def attributes(self) -> dict[str, Any]:
         """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
         spec = self.spec
         if self.abs_chain is not None:
-            return {ATTRIBUTE: {**self.abs_chain.attributes(), "spec": spec.text()}}
+            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail}
+            if self.tail_trial:
+                record["tail_trial"] = dict(self.tail_trial)
+            return {ATTRIBUTE: record}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
         if self.grid is None:
@@ -280,13 +283,16 @@ def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
 def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], chunks: Any, shards: Any,
                   scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
                   attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
-                  confidence: float | None = 0.99, explicit: Any = None) -> dict[str, LossyVariable]:
+                  confidence: float | None = 0.99, explicit: Any = None, readers: Any = None,
+                  base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
     source : ``zopt.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
     given to ``recompress``. fill_values, attrs : the target array's fill value and the source
     attributes per variable (default: read from ``src``). explicit : the variables named by the
-    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). Raises ValueError naming the variable
+    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). readers,
+    base : ``abs`` with tail ``auto`` tries the tails these readers read (``zopt.lossy.tails``)
+    after the lossless chain ``base`` (default: zopt's). Raises ValueError naming the variable
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
     """
@@ -359,7 +365,9 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             stats = RangeStats()
             for st in by_name[name]:
                 stats = stats.merge(st)
-            out[name] = LossyVariable(**common, abs_chain=design_abs(name, dt, stats, spec.value, sent[name]))
+            chain = design_abs(name, dt, stats, spec.value, sent[name])
+            tail, trial = _choose_tail(src, name, var, chain, spec, pack, inner, readers, base, scheduler)
+            out[name] = LossyVariable(**common, abs_chain=_with_storage(chain, tail), tail=tail, tail_trial=trial)
         elif spec.method == "keepbits":
             out[name] = LossyVariable(**common, keepbits=int(spec.value))
         elif spec.method == "info" and not spec.per_chunk:
@@ -376,8 +384,58 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
     return out
 
 
+def _with_storage(chain: AbsChain, tail: str) -> AbsChain:
+    import dataclasses
+
+    from zopt.lossy.tails import storage_for
+
+    storage = storage_for(tail, chain.storage)
+    return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
+
+
+def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: AbsChain, tails: list[str], base: list,
+                token: str | None = None) -> dict[str, int]:
+    from zopt.lossy.tails import sample_sizes
+    from zopt.sources import read_source
+
+    return sample_sizes(chain, np.asarray(read_source(src, name, region, token)), tails, base)
+
+
+def _choose_tail(src: str, name: str, var: Any, chain: AbsChain, spec: LossySpec, pack: bool, inner: tuple[int, ...],
+                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None) -> tuple[str, dict | None]:
+    """(tail, sampled bytes per tail or None): the named tail, or ``auto``'s trial (``zopt.lossy.tails``)."""
+    if spec.tail != "auto":
+        return spec.tail, None
+    if not pack:  # the old ``pack=False`` flag of prepare_lossy
+        return "bytes", None
+    import uuid
+
+    import dask
+
+    from zopt.lossy.tails import ORDER, candidates, sample_regions
+    from zopt.recompress.chains import parse_chain
+    from zopt.scheduling import compute
+    from zopt.sources import release
+
+    base = list(base) if base is not None else parse_chain(None)
+    tails = candidates(readers, base)
+    regions_ = sample_regions(tuple(var.shape), inner)
+    if len(tails) == 1 or not regions_:
+        return tails[0], None
+    token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token) for r in regions_]
+    try:
+        sizes = compute(tasks, scheduler, None, token)
+    finally:
+        release(token)
+    total = {t: sum(s[t] for s in sizes) for t in tails}
+    best = min(tails, key=lambda t: (total[t], ORDER.index(t)))
+    return best, total
+
+
 def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
-                           scheduler: str | None, explicit: Any = None) -> dict[str, LossyVariable]:
+                           scheduler: str | None, explicit: Any = None, readers: Any = None,
+                           base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
     """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
     variable. Raises ValueError for a lossy variable that is not rewritten."""
     from zopt.lossy.spec import parse_lossy
@@ -387,7 +445,7 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     if outside:
         raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
-    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit)
+    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base)
 
 
 def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,

@@ -2,9 +2,11 @@
 
 ========================  ==================================================================
 ``VAR=abs:E``             ``|x' - x| <= E`` (units of the variable) by scale_offset +
-                          cast_value + packbits (``zopt.lossy.bounds``); integers: whole ``E``
-``VAR=abs:E:bytes``       the same with ``bytes`` instead of ``packbits`` (whole-byte codes),
-                          for readers with scale_offset/cast_value but no packbits
+                          cast_value (``zopt.lossy.bounds``), then the tail storing the codes
+                          in the fewest bytes on sampled chunks (``zopt.lossy.tails``);
+                          integers: whole ``E``
+``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo``, ``blosc``,
+                          ``bytes`` (whole-byte codes + the ``--codecs`` tail) or ``packbits``
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -33,26 +35,32 @@ class LossySpec:
     method: str
     value: Any
     per_chunk: bool = False
-    pack: bool = True  # abs: packbits (True) or bytes
+    pack: bool = True  # abs: False for the ``bytes`` tail (kept for callers of the old flag)
+    tail: str = "auto"  # abs: ``zopt.lossy.tails.TAILS``
 
     def text(self) -> str:
-        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + ("" if self.pack else ":bytes")
+        tail = f":{self.tail}" if self.method == "abs" and self.tail != "auto" else ""
+        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + tail
 
 
 def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:bytes], keepbits:BITS, info:LEVEL[:chunk], "
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], keepbits:BITS, info:LEVEL[:chunk], "
                          "plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
     per_chunk = False
-    pack = True
+    tail = "auto"
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
-    if method == "abs" and rest.endswith(":bytes"):
-        rest, pack = rest[: -len(":bytes")], False
+    if method == "abs" and ":" in rest:
+        from zopt.lossy.tails import TAILS
+
+        rest, _, tail = rest.partition(":")
+        if tail not in TAILS:
+            raise ValueError(f"{where}: abs: tail {tail!r} is not one of {list(TAILS)}")
     try:
         number = float(rest)
     except ValueError:
@@ -60,7 +68,7 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "abs":
         if not (number > 0) or not math.isfinite(number):
             raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
-        return LossySpec(variable, "abs", number, pack=pack)
+        return LossySpec(variable, "abs", number, pack=tail != "bytes", tail=tail)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
             raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "

@@ -222,7 +222,8 @@ def recompress(
         if lossy:  # zopt.lossy: analysed here; own chain, attributes and a per-chunk step per variable
             from zopt.lossy.prepare import prepare_for_recompress
 
-            lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables)
+            lossy_vars = prepare_for_recompress(src, source, names, lossy, chunk_arg, shard_arg, scheduler, variables,
+                                                readers=readers, base=chain)
         if readers:
             from zopt.readers import check_readers
 

@@ -1,0 +1,140 @@
+"""The codecs after an ``abs:E`` chain's integer ``cast_value`` (its tail), chosen by trial.
+
+The proven part of the chain (``zopt.lossy.bounds``: ``scale_offset`` + ``cast_value`` to
+unsigned codes) is the same for every tail; a tail only stores those codes, losslessly, so the
+bound and the per-chunk check do not depend on it. The tails:
+
+==============  ==========================================================  ===================
+tail            codecs after the codes                                       readers
+==============  ==========================================================  ===================
+``pcodec``      ``numcodecs.pcodec`` (level 8, its own delta order: auto)   zarr-python >= 3.2
+``blosc``       ``bytes`` + ``blosc`` (zstd 5, byte shuffle)                 zarr-python >= 3.2
+``lorenzo``     ``zopt.lorenzo`` (``zopt.codecs.lorenzo``) + pcodec         zopt
+``bytes``       ``bytes`` + the ``--codecs`` tail (default: conditional)    zopt (default tail)
+``packbits``    ``packbits`` (exactly ``bits`` bits) + the ``--codecs`` tail zopt
+==============  ==========================================================  ===================
+
+pcodec refuses 8-bit integers, so its tails store codes of at least ``uint16``.
+
+``abs:E`` (tail ``auto``) encodes up to ``SAMPLES`` inner chunks, evenly spread over the grid,
+with every tail that all ``readers`` read (default: ``zarr-python``, i.e. plain zarr-python >= 3.2
+without zopt; ``--readers zopt`` adds ``lorenzo``, ``bytes`` and ``packbits``) and keeps the one
+storing the fewest bytes in total (ties: the order of ``ORDER``). ``abs:E:TAIL`` names the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "sample_sizes", "sample_regions", "tail_codecs"]
+
+#: tails in the order ``auto`` prefers them on equal size
+ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
+TAILS = ("auto", *ORDER)
+#: inner chunks encoded per variable by the trial
+SAMPLES = 8
+PCODEC = {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
+BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def storage_for(tail: str, storage: str) -> str:
+    """The ``cast_value`` target of the codes under ``tail`` (pcodec needs >= 16 bits)."""
+    return "uint16" if tail in ("pcodec", "lorenzo") and storage == "uint8" else storage
+
+
+def _blosc(storage: str) -> dict[str, Any]:
+    return {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle",
+                                               "typesize": int(storage[4:]) // 8, "blocksize": 0}}
+
+
+def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The codec JSON after the codes' ``cast_value`` (``storage``: its target, ``bits``: the bits
+    the codes need, ``base``: the lossless ``--codecs`` chain). Raises ValueError for an unknown tail."""
+    from zarr.abc.codec import ArrayBytesCodec
+
+    from zopt._zarr_compat import resolve_codec
+
+    if tail == "pcodec":
+        return [dict(PCODEC)]
+    if tail == "lorenzo":
+        from zopt.codecs.lorenzo import NAME
+
+        return [{"name": NAME}, dict(PCODEC)]
+    if tail == "blosc":
+        return [dict(BYTES), _blosc(storage)]
+    if tail not in ("bytes", "packbits"):
+        raise ValueError(f"lossy: abs tail {tail!r} is not one of {list(TAILS)}")
+    serializer = dict(BYTES)
+    if tail == "packbits" and bits < int(storage[4:]):
+        serializer = {"name": "packbits", "configuration": {"last_bit": bits - 1}}
+    return [serializer if isinstance(resolve_codec(c), ArrayBytesCodec) else c for c in base]
+
+
+def _pcodec_available() -> bool:
+    try:
+        import pcodec  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]]) -> list[str]:
+    """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
+    reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
+    installed. Never empty (``pcodec`` or ``blosc`` at least)."""
+    from zopt.readers import unreadable
+
+    if not readers:
+        readers = ["zarr-python"]
+    if isinstance(readers, str):
+        readers = [r.strip() for r in readers.split(",") if r.strip()]
+    readers = list(readers)
+    out = []
+    for tail in ORDER:
+        if tail in ("pcodec", "lorenzo") and not _pcodec_available():
+            continue
+        if not unreadable(tail_codecs(tail, "uint16", 12, base), readers):
+            out.append(tail)
+    return out or (["pcodec"] if _pcodec_available() else ["blosc"])
+
+
+def sample_regions(shape: Sequence[int], inner: Sequence[int], n: int = SAMPLES) -> list[tuple[slice, ...]]:
+    """Up to ``n`` inner chunks (regions, clipped to ``shape``), evenly spread over the chunk grid in C order."""
+    grid = tuple(-(-int(s) // int(c)) for s, c in zip(shape, inner, strict=True))
+    total = int(np.prod(grid, dtype=np.int64))
+    if total == 0:
+        return []
+    picks = np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(np.int64))
+    out = []
+    for flat in picks:
+        index = np.unravel_index(int(flat), grid)
+        out.append(tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, inner, shape, strict=True)))
+    return out
+
+
+def _encoded_size(codes: np.ndarray, codecs: list[dict[str, Any]]) -> int:
+    from zopt._zarr_compat import resolve_codec
+    from zopt.codecs.chain import ChunkEncoder, chunk_spec
+    from zopt.decisions import CompressIfSmaller
+    from zopt.dtypes.numeric import zarr_dtype
+
+    spec = chunk_spec(codes.shape, zarr_dtype(codes.dtype.name), 0)
+    enc = ChunkEncoder([resolve_codec(c, where="lossy tail") for c in codecs], spec).with_decision(CompressIfSmaller())
+    return int(enc.encode(np.ascontiguousarray(codes), (0,) * codes.ndim).data.size)
+
+
+def sample_sizes(chain: Any, values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Bytes each of ``tails`` stores for one inner chunk ``values`` (source dtype) encoded by
+    ``chain`` (a ``zopt.lossy.bounds.AbsChain``), through the real codecs."""
+    import dataclasses
+
+    out = {}
+    for tail in tails:
+        storage = storage_for(tail, chain.storage)
+        c = chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
+        codes = c.encode(np.asarray(values), "lossy tail trial")
+        out[tail] = _encoded_size(codes, tail_codecs(tail, storage, chain.bits, base))
+    return out
