@@ -26,7 +26,15 @@ from zopt.engine import recompress
 from zopt.lossy.bounds import RangeStats, design_abs, exact_abs_error_exceeds
 from zopt.lossy.prepare import _with_storage
 from zopt.lossy.spec import parse_lossy
-from zopt.lossy.tails import ORDER, candidates, sample_regions, sample_sizes, tail_codecs
+from zopt.lossy.tails import (
+    ORDER,
+    candidates,
+    kind,
+    lorenzo_variants,
+    sample_regions,
+    sample_sizes,
+    tail_codecs,
+)
 from zopt.lossy.verify import verify
 
 pytest.importorskip("pcodec")
@@ -72,11 +80,31 @@ def test_lorenzo_codec_in_a_zarr_array(tmp_path):
     np.testing.assert_array_equal(np.frombuffer(raw, "<u2").reshape(16, 16), lorenzo_encode(x[:16, :16]))
 
 
-def test_lorenzo_refuses_floats_and_configuration():
+@settings(max_examples=50, deadline=None)
+@given(data=hnp.arrays(int_types, hnp.array_shapes(min_dims=3, max_dims=3, max_side=6)),
+       axes=st.sampled_from([(0,), (1,), (2,), (0, 2), (1, 2)]))
+def test_lorenzo_on_some_axes(data, axes):
+    r = lorenzo_encode(data, axes)
+    np.testing.assert_array_equal(lorenzo_decode(r, axes), data)
+    expected = data.copy()
+    for ax in axes:  # the differences along the named axes only, with numpy's own diff
+        expected = np.diff(expected, axis=ax, prepend=np.zeros_like(np.take(expected, [0], axis=ax)))
+    np.testing.assert_array_equal(r, expected)
+
+
+def test_lorenzo_refuses_floats_and_bad_configuration():
     with pytest.raises(ValueError, match="zopt.lorenzo: needs an integer"):
         lorenzo_encode(np.zeros(3, np.float32))
-    with pytest.raises(ValueError, match="zopt.lorenzo: takes no configuration"):
+    with pytest.raises(ValueError, match="zopt.lorenzo: the only configuration key is 'axes'"):
         LorenzoCodec.from_dict({"name": "zopt.lorenzo", "configuration": {"order": 2}})
+    for bad in ([], [1, 0], [-1], "0", [True]):
+        with pytest.raises(ValueError, match="zopt.lorenzo: axes must be"):
+            LorenzoCodec(axes=bad)
+    with pytest.raises(ValueError, match="zopt.lorenzo: axes \\[3\\] name dimensions beyond the chunk's 2"):
+        lorenzo_encode(np.zeros((2, 2), np.uint16), (3,))
+    assert LorenzoCodec.from_dict({"name": "zopt.lorenzo", "configuration": {"axes": [1]}}).to_dict() == {
+        "name": "zopt.lorenzo", "configuration": {"axes": [1]}}
+    assert LorenzoCodec().to_dict() == {"name": "zopt.lorenzo"}
 
 
 # -- every tail keeps the bound, through the real codecs -----------------------------------------
@@ -108,7 +136,7 @@ def _specials(dtype, n):
                      SENTINEL, SENTINEL, np.nan, 0.0][:n], dtype=dtype)
 
 
-@pytest.mark.parametrize("tail", ORDER)
+@pytest.mark.parametrize("tail", [*ORDER, "lorenzo:1"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(dtype=st.sampled_from([np.float32, np.float64]), data=st.data(), bound_exp=st.floats(-4, 1),
@@ -164,6 +192,13 @@ def test_candidates_follow_the_readers():
     assert candidates("tensorstore", BASE) == ["blosc"]
 
 
+def test_lorenzo_variants_skip_dimensions_of_length_one():
+    assert lorenzo_variants((1, 30, 36)) == ["lorenzo", "lorenzo:1", "lorenzo:2"]
+    assert lorenzo_variants((50,)) == ["lorenzo"]
+    assert len(lorenzo_variants((2, 3, 4, 5))) == 1 + 4 + 4
+    assert "lorenzo:1" in candidates("zopt", BASE, (1, 30, 36)) and "lorenzo:1" not in candidates(None, BASE, (1, 30, 36))
+
+
 def test_sample_regions_spread_over_the_grid():
     regions = sample_regions((100, 35), (10, 10), n=8)
     assert len(regions) == 8 and regions[0] == (slice(0, 10), slice(0, 10))
@@ -205,12 +240,16 @@ def test_auto_keeps_the_smallest_readable_tail(smooth_nc, tmp_path):
         a = zarr.open_array(dst, path="temp")
         rec = a.attrs["zopt_lossy"]
         trial = rec["tail_trial"]
-        assert set(trial) == allowed
-        assert rec["tail"] == min(trial, key=lambda t: (trial[t], ORDER.index(t)))
+        assert {kind(t) for t in trial} == allowed
+        assert rec["tail"] == min(trial, key=lambda t: (trial[t], ORDER.index(kind(t)), t))
         assert verify(src, str(dst)).ok
         ocean = np.isfinite(v) & (v != np.float32(SENTINEL))
         assert np.abs(a[...][ocean].astype(np.float64) - v[ocean]).max() <= 0.01
-    assert zarr.open_array(tmp_path / "zopt.zarr", path="temp").attrs["zopt_lossy"]["tail"] == "lorenzo"
+    rec = zarr.open_array(tmp_path / "zopt.zarr", path="temp").attrs["zopt_lossy"]
+    assert kind(rec["tail"]) == "lorenzo"
+    # every axis subset of the (3, 24, 32) inner chunks was tried
+    assert {t for t in rec["tail_trial"] if kind(t) == "lorenzo"} == {
+        "lorenzo", "lorenzo:0", "lorenzo:1", "lorenzo:2", "lorenzo:0,1", "lorenzo:0,2", "lorenzo:1,2"}
 
 
 def test_named_tail_and_bad_tail(smooth_nc, tmp_path):
@@ -219,6 +258,9 @@ def test_named_tail_and_bad_tail(smooth_nc, tmp_path):
     assert parse_lossy(["v=abs:0.5"])["v"].text() == "abs:0.5"
     with pytest.raises(ValueError, match=r"lossy v: abs: tail 'zfp' is not one of \['auto', 'pcodec'"):
         parse_lossy(["v=abs:0.5:zfp"])
+    assert parse_lossy(["v=abs:0.5:lorenzo:0,2"])["v"].tail == "lorenzo:0,2"
+    with pytest.raises(ValueError, match=r"lossy v: abs: tail 'lorenzo:2,1': AXES must be increasing"):
+        parse_lossy(["v=abs:0.5:lorenzo:2,1"])
     src, _ = smooth_nc
     recompress(src, tmp_path / "b.zarr", chunks="t=3,y=24,x=32", lossy=["temp=abs:0.01:blosc"])
     rec = zarr.open_array(tmp_path / "b.zarr", path="temp").attrs["zopt_lossy"]

@@ -412,13 +412,13 @@ def _choose_tail(src: str, name: str, var: Any, chain: AbsChain, spec: LossySpec
 
     import dask
 
-    from zopt.lossy.tails import ORDER, candidates, sample_regions
+    from zopt.lossy.tails import ORDER, candidates, kind, sample_regions
     from zopt.recompress.chains import parse_chain
     from zopt.scheduling import compute
     from zopt.sources import release
 
     base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base)
+    tails = candidates(readers, base, inner)
     regions_ = sample_regions(tuple(var.shape), inner)
     if len(tails) == 1 or not regions_:
         return tails[0], None
@@ -429,7 +429,7 @@ def _choose_tail(src: str, name: str, var: Any, chain: AbsChain, spec: LossySpec
     finally:
         release(token)
     total = {t: sum(s[t] for s in sizes) for t in tails}
-    best = min(tails, key=lambda t: (total[t], ORDER.index(t)))
+    best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
     return best, total
 
 

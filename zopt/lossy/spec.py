@@ -5,8 +5,9 @@
                           cast_value (``zopt.lossy.bounds``), then the tail storing the codes
                           in the fewest bytes on sampled chunks (``zopt.lossy.tails``);
                           integers: whole ``E``
-``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo``, ``blosc``,
-                          ``bytes`` (whole-byte codes + the ``--codecs`` tail) or ``packbits``
+``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo`` (or
+                          ``lorenzo:AXES``), ``blosc``, ``bytes`` (whole-byte codes + the
+                          ``--codecs`` tail) or ``packbits``
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -56,11 +57,13 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
     if method == "abs" and ":" in rest:
-        from zopt.lossy.tails import TAILS
+        from zopt.lossy.tails import check_tail
 
         rest, _, tail = rest.partition(":")
-        if tail not in TAILS:
-            raise ValueError(f"{where}: abs: tail {tail!r} is not one of {list(TAILS)}")
+        try:
+            check_tail(tail)
+        except ValueError as exc:
+            raise ValueError(f"{where}: abs: {exc}") from None
     try:
         number = float(rest)
     except ValueError:

@@ -14,7 +14,10 @@ tail            codecs after the codes                                       rea
 ``packbits``    ``packbits`` (exactly ``bits`` bits) + the ``--codecs`` tail zopt
 ==============  ==========================================================  ===================
 
-pcodec refuses 8-bit integers, so its tails store codes of at least ``uint16``.
+pcodec refuses 8-bit integers, so its tails store codes of at least ``uint16``. ``lorenzo``
+differences every dimension; ``lorenzo:AXES`` (e.g. ``lorenzo:1`` or ``lorenzo:0,2``) only those
+named. The trial tries ``lorenzo`` and every proper subset of the dimensions longer than 1 in
+the inner chunk (up to 3 such dimensions; beyond, single dimensions and all-but-one).
 
 ``abs:E`` (tail ``auto``) encodes up to ``SAMPLES`` inner chunks, evenly spread over the grid,
 with every tail that all ``readers`` read (default: ``zarr-python``, i.e. plain zarr-python >= 3.2
@@ -40,9 +43,48 @@ PCODEC = {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
+def kind(tail: str) -> str:
+    """``tail`` without its axes (``lorenzo:0,1`` → ``lorenzo``)."""
+    return tail.partition(":")[0]
+
+
+def lorenzo_axes(tail: str) -> list[int] | None:
+    """The axes of a ``lorenzo:AXES`` tail (None: all). Raises ValueError naming the tail."""
+    _, _, axes = tail.partition(":")
+    if not axes:
+        return None
+    from zopt.codecs.lorenzo import parse_axes
+
+    try:
+        return list(parse_axes([int(a) for a in axes.split(",")]))
+    except ValueError:
+        raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
+
+
+def check_tail(tail: str) -> str:
+    """``tail`` if it is one of ``TAILS`` or ``lorenzo:AXES``; else ValueError listing them."""
+    if tail in TAILS or (kind(tail) == "lorenzo" and lorenzo_axes(tail) is not None):
+        return tail
+    raise ValueError(f"tail {tail!r} is not one of {list(TAILS)} or lorenzo:AXES")
+
+
+def lorenzo_variants(inner: Sequence[int]) -> list[str]:
+    """``lorenzo`` and the axis subsets the trial tries for inner chunks of shape ``inner``."""
+    import itertools
+
+    dims = [d for d, n in enumerate(inner) if n > 1]
+    if len(dims) <= 1:
+        return ["lorenzo"]
+    if len(dims) <= 3:
+        subsets = [c for k in range(1, len(dims)) for c in itertools.combinations(dims, k)]
+    else:
+        subsets = [(d,) for d in dims] + [tuple(x for x in dims if x != d) for d in dims]
+    return ["lorenzo", *(f"lorenzo:{','.join(map(str, c))}" for c in subsets)]
+
+
 def storage_for(tail: str, storage: str) -> str:
     """The ``cast_value`` target of the codes under ``tail`` (pcodec needs >= 16 bits)."""
-    return "uint16" if tail in ("pcodec", "lorenzo") and storage == "uint8" else storage
+    return "uint16" if kind(tail) in ("pcodec", "lorenzo") and storage == "uint8" else storage
 
 
 def _blosc(storage: str) -> dict[str, Any]:
@@ -59,10 +101,10 @@ def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any
 
     if tail == "pcodec":
         return [dict(PCODEC)]
-    if tail == "lorenzo":
-        from zopt.codecs.lorenzo import NAME
+    if kind(tail) == "lorenzo":
+        from zopt.codecs.lorenzo import LorenzoCodec
 
-        return [{"name": NAME}, dict(PCODEC)]
+        return [LorenzoCodec(axes=lorenzo_axes(tail)).to_dict(), dict(PCODEC)]
     if tail == "blosc":
         return [dict(BYTES), _blosc(storage)]
     if tail not in ("bytes", "packbits"):
@@ -81,10 +123,12 @@ def _pcodec_available() -> bool:
     return True
 
 
-def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]]) -> list[str]:
+def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]],
+               inner: Sequence[int] | None = None) -> list[str]:
     """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
     reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
-    installed. Never empty (``pcodec`` or ``blosc`` at least)."""
+    installed; ``lorenzo`` expanded into ``lorenzo_variants(inner)`` when ``inner`` (the inner
+    chunk shape) is given. Never empty (``pcodec`` or ``blosc`` at least)."""
     from zopt.readers import unreadable
 
     if not readers:
@@ -97,7 +141,7 @@ def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any
         if tail in ("pcodec", "lorenzo") and not _pcodec_available():
             continue
         if not unreadable(tail_codecs(tail, "uint16", 12, base), readers):
-            out.append(tail)
+            out += lorenzo_variants(inner) if tail == "lorenzo" and inner is not None else [tail]
     return out or (["pcodec"] if _pcodec_available() else ["blosc"])
 
 
