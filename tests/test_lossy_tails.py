@@ -24,7 +24,6 @@ from zopt.codecs.lorenzo import LorenzoCodec, lorenzo_decode, lorenzo_encode
 from zopt.dtypes.numeric import zarr_dtype
 from zopt.engine import recompress
 from zopt.lossy.bounds import RangeStats, design_abs, exact_abs_error_exceeds
-from zopt.lossy.prepare import _with_storage
 from zopt.lossy.spec import parse_lossy
 from zopt.lossy.tails import (
     ORDER,
@@ -35,6 +34,7 @@ from zopt.lossy.tails import (
     sample_sizes,
     tail_codecs,
 )
+from zopt.lossy.tails import with_storage as _with_storage
 from zopt.lossy.verify import verify
 
 pytest.importorskip("pcodec")

@@ -366,8 +366,10 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             for st in by_name[name]:
                 stats = stats.merge(st)
             chain = design_abs(name, dt, stats, spec.value, sent[name])
-            tail, trial = _choose_tail(src, name, var, chain, spec, pack, inner, readers, base, scheduler)
-            out[name] = LossyVariable(**common, abs_chain=_with_storage(chain, tail), tail=tail, tail_trial=trial)
+            from zopt.lossy.tails import choose_tail, with_storage
+
+            tail, trial = choose_tail(src, name, var, chain, spec, pack, inner, readers, base, scheduler)
+            out[name] = LossyVariable(**common, abs_chain=with_storage(chain, tail), tail=tail, tail_trial=trial)
         elif spec.method == "keepbits":
             out[name] = LossyVariable(**common, keepbits=int(spec.value))
         elif spec.method == "info" and not spec.per_chunk:
@@ -382,55 +384,6 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             ap = _load_plan(name, spec.value, var, inner)
             out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
     return out
-
-
-def _with_storage(chain: AbsChain, tail: str) -> AbsChain:
-    import dataclasses
-
-    from zopt.lossy.tails import storage_for
-
-    storage = storage_for(tail, chain.storage)
-    return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
-
-
-def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: AbsChain, tails: list[str], base: list,
-                token: str | None = None) -> dict[str, int]:
-    from zopt.lossy.tails import sample_sizes
-    from zopt.sources import read_source
-
-    return sample_sizes(chain, np.asarray(read_source(src, name, region, token)), tails, base)
-
-
-def _choose_tail(src: str, name: str, var: Any, chain: AbsChain, spec: LossySpec, pack: bool, inner: tuple[int, ...],
-                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None) -> tuple[str, dict | None]:
-    """(tail, sampled bytes per tail or None): the named tail, or ``auto``'s trial (``zopt.lossy.tails``)."""
-    if spec.tail != "auto":
-        return spec.tail, None
-    if not pack:  # the old ``pack=False`` flag of prepare_lossy
-        return "bytes", None
-    import uuid
-
-    import dask
-
-    from zopt.lossy.tails import ORDER, candidates, kind, sample_regions
-    from zopt.recompress.chains import parse_chain
-    from zopt.scheduling import compute
-    from zopt.sources import release
-
-    base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base, inner)
-    regions_ = sample_regions(tuple(var.shape), inner)
-    if len(tails) == 1 or not regions_:
-        return tails[0], None
-    token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token) for r in regions_]
-    try:
-        sizes = compute(tasks, scheduler, None, token)
-    finally:
-        release(token)
-    total = {t: sum(s[t] for s in sizes) for t in tails}
-    best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
-    return best, total
 
 
 def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "sample_sizes", "sample_regions", "tail_codecs"]
+__all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "sample_regions", "sample_sizes", "tail_codecs",
+           "with_storage"]
 
 #: tails in the order ``auto`` prefers them on equal size
 ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
@@ -182,3 +183,51 @@ def sample_sizes(chain: Any, values: np.ndarray, tails: Sequence[str], base: Seq
         codes = c.encode(np.asarray(values), "lossy tail trial")
         out[tail] = _encoded_size(codes, tail_codecs(tail, storage, chain.bits, base))
     return out
+
+
+def with_storage(chain: Any, tail: str) -> Any:
+    """``chain`` (an ``AbsChain``) with the codes' storage type ``tail`` needs."""
+    import dataclasses
+
+    storage = storage_for(tail, chain.storage)
+    return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
+
+
+def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
+                token: str | None = None) -> dict[str, int]:
+    from zopt.sources import read_source
+
+    return sample_sizes(chain, np.asarray(read_source(src, name, region, token)), tails, base)
+
+
+def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
+                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None) -> tuple[str, dict | None]:
+    """(tail, sampled bytes per tail or None) for variable ``name`` of ``src`` (``var``: its source
+    variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``): the named tail, or the
+    trial over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk."""
+    if spec.tail != "auto":
+        return spec.tail, None
+    if not pack:  # the old ``pack=False`` flag of prepare_lossy
+        return "bytes", None
+    import uuid
+
+    import dask
+
+    from zopt.recompress.chains import parse_chain
+    from zopt.scheduling import compute
+    from zopt.sources import release
+
+    base = list(base) if base is not None else parse_chain(None)
+    tails = candidates(readers, base, inner)
+    regions_ = sample_regions(tuple(var.shape), inner)
+    if len(tails) == 1 or not regions_:
+        return tails[0], None
+    token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token) for r in regions_]
+    try:
+        sizes = compute(tasks, scheduler, None, token)
+    finally:
+        release(token)
+    total = {t: sum(s[t] for s in sizes) for t in tails}
+    best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
+    return best, total
