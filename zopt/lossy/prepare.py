@@ -150,6 +150,9 @@ class LossyVariable:
             return {ATTRIBUTE: record}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
+        if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
+            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits)})
+            return {ATTRIBUTE: record}
         if self.grid is None:
             record["keepbits"] = int(self.keepbits)
             record["relative"] = 2.0 ** -(self.keepbits + 1)
@@ -179,7 +182,12 @@ class LossyVariable:
         if self.spec.method == "plan":
             self.plan.check_chunk(tuple(index), values, self.fill_value)
         k = self.keepbits_of(index)
-        return bitround(values, k, special_mask(values, self.sentinels))
+        keep = special_mask(values, self.sentinels)
+        if self.spec.method == "rel":
+            from zopt.lossy.relative import keep_mask
+
+            keep = keep_mask(values, keep)
+        return bitround(values, k, keep)
 
 
 # -- the analysis graph ----------------------------------------------------------------------------
@@ -325,6 +333,10 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                                  f"be a whole number, got {spec.value!r}")
         else:
             _check_float(name, dt, spec)
+            if spec.method == "rel":
+                from zopt.lossy.relative import rel_keepbits
+
+                rel_keepbits(name, spec.value, dt)  # refused here, before anything is read
             if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
                 raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
                                  f"bits of {dt.name}")
@@ -372,6 +384,10 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             out[name] = LossyVariable(**common, abs_chain=with_storage(chain, tail), tail=tail, tail_trial=trial)
         elif spec.method == "keepbits":
             out[name] = LossyVariable(**common, keepbits=int(spec.value))
+        elif spec.method == "rel":
+            from zopt.lossy.relative import rel_keepbits
+
+            out[name] = LossyVariable(**common, keepbits=rel_keepbits(name, spec.value, dt))
         elif spec.method == "info" and not spec.per_chunk:
             from zopt.lossy.bitinfo import keepbits
 

@@ -8,6 +8,8 @@
 ``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo`` (or
                           ``lorenzo:AXES``), ``blosc``, ``bytes`` (whole-byte codes + the
                           ``--codecs`` tail) or ``packbits``
+``VAR=rel:R``             ``|x' - x| <= R·|x|`` point-wise, by bitround to the fewest bits that
+                          prove it, subnormals kept exactly (``zopt.lossy.relative``)
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -25,7 +27,7 @@ from typing import Any
 
 __all__ = ["METHODS", "LossySpec", "parse_lossy"]
 
-METHODS = ("abs", "keepbits", "info", "plan")
+METHODS = ("abs", "rel", "keepbits", "info", "plan")
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,8 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], keepbits:BITS, info:LEVEL[:chunk], "
-                         "plan:PATH")
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], rel:BOUND, keepbits:BITS, "
+                         "info:LEVEL[:chunk], plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
     per_chunk = False
@@ -72,6 +74,10 @@ def _parse_one(variable: str, text: str) -> LossySpec:
         if not (number > 0) or not math.isfinite(number):
             raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
         return LossySpec(variable, "abs", number, pack=tail != "bytes", tail=tail)
+    if method == "rel":
+        if not (number > 0) or not math.isfinite(number):
+            raise ValueError(f"{where}: rel: the bound must be a finite number > 0, got {rest!r}")
+        return LossySpec(variable, "rel", number)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
             raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "
