@@ -25,9 +25,37 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METHODS", "LossySpec", "parse_lossy"]
+__all__ = ["METHODS", "ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
 
 METHODS = ("abs", "rel", "keepbits", "info", "plan")
+#: tails in the order ``auto`` prefers them on equal size
+ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
+TAILS = ("auto", *ORDER)
+
+
+def kind(tail: str) -> str:
+    """``tail`` without its axes (``lorenzo:0,1`` → ``lorenzo``)."""
+    return tail.partition(":")[0]
+
+
+def lorenzo_axes(tail: str) -> list[int] | None:
+    """The axes of a ``lorenzo:AXES`` tail (None: all). Raises ValueError naming the tail."""
+    _, _, axes = tail.partition(":")
+    if not axes:
+        return None
+    from zopt.codecs.lorenzo import parse_axes
+
+    try:
+        return list(parse_axes([int(a) for a in axes.split(",")]))
+    except ValueError:
+        raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
+
+
+def check_tail(tail: str) -> str:
+    """``tail`` if it is one of ``TAILS`` or ``lorenzo:AXES``; else ValueError listing them."""
+    if tail in TAILS or (kind(tail) == "lorenzo" and lorenzo_axes(tail) is not None):
+        return tail
+    raise ValueError(f"tail {tail!r} is not one of {list(TAILS)} or lorenzo:AXES")
 
 
 @dataclass(frozen=True)
@@ -59,8 +87,6 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
     if method == "abs" and ":" in rest:
-        from zopt.lossy.tails import check_tail
-
         rest, _, tail = rest.partition(":")
         try:
             check_tail(tail)

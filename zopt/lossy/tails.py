@@ -32,41 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from zopt.lossy.spec import ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
+
 __all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "sample_regions", "sample_sizes", "tail_codecs",
            "with_storage"]
 
-#: tails in the order ``auto`` prefers them on equal size
-ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
-TAILS = ("auto", *ORDER)
 #: inner chunks encoded per variable by the trial
 SAMPLES = 8
 PCODEC = {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
-
-
-def kind(tail: str) -> str:
-    """``tail`` without its axes (``lorenzo:0,1`` → ``lorenzo``)."""
-    return tail.partition(":")[0]
-
-
-def lorenzo_axes(tail: str) -> list[int] | None:
-    """The axes of a ``lorenzo:AXES`` tail (None: all). Raises ValueError naming the tail."""
-    _, _, axes = tail.partition(":")
-    if not axes:
-        return None
-    from zopt.codecs.lorenzo import parse_axes
-
-    try:
-        return list(parse_axes([int(a) for a in axes.split(",")]))
-    except ValueError:
-        raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
-
-
-def check_tail(tail: str) -> str:
-    """``tail`` if it is one of ``TAILS`` or ``lorenzo:AXES``; else ValueError listing them."""
-    if tail in TAILS or (kind(tail) == "lorenzo" and lorenzo_axes(tail) is not None):
-        return tail
-    raise ValueError(f"tail {tail!r} is not one of {list(TAILS)} or lorenzo:AXES")
 
 
 def lorenzo_variants(inner: Sequence[int]) -> list[str]:
