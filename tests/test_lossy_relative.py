@@ -85,7 +85,7 @@ def test_parse_rel():
     assert parse_lossy(["t=rel:0.001"])["t"].method == "rel"
     with pytest.raises(ValueError, match="lossy t: rel: the bound must be a finite number > 0"):
         parse_lossy(["t=rel:-1"])
-    with pytest.raises(ValueError, match="is not one of abs:BOUND\\[:TAIL\\], rel:BOUND"):
+    with pytest.raises(ValueError, match="is not one of abs:BOUND\\[:TAIL\\], rel:BOUND\\[:TAIL\\]"):
         parse_lossy(["t=relative:0.1"])
 
 
@@ -123,6 +123,31 @@ def test_rel_end_to_end_and_verify(field, tmp_path):
     bad[10, 10] = bad[10, 10] * np.float32(1.01)
     a[10:11, 10:11] = bad[10:11, 10:11]
     assert not verify(src, str(dst)).ok
+
+
+@pytest.mark.parametrize("tail", ["pcodec", "blosc", "bytes"])
+def test_rel_tails_store_the_rounded_bits(field, tmp_path, tail):
+    src, v = field
+    dst = tmp_path / f"{tail}.zarr"
+    recompress(src, dst, chunks="y=20,x=25", shards="y=40,x=50", lossy=[f"v=rel:0.01:{tail}"], variables=["v"])
+    a = zarr.open_array(dst, path="v")
+    assert a.attrs["zopt_lossy"]["tail"] == tail and a.attrs["zopt_lossy"]["spec"] == f"rel:0.01:{tail}"
+    assert np.array_equal(bits(a[...]), bits(_apply(v, 0.01)))  # NaN payloads and -0.0 included
+    names = [c["name"] for c in a.metadata.to_dict()["codecs"][0]["configuration"]["codecs"]]
+    assert names == {"pcodec": ["numcodecs.pcodec"], "blosc": ["bytes", "blosc"], "bytes": ["bytes", "conditional"]}[tail]
+    assert verify(src, str(dst)).ok
+
+
+def test_rel_trial_keeps_the_smallest_portable_tail(field, tmp_path):
+    src, _ = field
+    dst = tmp_path / "auto.zarr"
+    recompress(src, dst, chunks="y=20,x=25", lossy=["v=rel:0.01"], variables=["v"])
+    rec = zarr.open_array(dst, path="v").attrs["zopt_lossy"]
+    trial = rec["tail_trial"]
+    assert set(trial) == {"pcodec", "blosc"}  # plain zarr-python readers: not zopt's conditional
+    assert rec["tail"] == min(trial, key=lambda t: (trial[t], ["pcodec", "blosc"].index(t)))
+    with pytest.raises(ValueError, match=r"lossy v: rel: tail 'lorenzo' is not one of \['auto', 'pcodec'"):
+        parse_lossy(["v=rel:0.01:lorenzo"])
 
 
 def test_rel_refuses_integers_and_tiny_bounds(field, tmp_path):

@@ -268,10 +268,11 @@ def test_named_tail_and_bad_tail(smooth_nc, tmp_path):
 
 
 @pytest.mark.skipif(zarr.__version__ < "3.2", reason="zarr-python >= 3.2 ships scale_offset and cast_value")
-def test_plain_zarr_reads_the_default_chain_without_zopt(smooth_nc, tmp_path):
+@pytest.mark.parametrize("lossy", ["temp=abs:0.01", "temp=abs:0.01:blosc", "temp=rel:0.001"])
+def test_plain_zarr_reads_the_default_chain_without_zopt(smooth_nc, tmp_path, lossy):
     src, _ = smooth_nc
     dst = tmp_path / "plain.zarr"
-    recompress(src, dst, chunks="t=3,y=24,x=32", shards="t=6,y=48,x=64", lossy=["temp=abs:0.01"])
+    recompress(src, dst, chunks="t=3,y=24,x=32", shards="t=6,y=48,x=64", lossy=[lossy])
     mine = zarr.open_array(dst, path="temp")[...]
     # a fresh interpreter as if zopt were not installed: its entry points hidden from zarr, and
     # any import of it refused (a meta-path finder)

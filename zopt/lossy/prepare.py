@@ -133,9 +133,12 @@ class LossyVariable:
         """The target codec chain: for ``abs`` the lossy array → array codecs, then the tail
         (``zopt.lossy.tails.tail_codecs``: pcodec, or ``base`` with its array → bytes codec
         replaced by ``packbits`` or ``bytes``, …); else ``base``."""
+        from zopt.lossy.tails import tail_codecs
+
+        if self.spec.method == "rel":  # the rounded values, stored by the chosen tail
+            return tail_codecs(self.tail, self.dtype, 0, base)
         if self.abs_chain is None:
             return list(base)
-        from zopt.lossy.tails import tail_codecs
 
         c = self.abs_chain
         return [*c.filters(), *tail_codecs(self.tail, c.storage, c.bits, base)]
@@ -151,7 +154,9 @@ class LossyVariable:
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
         if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
-            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits)})
+            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits), "tail": self.tail})
+            if self.tail_trial:
+                record["tail_trial"] = dict(self.tail_trial)
             return {ATTRIBUTE: record}
         if self.grid is None:
             record["keepbits"] = int(self.keepbits)
@@ -386,8 +391,12 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             out[name] = LossyVariable(**common, keepbits=int(spec.value))
         elif spec.method == "rel":
             from zopt.lossy.relative import rel_keepbits
+            from zopt.lossy.tails import choose_tail
 
-            out[name] = LossyVariable(**common, keepbits=rel_keepbits(name, spec.value, dt))
+            k = rel_keepbits(name, spec.value, dt)
+            tail, trial = choose_tail(src, name, var, None, spec, True, inner, readers, base, scheduler,
+                                      rel=(k, sent[name]))
+            out[name] = LossyVariable(**common, keepbits=k, tail=tail, tail_trial=trial)
         elif spec.method == "info" and not spec.per_chunk:
             from zopt.lossy.bitinfo import keepbits
 

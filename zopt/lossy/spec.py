@@ -8,8 +8,9 @@
 ``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo`` (or
                           ``lorenzo:AXES``), ``blosc``, ``bytes`` (whole-byte codes + the
                           ``--codecs`` tail) or ``packbits``
-``VAR=rel:R``             ``|x' - x| <= R·|x|`` point-wise, by bitround to the fewest bits that
-                          prove it, subnormals kept exactly (``zopt.lossy.relative``)
+``VAR=rel:R[:TAIL]``      ``|x' - x| <= R·|x|`` point-wise, by bitround to the fewest bits that
+                          prove it, subnormals kept exactly (``zopt.lossy.relative``); the
+                          tail (``pcodec``, ``blosc``, ``bytes``) chosen by trial or named
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -25,12 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METHODS", "ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
+__all__ = ["METHODS", "ORDER", "REL_ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
 
 METHODS = ("abs", "rel", "keepbits", "info", "plan")
 #: tails in the order ``auto`` prefers them on equal size
 ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
 TAILS = ("auto", *ORDER)
+#: ``rel``'s tails (the rounded floats themselves): integer-only tails excluded
+REL_ORDER = ("pcodec", "blosc", "bytes")
 
 
 def kind(tail: str) -> str:
@@ -51,8 +54,13 @@ def lorenzo_axes(tail: str) -> list[int] | None:
         raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
 
 
-def check_tail(tail: str) -> str:
-    """``tail`` if it is one of ``TAILS`` or ``lorenzo:AXES``; else ValueError listing them."""
+def check_tail(tail: str, method: str = "abs") -> str:
+    """``tail`` if ``method`` (``abs``, ``rel``) takes it: ``TAILS`` or ``lorenzo:AXES`` for
+    ``abs``, ``auto`` or ``REL_ORDER`` for ``rel``; else ValueError listing them."""
+    if method == "rel":
+        if tail in ("auto", *REL_ORDER):
+            return tail
+        raise ValueError(f"tail {tail!r} is not one of {['auto', *REL_ORDER]}")
     if tail in TAILS or (kind(tail) == "lorenzo" and lorenzo_axes(tail) is not None):
         return tail
     raise ValueError(f"tail {tail!r} is not one of {list(TAILS)} or lorenzo:AXES")
@@ -70,7 +78,7 @@ class LossySpec:
     tail: str = "auto"  # abs: ``zopt.lossy.tails.TAILS``
 
     def text(self) -> str:
-        tail = f":{self.tail}" if self.method == "abs" and self.tail != "auto" else ""
+        tail = f":{self.tail}" if self.method in ("abs", "rel") and self.tail != "auto" else ""
         return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + tail
 
 
@@ -78,7 +86,7 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], rel:BOUND, keepbits:BITS, "
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], rel:BOUND[:TAIL], keepbits:BITS, "
                          "info:LEVEL[:chunk], plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
@@ -86,12 +94,12 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     tail = "auto"
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
-    if method == "abs" and ":" in rest:
+    if method in ("abs", "rel") and ":" in rest:
         rest, _, tail = rest.partition(":")
         try:
-            check_tail(tail)
+            check_tail(tail, method)
         except ValueError as exc:
-            raise ValueError(f"{where}: abs: {exc}") from None
+            raise ValueError(f"{where}: {method}: {exc}") from None
     try:
         number = float(rest)
     except ValueError:
@@ -103,7 +111,7 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "rel":
         if not (number > 0) or not math.isfinite(number):
             raise ValueError(f"{where}: rel: the bound must be a finite number > 0, got {rest!r}")
-        return LossySpec(variable, "rel", number)
+        return LossySpec(variable, "rel", number, tail=tail)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
             raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from zopt.lossy.spec import ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
+from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
 __all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "sample_regions", "sample_sizes", "tail_codecs",
            "with_storage"]
@@ -64,7 +64,7 @@ def storage_for(tail: str, storage: str) -> str:
 
 def _blosc(storage: str) -> dict[str, Any]:
     return {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle",
-                                               "typesize": int(storage[4:]) // 8, "blocksize": 0}}
+                                               "typesize": np.dtype(storage).itemsize, "blocksize": 0}}
 
 
 def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,6 +82,8 @@ def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any
         return [LorenzoCodec(axes=lorenzo_axes(tail)).to_dict(), dict(PCODEC)]
     if tail == "blosc":
         return [dict(BYTES), _blosc(storage)]
+    if tail == "bytes" and np.dtype(storage).kind == "f":  # rel: the lossless chain as it is
+        return [dict(c) for c in base]
     if tail not in ("bytes", "packbits"):
         raise ValueError(f"lossy: abs tail {tail!r} is not one of {list(TAILS)}")
     serializer = dict(BYTES)
@@ -99,7 +101,7 @@ def _pcodec_available() -> bool:
 
 
 def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]],
-               inner: Sequence[int] | None = None) -> list[str]:
+               inner: Sequence[int] | None = None, order: Sequence[str] = ORDER) -> list[str]:
     """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
     reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
     installed; ``lorenzo`` expanded into ``lorenzo_variants(inner)`` when ``inner`` (the inner
@@ -112,7 +114,7 @@ def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any
         readers = [r.strip() for r in readers.split(",") if r.strip()]
     readers = list(readers)
     out = []
-    for tail in ORDER:
+    for tail in order:
         if tail in ("pcodec", "lorenzo") and not _pcodec_available():
             continue
         if not unreadable(tail_codecs(tail, "uint16", 12, base), readers):
@@ -167,18 +169,35 @@ def with_storage(chain: Any, tail: str) -> Any:
     return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
 
 
+def rel_sample_sizes(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...], tails: Sequence[str],
+                     base: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Bytes each of ``tails`` (``REL_ORDER``) stores for one inner chunk ``values`` bitrounded
+    as ``rel`` stores it (``keepbits``; specials, sentinels and subnormals kept)."""
+    from zopt.lossy.prepare import bitround, special_mask
+    from zopt.lossy.relative import keep_mask
+
+    values = np.asarray(values)
+    y = bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
+    return {t: _encoded_size(y, tail_codecs(t, y.dtype.name, 0, base)) for t in tails}
+
+
 def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
-                token: str | None = None) -> dict[str, int]:
+                token: str | None = None, rel: tuple[int, tuple] | None = None) -> dict[str, int]:
     from zopt.sources import read_source
 
-    return sample_sizes(chain, np.asarray(read_source(src, name, region, token)), tails, base)
+    values = np.asarray(read_source(src, name, region, token))
+    if rel is not None:
+        return rel_sample_sizes(values, rel[0], rel[1], tails, base)
+    return sample_sizes(chain, values, tails, base)
 
 
 def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
-                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None) -> tuple[str, dict | None]:
+                readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
+                rel: tuple[int, tuple] | None = None) -> tuple[str, dict | None]:
     """(tail, sampled bytes per tail or None) for variable ``name`` of ``src`` (``var``: its source
-    variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``): the named tail, or the
-    trial over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk."""
+    variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``, or for ``rel`` None and
+    ``rel = (keepbits, sentinels)``): the named tail, or the trial over ``sample_regions`` of the
+    ``inner`` chunk grid, one Dask task per sampled chunk."""
     if spec.tail != "auto":
         return spec.tail, None
     if not pack:  # the old ``pack=False`` flag of prepare_lossy
@@ -192,12 +211,12 @@ def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool
     from zopt.sources import release
 
     base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base, inner)
+    tails = candidates(readers, base, inner, REL_ORDER if rel is not None else ORDER)
     regions_ = sample_regions(tuple(var.shape), inner)
     if len(tails) == 1 or not regions_:
         return tails[0], None
     token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token) for r in regions_]
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rel) for r in regions_]
     try:
         sizes = compute(tasks, scheduler, None, token)
     finally:
