@@ -28,6 +28,7 @@ them, and each chunk can keep its own number of bits. The rounding itself is num
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,14 @@ def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tup
                 if s is not None:
                     out.append(s)
     return tuple(dtype.type(s) for s in out)
+
+
+def rel_round(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...]) -> np.ndarray:
+    """``values`` as ``rel`` stores them: bitrounded, specials, sentinels and subnormals kept."""
+    from zopt.lossy.relative import keep_mask
+
+    values = np.asarray(values)
+    return bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
 
 
 def special_mask(values: np.ndarray, sentinels: tuple[Any, ...]) -> np.ndarray:
@@ -187,12 +196,9 @@ class LossyVariable:
         if self.spec.method == "plan":
             self.plan.check_chunk(tuple(index), values, self.fill_value)
         k = self.keepbits_of(index)
-        keep = special_mask(values, self.sentinels)
         if self.spec.method == "rel":
-            from zopt.lossy.relative import keep_mask
-
-            keep = keep_mask(values, keep)
-        return bitround(values, k, keep)
+            return rel_round(values, k, self.sentinels)
+        return bitround(values, k, special_mask(values, self.sentinels))
 
 
 # -- the analysis graph ----------------------------------------------------------------------------
@@ -394,8 +400,8 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             from zopt.lossy.tails import choose_tail
 
             k = rel_keepbits(name, spec.value, dt)
-            tail, trial = choose_tail(src, name, var, None, spec, True, inner, readers, base, scheduler,
-                                      rel=(k, sent[name]))
+            rounding = functools.partial(rel_round, keepbits=k, sentinels=sent[name])
+            tail, trial = choose_tail(src, name, var, None, spec, True, inner, readers, base, scheduler, rounding)
             out[name] = LossyVariable(**common, keepbits=k, tail=tail, tail_trial=trial)
         elif spec.method == "info" and not spec.per_chunk:
             from zopt.lossy.bitinfo import keepbits

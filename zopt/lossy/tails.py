@@ -169,35 +169,31 @@ def with_storage(chain: Any, tail: str) -> Any:
     return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
 
 
-def rel_sample_sizes(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...], tails: Sequence[str],
-                     base: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Bytes each of ``tails`` (``REL_ORDER``) stores for one inner chunk ``values`` bitrounded
-    as ``rel`` stores it (``keepbits``; specials, sentinels and subnormals kept)."""
-    from zopt.lossy.prepare import bitround, special_mask
-    from zopt.lossy.relative import keep_mask
-
-    values = np.asarray(values)
-    y = bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
-    return {t: _encoded_size(y, tail_codecs(t, y.dtype.name, 0, base)) for t in tails}
+def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Bytes each of ``tails`` (``REL_ORDER``) stores for one inner chunk of values already
+    rounded as ``rel`` stores them."""
+    values = np.ascontiguousarray(values)
+    return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
 def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
-                token: str | None = None, rel: tuple[int, tuple] | None = None) -> dict[str, int]:
+                token: str | None = None, rounding: Any = None) -> dict[str, int]:
     from zopt.sources import read_source
 
     values = np.asarray(read_source(src, name, region, token))
-    if rel is not None:
-        return rel_sample_sizes(values, rel[0], rel[1], tails, base)
+    if rounding is not None:
+        return rounded_sample_sizes(rounding(values), tails, base)
     return sample_sizes(chain, values, tails, base)
 
 
 def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
-                rel: tuple[int, tuple] | None = None) -> tuple[str, dict | None]:
+                rounding: Any = None) -> tuple[str, dict | None]:
     """(tail, sampled bytes per tail or None) for variable ``name`` of ``src`` (``var``: its source
     variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``, or for ``rel`` None and
-    ``rel = (keepbits, sentinels)``): the named tail, or the trial over ``sample_regions`` of the
-    ``inner`` chunk grid, one Dask task per sampled chunk."""
+    ``rounding``, a picklable function of a chunk's values giving what ``rel`` stores): the named
+    tail, or the trial over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per
+    sampled chunk."""
     if spec.tail != "auto":
         return spec.tail, None
     if not pack:  # the old ``pack=False`` flag of prepare_lossy
@@ -211,12 +207,13 @@ def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool
     from zopt.sources import release
 
     base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base, inner, REL_ORDER if rel is not None else ORDER)
+    tails = candidates(readers, base, inner, REL_ORDER if rounding is not None else ORDER)
     regions_ = sample_regions(tuple(var.shape), inner)
     if len(tails) == 1 or not regions_:
         return tails[0], None
     token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rel) for r in regions_]
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding)
+             for r in regions_]
     try:
         sizes = compute(tasks, scheduler, None, token)
     finally:
