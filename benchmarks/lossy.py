@@ -25,6 +25,21 @@ threaded scheduler; bytes are the variable's chunk files):
 
 "max abs err" and "max rel err" are measured on the values read back against the source, over
 finite values that are not fill/sentinels (those must come back exactly: "specials ok").
+
+``--abs``: the same verified absolute bound, zopt beside its peers (``benchmarks/lossy_peers.py``)
+
+    python benchmarks/lossy.py --abs [--peer-path DIR ...]
+
+on ``ABS_CORPUS`` (9 real variables of iris-sample-data, 2-D and 3-D, 5 with sentinels), one run
+each: zopt ``abs:E`` (default: tails plain zarr-python reads) and ``abs:E`` with
+``readers="zopt"`` (``zopt.lorenzo`` allowed), SZ3 (pysz; and numcodecs-wasm-sz3 under
+numcodecs-safeguards when importable), ZFP (zfpy), quantise + pcodec and xbitinfo bitround +
+zstd. zopt writes one chunk per variable (the peers see the whole array too). Encode/decode
+MB/s are in memory for everyone: for zopt, the written array's codec chain run on the whole
+variable by ``zopt.codecs.chain.ChunkEncoder``; ``recompress`` end to end (Dask, range analysis,
+tail trial, per-chunk bound check, files) is printed after the table. ``--peer-path`` directories (zfpy,
+xbitinfo, the safeguards packages installed with ``pip install --target``) are appended to
+``sys.path`` after numcodecs is imported (numcodecs 0.16 breaks on zfpy 1.0.1.post0).
 """
 
 from __future__ import annotations
@@ -143,11 +158,129 @@ def quantize_digits(bound: float) -> int:
     return 12
 
 
+#: (file, variable, bound): 2-D and 3-D, with sentinels (NEMO, OSTIA, ORCA2, TOA) and without
+ABS_CORPUS = [
+    ("NEMO/nemo_1m_20150101-20150201_grid-T.nc", "tos", 0.01),
+    ("ostia_monthly.nc", "surface_temperature", 0.01),
+    ("A1B_north_america.nc", "air_temperature", 0.01),
+    ("E1_north_america.nc", "air_temperature", 0.01),
+    ("hybrid_height.nc", "air_potential_temperature", 0.01),
+    ("hybrid_height.nc", "surface_altitude", 1.0),
+    ("orca2_votemper.nc", "votemper", 0.01),
+    ("toa_brightness_stereographic.nc", "data", 0.1),
+    ("space_weather.nc", "Ne", 1e-3),  # float64, units of 1e11 e/m^3, range [-2.2, 5.8]
+]
+
+
+def _whole_chunks(src: str, var: str) -> str:
+    import xarray as xr
+
+    v = xr.open_dataset(src, decode_cf=False)[var]
+    return ",".join(f"{d}={n}" for d, n in zip(v.dims, v.shape, strict=True))
+
+
+def _zopt_abs(src: str, var: str, dst: Path, chunks: str, lossy: str | None, readers: str | None) -> dict:
+    import zarr
+
+    from zopt import recompress
+
+    shutil.rmtree(dst, ignore_errors=True)
+    t0 = time.perf_counter()
+    recompress(src, dst, chunks=chunks, variables=[var], lossy=[lossy] if lossy else None, readers=readers)
+    total = time.perf_counter() - t0
+    a = zarr.open_array(dst, path=var)
+    values = a[...]
+    enc, dec = _chain_seconds(a, values)
+    tail = a.attrs.get("zopt_lossy", {}).get("tail", "")
+    return {"bytes": stored_bytes(dst, var), "values": values, "enc": enc, "dec": dec, "note": tail, "total": total}
+
+
+def _chain_seconds(a, values: np.ndarray) -> tuple[float, float]:
+    """Seconds to encode ``values`` (one chunk: the whole variable) through the array's codec
+    chain in memory, and to decode it: zopt's ``ChunkEncoder``, as its writers run it."""
+    from zopt.codecs.chain import ChunkEncoder, chunk_spec
+    from zopt.codecs.decisions import CompressIfSmaller
+    from zopt.compat.zarr_compat import resolve_codec
+
+    codecs = [resolve_codec(c) for c in a.metadata.to_dict()["codecs"]]
+    enc = ChunkEncoder(codecs, chunk_spec(values.shape, a.metadata.data_type, a.metadata.fill_value))
+    enc = enc.with_decision(CompressIfSmaller())
+    t0 = time.perf_counter()
+    stored = enc.encode(values, (0,) * values.ndim).data
+    t1 = time.perf_counter()
+    back = enc.decode(stored)
+    t2 = time.perf_counter()
+    assert np.array_equal(back.view(f"u{back.dtype.itemsize}"), values.view(f"u{values.dtype.itemsize}"))
+    return t1 - t0, t2 - t1
+
+
+def abs_main(args: argparse.Namespace) -> None:
+    import warnings
+
+    import numcodecs  # noqa: F401  (before any --peer-path: numcodecs 0.16 breaks on zfpy 1.0.1.post0)
+
+    warnings.filterwarnings("ignore")  # zarr's unstable-dtype and numcodecs deprecation notes
+    for extra in args.peer_path:
+        sys.path.append(extra)
+    from lossy_peers import PEERS, available
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    peers = {name: fn for name, fn in PEERS.items() if available(fn)}
+    skipped = sorted(set(PEERS) - set(peers))
+    print(f"peers: {', '.join(peers)}" + (f"; skipped (not importable): {', '.join(skipped)}" if skipped else ""))
+    print("| variable | bound | method | stored bytes | ratio vs lossless | × SZ3 | max abs err | within bound | "
+          "encode MB/s | decode MB/s |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---:|---:|")
+    totals: dict[str, int] = {}
+    walls: dict[str, float] = {}
+    for rel, var, bound in ABS_CORPUS:
+        src = sample_path(rel)
+        x, special = source_values(src, var)
+        chunks = _whole_chunks(src, var)
+        label = f"{Path(rel).stem} `{var}` {x.dtype} {'×'.join(map(str, x.shape))}" + (
+            f", {int(special.sum())} specials" if special.any() else "")
+        rows = {"lossless zopt (shuffle + zstd)": _zopt_abs(src, var, work / "l.zarr", chunks, None, None),
+                "zopt abs:E (default)": _zopt_abs(src, var, work / "a.zarr", chunks, f"{var}=abs:{bound}", None),
+                "zopt abs:E, readers zopt": _zopt_abs(src, var, work / "z.zarr", chunks, f"{var}=abs:{bound}", "zopt")}
+        for name, fn in peers.items():
+            n, y, enc, dec = fn(np.squeeze(x), np.squeeze(special), bound)
+            rows[name] = {"bytes": n, "values": y.reshape(x.shape), "enc": enc, "dec": dec, "note": ""}
+        walls[var if var not in walls else f"{var} ({Path(rel).stem[:2]})"] = sum(
+            r.get("total", 0.0) for k, r in rows.items() if k.startswith("zopt")) / 2
+        base = rows["lossless zopt (shuffle + zstd)"]["bytes"]
+        sz = rows.get("SZ3 (pysz, abs)", {}).get("bytes")
+        mb = x.nbytes / 1e6
+        for name, r in rows.items():
+            e_abs, _, ok = errors(x, special, r["values"])
+            within = "lossless" if name.startswith("lossless") else ("yes" if e_abs <= bound and ok else "**NO**")
+            totals[name] = totals.get(name, 0) + r["bytes"]
+            method = name + (f" → `{r['note']}`" if r["note"] else "")
+            print(f"| {label} | {bound:g} | {method} | {r['bytes']:,} | {base / r['bytes']:.2f} | "
+                  f"{r['bytes'] / sz:.3f} | {e_abs:.4g} | {within} | {mb / r['enc']:.0f} | {mb / r['dec']:.0f} |"
+                  if sz else f"| {label} | {bound:g} | {method} | {r['bytes']:,} | {base / r['bytes']:.2f} | – | "
+                  f"{e_abs:.4g} | {within} | {mb / r['enc']:.0f} | {mb / r['dec']:.0f} |", flush=True)
+    print("\nzopt recompress end to end, seconds per variable: " + ", ".join(f"{k} {v:.2f}" for k, v in walls.items()))
+    print("\n| method | total bytes | × SZ3 total |\n|---|---:|---:|")
+    sz_total = totals.get("SZ3 (pysz, abs)")
+    for name, n in totals.items():
+        print(f"| {name} | {n:,} | {n / sz_total:.3f} |" if sz_total else f"| {name} | {n:,} | – |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", default="bench-lossy")
     ap.add_argument("--xbitinfo-path", default=os.environ.get("XBITINFO_PATH", "/tmp/xbitinfo_pkg"))
+    ap.add_argument("--abs", action="store_true", help="zopt abs:E beside SZ3, ZFP, quantise + pcodec, xbitinfo")
+    ap.add_argument("--peer-path", action="append", default=[], help="a directory of peer packages (repeatable)")
     args = ap.parse_args()
+    if args.abs:
+        sys.path.insert(0, str(Path(__file__).parent))
+        if args.xbitinfo_path and os.path.isdir(args.xbitinfo_path):
+            args.peer_path.append(args.xbitinfo_path)
+        abs_main(args)
+        return
     if args.xbitinfo_path and os.path.isdir(args.xbitinfo_path):
         sys.path.append(args.xbitinfo_path)
     try:

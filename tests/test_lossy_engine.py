@@ -243,7 +243,7 @@ def test_readers_option_refuses_what_a_reader_cannot_read(ocean, tmp_path):
         recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01:bytes"], variables=["tos"],
                    readers=["tensorstore", "zarrs"])
     with pytest.raises(ValueError, match=r"zarr-python cannot read 'packbits'"):
-        recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01"], variables=["tos"], readers="zarr-python")
+        recompress(src, dst, codecs=ZSTD_ONLY, lossy=["tos=abs:0.01:packbits"], variables=["tos"], readers="zarr-python")
     with pytest.raises(ValueError, match=r"readers: \['gdal'\] are not among"):
         recompress(src, dst, codecs=ZSTD_ONLY, variables=["tos"], readers="gdal")
     assert not dst.exists()
@@ -251,7 +251,7 @@ def test_readers_option_refuses_what_a_reader_cannot_read(ocean, tmp_path):
     assert verify(src, str(dst)).ok
 
 
-@pytest.mark.parametrize("case", ["keepbits-core", "abs-bytes-core", "abs-packbits-core", "default"])
+@pytest.mark.parametrize("case", ["keepbits-core", "abs-bytes-core", "abs-packbits-core", "abs-auto", "default"])
 def test_tensorstore_claims_match_tensorstore(ocean, tmp_path, case):
     """zopt.planning.readers says tensorstore reads a chain exactly when tensorstore opens it."""
     ts = pytest.importorskip("tensorstore")
@@ -260,7 +260,8 @@ def test_tensorstore_claims_match_tensorstore(ocean, tmp_path, case):
 
     src, _, _ = ocean
     codecs, lossy = {"keepbits-core": (ZSTD_ONLY, "tos=keepbits:7"), "abs-bytes-core": (ZSTD_ONLY, "tos=abs:0.01:bytes"),
-                     "abs-packbits-core": (ZSTD_ONLY, "tos=abs:0.01"), "default": (None, "tos=keepbits:7")}[case]
+                     "abs-packbits-core": (ZSTD_ONLY, "tos=abs:0.01:packbits"), "abs-auto": (None, "tos=abs:0.01"),
+                     "default": (None, "tos=keepbits:7")}[case]
     dst = tmp_path / "t.zarr"
     recompress(src, dst, codecs=codecs, lossy=[lossy], variables=["tos"])
     meta = json.loads((dst / "tos" / "zarr.json").read_text())

@@ -213,10 +213,11 @@ def main() -> None:
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
 @click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
               "per task, shards an interrupted run already finished) and exit without writing.")
-@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
+@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
 @click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
-              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
+              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md); abs:E's tail trial tries only what they read "
+              "(default: zarr-python).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "

@@ -59,9 +59,9 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
     compared. ARRAY: GROUP/NAME inside child groups. Exits 1 on any difference."""
     from zopt.cli.tables import console
     from zopt.errors import ZoptError
+    from zopt.io.unfinished import check_finished
     from zopt.job.progress import RichProgress
     from zopt.readback.verify import verify as run
-    from zopt.io.unfinished import check_finished
 
     stated = {}
     for b in bounds:

@@ -291,7 +291,7 @@ def _attach_lossy(job: RecompressJob, src: str, p: _Prepared) -> None:
         from zopt.lossy.prepare import prepare_for_recompress
 
         p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
-                                              job.scheduler, job.variables)
+                                              job.scheduler, job.variables, readers=job.readers, base=chain)
     if job.readers:
         from zopt.planning.readers import check_readers
 

@@ -25,9 +25,9 @@ import zarr
 from zopt.io import locations as loc
 from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
+from zopt.io.unfinished import mark_unfinished, remove_unfinished
 from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
 from zopt.store.shards import allocated_bytes, remove_temp_files
-from zopt.io.unfinished import mark_unfinished, remove_unfinished
 
 __all__ = [
     "LocalTarget", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",

@@ -1,8 +1,11 @@
 """Error-bounded lossy recompression (``zopt recompress --lossy``, ``zopt verify``).
 
-- ``spec``: ``VAR=abs:E | keepbits:K | info:L[:chunk] | plan:PATH`` → ``LossySpec``;
-- ``bounds``: an absolute bound → ``scale_offset`` + ``cast_value`` + ``packbits`` with a proof
+- ``spec``: ``VAR=abs:E[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH`` → ``LossySpec``;
+- ``bounds``: an absolute bound → ``scale_offset`` + ``cast_value`` to integer codes with a proof
   of the bound and a per-chunk check;
+- ``tails``: the codecs storing those codes (pcodec, Lorenzo + pcodec, blosc, packbits…), chosen
+  by trial on sampled chunks among those the ``readers`` read;
+- ``relative``: ``rel:R``, a point-wise relative bound proven by bitrounding;
 - ``bitinfo``: bitwise real information content (Klöwer et al. 2021) and keepbits;
 - ``prepare``: the analysis graph and the hook ``recompress`` calls;
 - ``check``: one region of a lossy array against its recorded bound (``zopt.readback.verify`` calls it);

@@ -1,4 +1,4 @@
-"""Absolute error bound → an exact integer codec chain (``scale_offset`` + ``cast_value`` + ``packbits``).
+"""Absolute error bound → an exact integer codec chain (``scale_offset`` + ``cast_value`` to codes).
 
 ``design_abs(name, dtype, stats, bound)`` chooses, for one variable whose finite, non-sentinel
 values lie in ``[lo, hi]`` (``RangeStats``, a Dask reduction in ``zopt.lossy.analyse``):
@@ -7,8 +7,9 @@ values lie in ``[lo, hi]`` (``RangeStats``, a Dask reduction in ``zopt.lossy.ana
   arithmetic type) for which the round trip provably stays within ``bound`` (below);
 - ``cast_value`` to the smallest unsigned integer holding the codes ``0 … q_hi + reserved``,
   ``nearest-even``, no ``out_of_range`` (a value beyond the range is an error, never a clamp);
-- ``packbits`` keeping exactly ``bits = bit_length(q_hi + reserved)`` bits (or ``bytes`` when
-  ``pack=False``, for readers without ``packbits``).
+- ``bits = bit_length(q_hi + reserved)``: the bits the codes need. The codecs storing the codes
+  (the tail: pcodec, Lorenzo + pcodec, ``packbits`` keeping ``bits`` bits, …) are chosen by
+  ``zopt.lossy.tails``; they are lossless, so the bound does not depend on them.
 
 Arithmetic type: the variable's own type for ``float32``/``float64`` (the spec's rule for
 ``scale_offset``); integer variables are first cast exactly to ``float64`` by a ``cast_value``
@@ -182,12 +183,6 @@ class AbsChain:
             cfg["scalar_map"] = {"encode": enc, "decode": [[code, v] for v, code in self.reserved]}
         out.append({"name": "cast_value", "configuration": cfg})
         return out
-
-    def serializer(self, pack: bool = True) -> dict[str, Any]:
-        """``packbits`` keeping ``bits`` bits, or ``bytes`` (little-endian) with ``pack=False``."""
-        if pack and self.bits < int(self.storage[4:]):
-            return {"name": "packbits", "configuration": {"last_bit": self.bits - 1}}
-        return {"name": "bytes", "configuration": {"endian": "little"}}
 
     def attributes(self) -> dict[str, Any]:
         """The ``zopt_lossy`` record stored in the variable's attributes (what verify checks)."""

@@ -5,6 +5,8 @@ Pure array maths on values already read (``zopt.readback.verify`` reads them, on
 - ``abs`` arrays: the maximum absolute and relative error over finite, non-sentinel values, the
   number of values beyond the bound (decided exactly, ``exact_abs_error_exceeds``), and the
   positions of NaN, ±Infinity and every sentinel, which must be preserved exactly;
+- ``rel`` arrays: every value must equal the source bitrounded to the recorded ``keepbits``
+  with NaN, infinities, sentinels and subnormals untouched, and be within ``rel·|x|``;
 - keepbits arrays (``keepbits``, ``info``, per chunk or not): every value must equal the source
   bitrounded to the recorded keepbits of its chunk (NaN, infinities and sentinels untouched),
   i.e. exactly the stated bits are kept; the maximum errors, and the share of the source's
@@ -38,14 +40,18 @@ def bits(x: np.ndarray) -> np.ndarray:
 
 
 def kind_of(record: dict[str, Any] | None) -> str:
-    """``"lossless"``, ``"abs"`` or ``"keepbits"`` for a ``zopt_lossy`` attribute (or None)."""
-    return "lossless" if record is None else ("abs" if record.get("method") == "abs" else "keepbits")
+    """``"lossless"``, ``"abs"``, ``"rel"`` or ``"keepbits"`` for a ``zopt_lossy`` attribute (or None)."""
+    if record is None:
+        return "lossless"
+    return record.get("method") if record.get("method") in ("abs", "rel") else "keepbits"
 
 
 def bound_text(record: dict[str, Any]) -> tuple[str, str]:
     """``(bound, keepbits)`` of a ``zopt_lossy`` attribute, as text for a report."""
     if kind_of(record) == "abs":
         return f"abs {record['abs']}" + (" (--bound)" if record.get("stated") else ""), ""
+    if kind_of(record) == "rel":
+        return f"rel {record['rel']}", str(record["keepbits"])
     keep = str(record["keepbits"]) if "keepbits" in record else f"{record['keepbits_min']}..{record['keepbits_max']} per chunk"
     return f"relative {record.get('relative')}" + (" (--bound)" if record.get("stated") else ""), keep
 
@@ -118,6 +124,12 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
     out["abs"], out["rel"] = _errors(x[normal], y[normal])
     if record["method"] == "abs":
         out["viol"] = int(exact_abs_error_exceeds(x[normal], y[normal], float(record["abs"])).sum())
+        return out
+    if record["method"] == "rel":  # exactly the bits of bitround(K), subnormals kept, and within R·|x|
+        from zopt.lossy.relative import check_relative, keep_mask
+
+        expected = bitround(x, int(record["keepbits"]), keep_mask(x, special))
+        out["viol"] = int((bits(expected) != bits(y)).sum()) + check_relative(x[normal], y[normal], float(record["rel"]))
         return out
     from zopt.codecs.grid import regions
     from zopt.lossy.bitinfo import pair_counts

@@ -28,6 +28,7 @@ them, and each chunk can keep its own number of bits. The rounding itself is num
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,14 @@ def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tup
     return tuple(dtype.type(s) for s in out)
 
 
+def rel_round(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...]) -> np.ndarray:
+    """``values`` as ``rel`` stores them: bitrounded, specials, sentinels and subnormals kept."""
+    from zopt.lossy.relative import keep_mask
+
+    values = np.asarray(values)
+    return bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
+
+
 def special_mask(values: np.ndarray, sentinels: tuple[Any, ...]) -> np.ndarray:
     mask = ~np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
     for s in sentinels:
@@ -129,31 +138,42 @@ class LossyVariable:
     grid: np.ndarray | None = None
     plan: Any = None
     pack: bool = True
+    tail: str = "packbits"  # abs: the codecs after the codes (``zopt.lossy.tails``)
+    tail_trial: dict[str, int] | None = None  # abs ``auto``: sampled bytes per tail tried
 
     @property
     def name(self) -> str:
         return self.spec.variable
 
     def chain(self, base: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The target codec chain: for ``abs`` the lossy array → array codecs, then ``base``
-        with its array → bytes codec replaced by ``packbits`` (or ``bytes``); else ``base``."""
+        """The target codec chain: for ``abs`` the lossy array → array codecs, then the tail
+        (``zopt.lossy.tails.tail_codecs``: pcodec, or ``base`` with its array → bytes codec
+        replaced by ``packbits`` or ``bytes``, …); else ``base``."""
+        from zopt.lossy.tails import tail_codecs
+
+        if self.spec.method == "rel":  # the rounded values, stored by the chosen tail
+            return tail_codecs(self.tail, self.dtype, 0, base)
         if self.abs_chain is None:
             return list(base)
-        from zarr.abc.codec import ArrayBytesCodec
-        from zarr.registry import _resolve_codec
 
-        out = list(self.abs_chain.filters())
-        for c in base:
-            out.append(self.abs_chain.serializer(self.pack) if isinstance(_resolve_codec(c), ArrayBytesCodec) else c)
-        return out
+        c = self.abs_chain
+        return [*c.filters(), *tail_codecs(self.tail, c.storage, c.bits, base)]
 
     def attributes(self) -> dict[str, Any]:
         """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
         spec = self.spec
         if self.abs_chain is not None:
-            return {ATTRIBUTE: {**self.abs_chain.attributes(), "spec": spec.text()}}
+            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail}
+            if self.tail_trial:
+                record["tail_trial"] = dict(self.tail_trial)
+            return {ATTRIBUTE: record}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
+        if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
+            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits), "tail": self.tail})
+            if self.tail_trial:
+                record["tail_trial"] = dict(self.tail_trial)
+            return {ATTRIBUTE: record}
         if self.grid is None:
             record["keepbits"] = int(self.keepbits)
             record["relative"] = 2.0 ** -(self.keepbits + 1)
@@ -183,6 +203,8 @@ class LossyVariable:
         if self.spec.method == "plan":
             self.plan.check_chunk(tuple(index), values, self.fill_value)
         k = self.keepbits_of(index)
+        if self.spec.method == "rel":
+            return rel_round(values, k, self.sentinels)
         return bitround(values, k, special_mask(values, self.sentinels), self.sentinels)
 
 
@@ -287,13 +309,16 @@ def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
 def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], chunks: Any, shards: Any,
                   scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
                   attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
-                  confidence: float | None = 0.99, explicit: Any = None) -> dict[str, LossyVariable]:
+                  confidence: float | None = 0.99, explicit: Any = None, readers: Any = None,
+                  base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
     source : ``zopt.io.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
     given to ``recompress``. fill_values, attrs : the target array's fill value and the source
     attributes per variable (default: read from ``src``). explicit : the variables named by the
-    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). Raises ValueError naming the variable
+    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). readers,
+    base : ``abs`` with tail ``auto`` tries the tails these readers read (``zopt.lossy.tails``)
+    after the lossless chain ``base`` (default: zopt's). Raises ValueError naming the variable
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
     """
@@ -326,6 +351,10 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                                  f"be a whole number, got {spec.value!r}")
         else:
             _check_float(name, dt, spec)
+            if spec.method == "rel":
+                from zopt.lossy.relative import rel_keepbits
+
+                rel_keepbits(name, spec.value, dt)  # refused here, before anything is read
             if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
                 raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
                                  f"bits of {dt.name}")
@@ -366,9 +395,21 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             stats = RangeStats()
             for st in by_name[name]:
                 stats = stats.merge(st)
-            out[name] = LossyVariable(**common, abs_chain=design_abs(name, dt, stats, spec.value, sent[name]))
+            chain = design_abs(name, dt, stats, spec.value, sent[name])
+            from zopt.lossy.tails import choose_tail, with_storage
+
+            tail, trial = choose_tail(src, name, var, chain, spec, pack, inner, readers, base, scheduler)
+            out[name] = LossyVariable(**common, abs_chain=with_storage(chain, tail), tail=tail, tail_trial=trial)
         elif spec.method == "keepbits":
             out[name] = LossyVariable(**common, keepbits=int(spec.value))
+        elif spec.method == "rel":
+            from zopt.lossy.relative import rel_keepbits
+            from zopt.lossy.tails import choose_tail
+
+            k = rel_keepbits(name, spec.value, dt)
+            rounding = functools.partial(rel_round, keepbits=k, sentinels=sent[name])
+            tail, trial = choose_tail(src, name, var, None, spec, True, inner, readers, base, scheduler, rounding)
+            out[name] = LossyVariable(**common, keepbits=k, tail=tail, tail_trial=trial)
         elif spec.method == "info" and not spec.per_chunk:
             from zopt.lossy.bitinfo import keepbits
 
@@ -384,7 +425,8 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
 
 def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
-                           scheduler: str | None, explicit: Any = None) -> dict[str, LossyVariable]:
+                           scheduler: str | None, explicit: Any = None, readers: Any = None,
+                           base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
     """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
     variable. Raises ValueError for a lossy variable that is not rewritten."""
     from zopt.lossy.spec import parse_lossy
@@ -394,7 +436,7 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     if outside:
         raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
-    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit)
+    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base)
 
 
 def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,

@@ -2,9 +2,15 @@
 
 ========================  ==================================================================
 ``VAR=abs:E``             ``|x' - x| <= E`` (units of the variable) by scale_offset +
-                          cast_value + packbits (``zopt.lossy.bounds``); integers: whole ``E``
-``VAR=abs:E:bytes``       the same with ``bytes`` instead of ``packbits`` (whole-byte codes),
-                          for readers with scale_offset/cast_value but no packbits
+                          cast_value (``zopt.lossy.bounds``), then the tail storing the codes
+                          in the fewest bytes on sampled chunks (``zopt.lossy.tails``);
+                          integers: whole ``E``
+``VAR=abs:E:TAIL``        the same with a named tail: ``pcodec``, ``lorenzo`` (or
+                          ``lorenzo:AXES``), ``blosc``, ``bytes`` (whole-byte codes + the
+                          ``--codecs`` tail) or ``packbits``
+``VAR=rel:R[:TAIL]``      ``|x' - x| <= R·|x|`` point-wise, by bitround to the fewest bits that
+                          prove it, subnormals kept exactly (``zopt.lossy.relative``); the
+                          tail (``pcodec``, ``blosc``, ``bytes``) chosen by trial or named
 ``VAR=keepbits:K``        bitround to ``K`` mantissa bits (relative error <= 2^-(K+1))
 ``VAR=info:L``            keepbits holding ``L`` of the real information (0 < L <= 1), one
                           value for the variable (``zopt.lossy.bitinfo``)
@@ -20,9 +26,44 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METHODS", "LossySpec", "parse_lossy"]
+__all__ = ["METHODS", "ORDER", "REL_ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
 
-METHODS = ("abs", "keepbits", "info", "plan")
+METHODS = ("abs", "rel", "keepbits", "info", "plan")
+#: tails in the order ``auto`` prefers them on equal size
+ORDER = ("pcodec", "lorenzo", "blosc", "bytes", "packbits")
+TAILS = ("auto", *ORDER)
+#: ``rel``'s tails (the rounded floats themselves): integer-only tails excluded
+REL_ORDER = ("pcodec", "blosc", "bytes")
+
+
+def kind(tail: str) -> str:
+    """``tail`` without its axes (``lorenzo:0,1`` → ``lorenzo``)."""
+    return tail.partition(":")[0]
+
+
+def lorenzo_axes(tail: str) -> list[int] | None:
+    """The axes of a ``lorenzo:AXES`` tail (None: all). Raises ValueError naming the tail."""
+    _, _, axes = tail.partition(":")
+    if not axes:
+        return None
+    from zopt.codecs.lorenzo import parse_axes
+
+    try:
+        return list(parse_axes([int(a) for a in axes.split(",")]))
+    except ValueError:
+        raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
+
+
+def check_tail(tail: str, method: str = "abs") -> str:
+    """``tail`` if ``method`` (``abs``, ``rel``) takes it: ``TAILS`` or ``lorenzo:AXES`` for
+    ``abs``, ``auto`` or ``REL_ORDER`` for ``rel``; else ValueError listing them."""
+    if method == "rel":
+        if tail in ("auto", *REL_ORDER):
+            return tail
+        raise ValueError(f"tail {tail!r} is not one of {['auto', *REL_ORDER]}")
+    if tail in TAILS or (kind(tail) == "lorenzo" and lorenzo_axes(tail) is not None):
+        return tail
+    raise ValueError(f"tail {tail!r} is not one of {list(TAILS)} or lorenzo:AXES")
 
 
 @dataclass(frozen=True)
@@ -33,26 +74,32 @@ class LossySpec:
     method: str
     value: Any
     per_chunk: bool = False
-    pack: bool = True  # abs: packbits (True) or bytes
+    pack: bool = True  # abs: False for the ``bytes`` tail (kept for callers of the old flag)
+    tail: str = "auto"  # abs: ``zopt.lossy.tails.TAILS``
 
     def text(self) -> str:
-        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + ("" if self.pack else ":bytes")
+        tail = f":{self.tail}" if self.method in ("abs", "rel") and self.tail != "auto" else ""
+        return f"{self.method}:{self.value}" + (":chunk" if self.per_chunk else "") + tail
 
 
 def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:bytes], keepbits:BITS, info:LEVEL[:chunk], "
-                         "plan:PATH")
+        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], rel:BOUND[:TAIL], keepbits:BITS, "
+                         "info:LEVEL[:chunk], plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
     per_chunk = False
-    pack = True
+    tail = "auto"
     if method == "info" and rest.endswith(":chunk"):
         rest, per_chunk = rest[: -len(":chunk")], True
-    if method == "abs" and rest.endswith(":bytes"):
-        rest, pack = rest[: -len(":bytes")], False
+    if method in ("abs", "rel") and ":" in rest:
+        rest, _, tail = rest.partition(":")
+        try:
+            check_tail(tail, method)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {method}: {exc}") from None
     try:
         number = float(rest)
     except ValueError:
@@ -60,7 +107,11 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     if method == "abs":
         if not (number > 0) or not math.isfinite(number):
             raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
-        return LossySpec(variable, "abs", number, pack=pack)
+        return LossySpec(variable, "abs", number, pack=tail != "bytes", tail=tail)
+    if method == "rel":
+        if not (number > 0) or not math.isfinite(number):
+            raise ValueError(f"{where}: rel: the bound must be a finite number > 0, got {rest!r}")
+        return LossySpec(variable, "rel", number, tail=tail)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
             raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "

@@ -13,7 +13,8 @@ reader             codecs it reads (Zarr v3 names)
                    ``cast_value``)
 =================  ===================================================================
 
-``conditional``, ``shuffle`` and ``reshape`` are zopt's alone. The tables in ``docs/lossy.md``
+``conditional``, ``shuffle``, ``reshape`` and ``zopt.lorenzo`` are zopt's alone (``numcodecs.pcodec``,
+a ``numcodecs.*`` codec, is read by zarr-python >= 3.2 with numcodecs and pcodec installed). The tables in ``docs/lossy.md``
 and ``docs/interop.md`` say what the tests establish.
 """
 

@@ -1,0 +1,223 @@
+"""The codecs after an ``abs:E`` chain's integer ``cast_value`` (its tail), chosen by trial.
+
+The proven part of the chain (``zopt.lossy.bounds``: ``scale_offset`` + ``cast_value`` to
+unsigned codes) is the same for every tail; a tail only stores those codes, losslessly, so the
+bound and the per-chunk check do not depend on it. The tails:
+
+==============  ==========================================================  ===================
+tail            codecs after the codes                                       readers
+==============  ==========================================================  ===================
+``pcodec``      ``numcodecs.pcodec`` (level 8, its own delta order: auto)   zarr-python >= 3.2
+``blosc``       ``bytes`` + ``blosc`` (zstd 5, byte shuffle)                 zarr-python >= 3.2
+``lorenzo``     ``zopt.lorenzo`` (``zopt.codecs.lorenzo``) + pcodec         zopt
+``bytes``       ``bytes`` + the ``--codecs`` tail (default: conditional)    zopt (default tail)
+``packbits``    ``packbits`` (exactly ``bits`` bits) + the ``--codecs`` tail zopt
+==============  ==========================================================  ===================
+
+pcodec refuses 8-bit integers, so its tails store codes of at least ``uint16``. ``lorenzo``
+differences every dimension; ``lorenzo:AXES`` (e.g. ``lorenzo:1`` or ``lorenzo:0,2``) only those
+named. The trial tries ``lorenzo`` and every proper subset of the dimensions longer than 1 in
+the inner chunk (up to 3 such dimensions; beyond, single dimensions and all-but-one).
+
+``abs:E`` (tail ``auto``) encodes up to ``SAMPLES`` inner chunks, evenly spread over the grid,
+with every tail that all ``readers`` read (default: ``zarr-python``, i.e. plain zarr-python >= 3.2
+without zopt; ``--readers zopt`` adds ``lorenzo``, ``bytes`` and ``packbits``) and keeps the one
+storing the fewest bytes in total (ties: the order of ``ORDER``). ``abs:E:TAIL`` names the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
+
+__all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "sample_regions", "sample_sizes", "tail_codecs",
+           "with_storage"]
+
+#: inner chunks encoded per variable by the trial
+SAMPLES = 8
+PCODEC = {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
+BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def lorenzo_variants(inner: Sequence[int]) -> list[str]:
+    """``lorenzo`` and the axis subsets the trial tries for inner chunks of shape ``inner``."""
+    import itertools
+
+    dims = [d for d, n in enumerate(inner) if n > 1]
+    if len(dims) <= 1:
+        return ["lorenzo"]
+    if len(dims) <= 3:
+        subsets = [c for k in range(1, len(dims)) for c in itertools.combinations(dims, k)]
+    else:
+        subsets = [(d,) for d in dims] + [tuple(x for x in dims if x != d) for d in dims]
+    return ["lorenzo", *(f"lorenzo:{','.join(map(str, c))}" for c in subsets)]
+
+
+def storage_for(tail: str, storage: str) -> str:
+    """The ``cast_value`` target of the codes under ``tail`` (pcodec needs >= 16 bits)."""
+    return "uint16" if kind(tail) in ("pcodec", "lorenzo") and storage == "uint8" else storage
+
+
+def _blosc(storage: str) -> dict[str, Any]:
+    return {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle",
+                                               "typesize": np.dtype(storage).itemsize, "blocksize": 0}}
+
+
+def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The codec JSON after the codes' ``cast_value`` (``storage``: its target, ``bits``: the bits
+    the codes need, ``base``: the lossless ``--codecs`` chain). Raises ValueError for an unknown tail."""
+    from zarr.abc.codec import ArrayBytesCodec
+
+    from zopt.compat.zarr_compat import resolve_codec
+
+    if tail == "pcodec":
+        return [dict(PCODEC)]
+    if kind(tail) == "lorenzo":
+        from zopt.codecs.lorenzo import LorenzoCodec
+
+        return [LorenzoCodec(axes=lorenzo_axes(tail)).to_dict(), dict(PCODEC)]
+    if tail == "blosc":
+        return [dict(BYTES), _blosc(storage)]
+    if tail == "bytes" and np.dtype(storage).kind == "f":  # rel: the lossless chain as it is
+        return [dict(c) for c in base]
+    if tail not in ("bytes", "packbits"):
+        raise ValueError(f"lossy: abs tail {tail!r} is not one of {list(TAILS)}")
+    serializer = dict(BYTES)
+    if tail == "packbits" and bits < int(storage[4:]):
+        serializer = {"name": "packbits", "configuration": {"last_bit": bits - 1}}
+    return [serializer if isinstance(resolve_codec(c), ArrayBytesCodec) else c for c in base]
+
+
+def _pcodec_available() -> bool:
+    try:
+        import pcodec  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]],
+               inner: Sequence[int] | None = None, order: Sequence[str] = ORDER) -> list[str]:
+    """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
+    reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
+    installed; ``lorenzo`` expanded into ``lorenzo_variants(inner)`` when ``inner`` (the inner
+    chunk shape) is given. Never empty (``pcodec`` or ``blosc`` at least)."""
+    from zopt.planning.readers import unreadable
+
+    if not readers:
+        readers = ["zarr-python"]
+    if isinstance(readers, str):
+        readers = [r.strip() for r in readers.split(",") if r.strip()]
+    readers = list(readers)
+    out = []
+    for tail in order:
+        if tail in ("pcodec", "lorenzo") and not _pcodec_available():
+            continue
+        if not unreadable(tail_codecs(tail, "uint16", 12, base), readers):
+            out += lorenzo_variants(inner) if tail == "lorenzo" and inner is not None else [tail]
+    return out or (["pcodec"] if _pcodec_available() else ["blosc"])
+
+
+def sample_regions(shape: Sequence[int], inner: Sequence[int], n: int = SAMPLES) -> list[tuple[slice, ...]]:
+    """Up to ``n`` inner chunks (regions, clipped to ``shape``), evenly spread over the chunk grid in C order."""
+    grid = tuple(-(-int(s) // int(c)) for s, c in zip(shape, inner, strict=True))
+    total = int(np.prod(grid, dtype=np.int64))
+    if total == 0:
+        return []
+    picks = np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(np.int64))
+    out = []
+    for flat in picks:
+        index = np.unravel_index(int(flat), grid)
+        out.append(tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, inner, shape, strict=True)))
+    return out
+
+
+def _encoded_size(codes: np.ndarray, codecs: list[dict[str, Any]]) -> int:
+    from zopt.codecs.chain import ChunkEncoder, chunk_spec
+    from zopt.codecs.decisions import CompressIfSmaller
+    from zopt.compat.zarr_compat import resolve_codec
+    from zopt.dtypes.numeric import zarr_dtype
+
+    spec = chunk_spec(codes.shape, zarr_dtype(codes.dtype.name), 0)
+    enc = ChunkEncoder([resolve_codec(c, where="lossy tail") for c in codecs], spec).with_decision(CompressIfSmaller())
+    return int(enc.encode(np.ascontiguousarray(codes), (0,) * codes.ndim).data.size)
+
+
+def sample_sizes(chain: Any, values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Bytes each of ``tails`` stores for one inner chunk ``values`` (source dtype) encoded by
+    ``chain`` (a ``zopt.lossy.bounds.AbsChain``), through the real codecs."""
+    import dataclasses
+
+    out = {}
+    for tail in tails:
+        storage = storage_for(tail, chain.storage)
+        c = chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
+        codes = c.encode(np.asarray(values), "lossy tail trial")
+        out[tail] = _encoded_size(codes, tail_codecs(tail, storage, chain.bits, base))
+    return out
+
+
+def with_storage(chain: Any, tail: str) -> Any:
+    """``chain`` (an ``AbsChain``) with the codes' storage type ``tail`` needs."""
+    import dataclasses
+
+    storage = storage_for(tail, chain.storage)
+    return chain if storage == chain.storage else dataclasses.replace(chain, storage=storage, _codecs={})
+
+
+def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Bytes each of ``tails`` (``REL_ORDER``) stores for one inner chunk of values already
+    rounded as ``rel`` stores them."""
+    values = np.ascontiguousarray(values)
+    return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
+
+
+def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
+                token: str | None = None, rounding: Any = None) -> dict[str, int]:
+    from zopt.io.sources import read_source
+
+    values = np.asarray(read_source(src, name, region, token))
+    if rounding is not None:
+        return rounded_sample_sizes(rounding(values), tails, base)
+    return sample_sizes(chain, values, tails, base)
+
+
+def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
+                readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
+                rounding: Any = None) -> tuple[str, dict | None]:
+    """(tail, sampled bytes per tail or None) for variable ``name`` of ``src`` (``var``: its source
+    variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``, or for ``rel`` None and
+    ``rounding``, a picklable function of a chunk's values giving what ``rel`` stores): the named
+    tail, or the trial over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per
+    sampled chunk."""
+    if spec.tail != "auto":
+        return spec.tail, None
+    if not pack:  # the old ``pack=False`` flag of prepare_lossy
+        return "bytes", None
+    import uuid
+
+    import dask
+
+    from zopt.compat.scheduling import compute
+    from zopt.io.sources import release
+    from zopt.planning.chains import parse_chain
+
+    base = list(base) if base is not None else parse_chain(None)
+    tails = candidates(readers, base, inner, REL_ORDER if rounding is not None else ORDER)
+    regions_ = sample_regions(tuple(var.shape), inner)
+    if len(tails) == 1 or not regions_:
+        return tails[0], None
+    token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding)
+             for r in regions_]
+    try:
+        sizes = compute(tasks, scheduler, None, token)
+    finally:
+        release(token)
+    total = {t: sum(s[t] for s in sizes) for t in tails}
+    best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
+    return best, total
