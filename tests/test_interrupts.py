@@ -140,3 +140,21 @@ def test_process_workers_exit_when_their_client_is_killed():
     for p in left:  # do not leave them behind if the test fails
         os.kill(p, signal.SIGKILL)
     assert not left, f"workers {left} outlived their killed client"
+
+
+def test_in_a_library_call_a_second_ctrl_c_only_interrupts_again(capfd):
+    """Outside the command line (a notebook's kernel) zopt never ends the process: the first
+    SIGINT says what stops and raises KeyboardInterrupt, a second one raises it again."""
+    from zopt.compat.interrupts import on_interrupt
+
+    previous = signal.getsignal(signal.SIGINT)
+    with on_interrupt(lambda: 3):
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    assert signal.getsignal(signal.SIGINT) is previous  # given back
+    err = capfd.readouterr().err
+    assert err == "stopping: 3 tasks in flight\n"

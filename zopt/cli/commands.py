@@ -161,7 +161,8 @@ class _Main(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         exit_quietly()
         try:
-            return super().invoke(ctx)
+            with interrupt_note(None, until_exit=True):  # a second Ctrl-C leaves at once (zopt.compat.interrupts)
+                return super().invoke(ctx)
         except click.exceptions.Exit:
             raise
         except Exception as exc:

@@ -3,11 +3,13 @@
 ``on_interrupt(in_flight)``: a context manager around a local compute. The first Ctrl-C
 (SIGINT) prints one line, ``stopping: N tasks in flight; <note>`` (``in_flight()`` gives N), and
 raises ``KeyboardInterrupt`` as usual: the compute lets the running tasks finish, cancels the
-queued ones and the job keeps its journal (``zopt.store.journal.keeps_partial``). A second Ctrl-C
-while that happens prints ``stopped at once; <note>`` and leaves with status 130 through
-``os._exit``: like a kill, which the journal is made to survive (a shard without its marker is
-written again on resume). The note is the caller's (``interrupt_note``): the CLI says
-"journal kept, run the same command to resume" where a resume exists. Only the main thread can
+queued ones and the job keeps its journal (``zopt.store.journal.keeps_partial``). On a command line
+(``interrupt_note(…, until_exit=True)``) a second Ctrl-C while that happens prints ``stopped at
+once; <note>`` and leaves with status 130 through ``os._exit``: like a kill, which the journal
+is made to survive (a shard without its marker is written again on resume). In a library call
+(e.g. a notebook, whose kernel must live on) a second Ctrl-C only raises ``KeyboardInterrupt``
+again. The note is the caller's: the CLI says "journal kept, run the same command to resume"
+where a resume exists. Only the main thread can
 install signal handlers; elsewhere the context manager does nothing.
 
 ``exit_with_parent()``: the initializer of ``--scheduler processes`` workers. A worker polls
@@ -73,11 +75,13 @@ def on_interrupt(in_flight: Callable[[], int | None]) -> Iterator[None]:
         hits += 1
         tail = f"; {_note}" if _note else ""
         if hits > 1:
+            if not _until_exit:  # a library call (a notebook's kernel): never end the process
+                raise KeyboardInterrupt
             _say(f"stopped at once{tail}")
             os._exit(130)
         n = in_flight()
         tasks = "the tasks" if n is None else f"{n} task{'' if n == 1 else 's'}"
-        _say(f"stopping: {tasks} in flight{tail} (Ctrl-C again to leave at once)")
+        _say(f"stopping: {tasks} in flight{tail}" + (" (Ctrl-C again to leave at once)" if _until_exit else ""))
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)
