@@ -87,6 +87,8 @@ def recompress(
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
+    menu: Any = None,
+    budget: Any = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -139,7 +141,12 @@ def recompress(
         its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
     readers : refuse (ValueError, before anything is written) a target chain that one of these
         readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
-        (``zopt.readers``).
+        (``zopt.readers``). Without ``codecs`` it narrows the menu instead (``zopt.candidates``).
+    menu, budget : without ``codecs`` or ``plan``, each variable's chain is chosen from the codec
+        menu (``zopt.candidates``: a menu name or candidate names; default ``"default"``) by trial
+        encodings of a few of its chunks within the speed ``budget`` (``zopt.optimizer``: a number
+        > 0, default 1, or ``"inf"`` for size first); the report's notes name each choice. Ignored
+        chains are never silent: ``menu``/``budget`` with ``codecs`` or a ``plan`` is a ValueError.
 
     checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
         reader that pairs an old shard index with a rewritten file (``zopt compact``,
@@ -195,6 +202,8 @@ def recompress(
         target = StoreTarget(store)
     chain = parse_chain(codecs)
     split = split_chain(chain)
+    if (menu is not None or budget is not None) and (codecs is not None or plan is not None):
+        raise ValueError("menu, budget: they choose a chain per variable when none is given; give them or codecs/plan, not both")
     if checksum not in (None, True, False):
         raise ValueError(f"checksum: {checksum!r} is not one of [None, True, False]")
     want_checksum = layout == "fixed-slot" if checksum is None else checksum
@@ -226,11 +235,14 @@ def recompress(
         if readers:
             from zopt.readers import check_readers
 
-            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names}, readers)
+            explicit = codecs is not None or plan is not None  # else readers narrow the menu (zopt.candidates)
+            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names
+                           if explicit or n in lossy_vars}, readers)
         if journal is not None:
             fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
                                           "variables": variables, "layout": layout, "slot_parts": slot_parts,
-                                          "plan": plan, "lossy": lossy, "readers": readers, "checksum": want_checksum})
+                                          "plan": plan, "lossy": lossy, "readers": readers, "checksum": want_checksum,
+                                          "menu": menu, "budget": budget})
             record = journal.read()
             if record is not None:
                 journal.check(record, fp, dst)  # ResumeMismatchError: nothing touched
@@ -238,7 +250,11 @@ def recompress(
             layouts = Journal.layouts(record)
         else:
             layouts = layouts_for(source, names, chunk_arg, shard_arg, plan if chunks is None else None, variables)
-        splits = {n: split_for(source[n], codecs, split) for n in names}
+        chosen = _menu_chains(src, source, names, layouts, lossy_vars, codecs, plan, menu, budget, readers, decision,
+                              layout, scheduler, job_id, partial=target.root if record is not None else None)
+        if any(c.trials for c in chosen.values()):
+            notes.append("chains chosen from the menu (zopt.candidates): " + ", ".join(f"{n}={chosen[n].name}" for n in names if n in chosen))
+        splits = {n: split_chain(chosen[n].chain) if n in chosen else split_for(source[n], codecs, split) for n in names}
         splits.update({n: split_chain(lv.chain(chain)) for n, lv in lossy_vars.items()})  # zopt.lossy
         if want_checksum:  # sharded arrays: crc32c at the end of the inner chain
             splits = {n: with_checksum(sp) if layouts[n][1] is not None else sp for n, sp in splits.items()}
@@ -286,7 +302,7 @@ def recompress(
             sub = recompress(
                 os.path.join(src, child), os.path.join(partial, child), codecs=codecs, chunks=chunks, shards=shards,
                 decision=decision, scheduler=scheduler, progress=progress, layout=layout, slot_parts=slot_parts,
-                max_memory=max_memory, checksum=checksum,
+                max_memory=max_memory, checksum=checksum, menu=menu, budget=budget, readers=readers,
                 variables=None if variables is None else [v.split("/", 1)[1] for v in variables if v.startswith(child + "/")],
             )
             for a in sub.arrays:
@@ -320,6 +336,25 @@ def recompress(
         dst=target.text, arrays=list(reports.values()), seconds=elapsed,
         source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes,
     )
+
+
+def _menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
+                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: Any, layout: str,
+                 scheduler: str | None, job_id: str, partial: Any) -> dict[str, Any]:
+    """``{name: zopt.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (no
+    ``codecs``, no plan, not lossy); a resumed job (``partial``: its store) keeps its first choice."""
+    from zopt.optimizer import MenuChoice, chains_in_store, choose_chains, parse_budget
+
+    b = parse_budget(budget)  # a bad budget is refused whatever else is given
+    todo = [n for n in names if n not in lossy_vars and source[n].dtype.kind in "biuf"]
+    if codecs is not None or plan is not None or not todo:
+        return {}
+    if isinstance(partial, str | os.PathLike):
+        return {n: MenuChoice(name="resumed", chain=c, budget=b) for n, c in chains_in_store(os.fspath(partial), todo).items()}
+    explicit_decision = not (isinstance(decision, str) and decision == "compress_if_smaller")
+    return choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
+                         masks_only=explicit_decision, bounded_only=layout == "fixed-slot", scheduler=scheduler,
+                         token=job_id)
 
 
 def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:
