@@ -11,7 +11,9 @@ alike, zarrs 0.2.3 reads it too, tensorstore does not).
 =======================  =====================================================  ==============
 name                     chain after ``bytes`` (little-endian)                  data types
 =======================  =====================================================  ==============
-``shuffle-zstd-3``       ``conditional([shuffle, zstd 3])`` (zopt's default)    item size >= 2
+``classic``              ``zopt.menu.default_chain``: ``shuffle-zstd-3``, or    all
+                         ``zstd-10`` for 1-byte types (zopt before issue 26)
+``shuffle-zstd-3``       ``conditional([shuffle, zstd 3])``                     item size >= 2
 ``shuffle-zstd-19``      ``conditional([shuffle, zstd 19])``                    item size >= 2
 ``zstd-10``              ``conditional([zstd 10])`` (default of 1-byte types)   all
 ``zstd-19``              ``conditional([zstd 19])``                             all
@@ -33,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from zopt.menu import BYTE_LEVEL, WIDE_LEVEL
+from zopt.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
 from zopt.readers import READERS, unreadable
 
 __all__ = ["CANDIDATES", "MENUS", "Candidate", "candidate", "menu_for", "parse_menu"]
@@ -67,6 +69,10 @@ def _shuffle_zstd(level: int) -> Callable[[np.dtype | None, int], list[dict[str,
     def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
         return _conditional({"name": "shuffle"}, _zstd(level)) if itemsize >= 2 else None
     return chain
+
+
+def _classic(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+    return default_chain(f"V{max(itemsize, 1)}")
 
 
 def _zstd_only(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
@@ -131,7 +137,9 @@ class Candidate:
 CANDIDATES: dict[str, Candidate] = {
     c.name: c
     for c in (
-        Candidate("shuffle-zstd-3", f"conditional([shuffle, zstd {WIDE_LEVEL}]): zopt's default before issue 26",
+        Candidate("classic", "zopt.menu.default_chain: the chain zopt wrote for every variable before issue 26",
+                  _classic, _ZOPT, True),
+        Candidate("shuffle-zstd-3", f"conditional([shuffle, zstd {WIDE_LEVEL}])",
                   _shuffle_zstd(WIDE_LEVEL), _ZOPT, True),
         Candidate("zstd-10", f"conditional([zstd {BYTE_LEVEL}]): the default of 1-byte and bool types",
                   _zstd_only(BYTE_LEVEL), _ZOPT, True),
@@ -149,7 +157,7 @@ CANDIDATES: dict[str, Candidate] = {
 
 #: named menus: which candidates the optimizer tries
 MENUS: dict[str, tuple[str, ...]] = {
-    "default": ("shuffle-zstd-3", "zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"),
+    "default": ("classic", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"),
     "archive": ("shuffle-zstd-19", "zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"),
 }
 

@@ -214,13 +214,18 @@ def main() -> None:
               "per task, shards an interrupted run already finished) and exit without writing.")
 @click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND | keepbits:K | info:L[:chunk] | plan:PATH: "
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
-@click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
-              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
+@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python, tensorstore, zarrs: without --codecs, "
+              "only chains they all read are chosen from the menu; with --codecs, refuse a chain one cannot read (docs/lossy.md).")
+@click.option("--menu", default=None, help="Without --codecs: the candidates each variable's chain is chosen from, a menu "
+              "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.candidates).")
+@click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
+              "(default 1: each extra default-encode-time must save 1 %% of size; larger favours size) or 'inf' (size first).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first) -> None:
+               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, menu, budget,
+               verify_first) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -244,7 +249,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                               "--max-memory": max_memory, "--overwrite": overwrite or None,
                               "--checksum/--no-checksum": None if checksum is None else checksum or "no",
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
-                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers})
+                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers,
+                              "--menu": menu, "--budget": budget})
         return
     if preset is not None:
         from zopt.presets import get_preset
@@ -255,8 +261,10 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             chosen = get_preset(preset)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--preset") from exc
-        # "default" is the engine's own chain, which leaves out shuffle for 1-byte variables
-        codecs = None if chosen.name == "default" else chosen.chain()
+        # "default" is the engine's own choice from the menu; "archive" chooses from the archive menu
+        codecs = None if chosen.menu is not None else chosen.chain()
+        if chosen.menu is not None and menu is None and budget is None:
+            menu, budget = chosen.menu, chosen.budget
         if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
             decision = chosen.decision
     if dst is None:
@@ -274,7 +282,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             variables=variables or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts,
             plan=plan, max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None,
-            readers=readers, before_publish=check,
+            readers=readers, before_publish=check, menu=menu, budget=budget,
         )
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst:

@@ -8,8 +8,7 @@ bytes and the encode seconds. ``menu_trial_task`` does it as one Dask task per a
 
 The cost model (``choose``): each candidate's stored size is estimated as ``raw × (trial bytes /
 trial raw bytes)`` and its encode time likewise. The reference is the first candidate of the
-menu that applies (``shuffle-zstd-3`` for multi-byte types, ``zstd-10`` for 1-byte ones in the
-default menu). A candidate ``c`` costs
+menu that applies (``classic``, zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
 
     size(c) / size(ref) + (t(c) / t(ref) − 1)⁺ × 0.01 / budget
 

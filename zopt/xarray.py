@@ -201,8 +201,10 @@ def recompress(
         codecs, decision = None, engine_options.pop("decision", None)
         if preset is not None:
             p = get_preset(preset)
-            codecs = None if p.name == "default" else p.chain()  # the engine's default is per dtype
+            codecs = None if p.menu is not None else p.chain()  # the engine chooses from the preset's menu
             decision = p.decision if decision is None else decision
+            if p.menu is not None and "menu" not in engine_options and "budget" not in engine_options:
+                engine_options.update(menu=p.menu, budget=p.budget)
         return run(ds_or_path, dst, codecs=codecs, chunks=chunks, shards=shards,
                    decision="compress_if_smaller" if decision is None else decision, plan=plan,
                    scheduler=scheduler, overwrite=overwrite, **engine_options)
