@@ -38,7 +38,7 @@ import numpy as np
 from zopt.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
 from zopt.readers import READERS, unreadable
 
-__all__ = ["CANDIDATES", "MENUS", "Candidate", "candidate", "menu_for", "parse_menu"]
+__all__ = ["CANDIDATES", "MENUS", "PACKAGES", "Candidate", "candidate", "menu_for", "parse_menu"]
 
 _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 #: numpy kinds and item sizes numcodecs' PCodec encodes (pcodec 1.x: 16/32/64-bit numbers)
@@ -192,11 +192,28 @@ def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
     return names
 
 
+#: codec name → the Python package that implements it (a reader needs it as well)
+PACKAGES = {"numcodecs.pcodec": "pcodec"}
+
+
+def _missing_package(chain: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(codec, package)`` for the first codec of ``chain`` whose package is not importable."""
+    import importlib.util
+
+    for c in chain:
+        package = PACKAGES.get(c["name"])
+        if package is not None and importlib.util.find_spec(package) is None:
+            return c["name"], package
+    return None
+
+
 def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
              readers: Iterable[str] | str | None = None) -> dict[str, list[dict[str, Any]]]:
     """``{candidate name: chain}`` of ``menu`` that apply to ``dtype`` and that every reader of
     ``readers`` reads (names or one comma-separated string), in menu order.
 
+    A candidate whose codec's package (``PACKAGES``: pcodec) is not installed is left out of a
+    named menu, and refused when named alone: ValueError naming ``menu``, the codec and the package.
     Raises ValueError naming ``readers`` for an unknown reader, ``menu`` for an unknown candidate,
     and ``readers`` when no candidate is left for this data type (naming what each reader lacks).
     """
@@ -208,11 +225,18 @@ def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
         raise ValueError(f"readers: {bad} are not among {sorted(READERS)}")
     out: dict[str, list[dict[str, Any]]] = {}
     skipped = []
-    for name in parse_menu(menu):
+    names = parse_menu(menu)
+    for name in names:
         c = CANDIDATES[name]
         chain = c.chain(dtype)
         if chain is None:
             continue
+        missing = _missing_package(chain)
+        if missing is not None:
+            if menu is None or (isinstance(menu, str) and menu in MENUS):
+                continue  # a named menu goes without it; a candidate asked for by name is refused
+            raise ValueError(f"menu: candidate {name!r} writes codec {missing[0]!r}, whose package {missing[1]!r} is not "
+                             f"installed here (pip install {missing[1]}); every reader needs it too")
         if not set(readers) <= c.readers or unreadable(chain, readers):
             skipped.append(name)
             continue

@@ -1,6 +1,6 @@
 """The per-array choice of a chain from the codec menu (``zopt.candidates``), issue 26.
 
-Trials: ``trial_indices`` picks up to ``TRIAL_CHUNKS`` whole chunks evenly spread over an array's
+Trials: ``trial_indices`` picks up to ``TRIAL_CHUNKS`` chunks evenly spread over an array's
 chunk grid; ``trial_encode`` encodes each with every candidate's whole chain (``conditional``
 deciding per chunk with ``compress_if_smaller``, as it will when written) and records the stored
 bytes and the encode seconds. ``menu_trial_task`` does it as one Dask task per array
@@ -60,12 +60,11 @@ def parse_budget(budget: Any) -> float:
 
 def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRIAL_CHUNKS,
                   max_bytes: int = TRIAL_BYTES, itemsize: int = 1) -> list[tuple[int, ...]]:
-    """Up to ``n`` chunk-grid coordinates evenly spaced in C order over the whole chunks of the
-    grid (every chunk when there are no whole ones), at most ``max_bytes`` of raw data (at least
-    one chunk)."""
-    grid = [math.ceil(s / c) for s, c in zip(shape, chunk_shape, strict=True)]
-    whole = [s // c for s, c in zip(shape, chunk_shape, strict=True)]
-    use = whole if all(whole) else grid
+    """Up to ``n`` chunk-grid coordinates evenly spaced in C order over the chunk grid, at most
+    ``max_bytes`` of raw data (at least one chunk). Edge chunks count: they are stored padded,
+    and on a small grid leaving them out leaves out whole regions of the array (a 2 × 2 grid of
+    grid bounds whose first row repeats: issue 26's benchmark)."""
+    use = [math.ceil(s / c) for s, c in zip(shape, chunk_shape, strict=True)]
     total = math.prod(use)
     if total == 0:
         return []
@@ -167,7 +166,7 @@ def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk
     for index in trial_indices(shape, chunk_shape, n, itemsize=native.itemsize):
         region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, chunk_shape, shape, strict=True))
         values = np.ascontiguousarray(read_source(src, name, region, token), dtype=native)
-        if values.shape != chunk_shape:  # no whole chunk in the grid: pad like the writer does
+        if values.shape != chunk_shape:  # an edge chunk: padded like the writer does
             from zopt.grid import padded
 
             values = np.ascontiguousarray(padded(values, chunk_shape, np.zeros((), native)))
