@@ -411,6 +411,11 @@ def _analysis_options(command):
                      help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
         click.option("--scheduler", default=None, help="Dask scheduler, as for recompress."),
         click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
+        click.option("--menu", default=None, help="Also choose each array's whole chain from this codec menu (default, "
+                     "archive, or candidate names; docs/presets.md): a plan then records it and recompress --plan writes it."),
+        click.option("--budget", default=None, help="The speed budget of the --menu choice: a number > 0 (default 1) or 'inf'."),
+        click.option("--readers", default=None, help="With --menu: only chains these readers all read (zopt, zarr-python, "
+                     "tensorstore, zarrs)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -426,13 +431,13 @@ def _analysis_options(command):
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @_analysis_options
 def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read, decode_times, scheduler,
-            no_progress) -> None:
+            no_progress, menu, budget, readers) -> None:
     """Measure every chunk of STORE's arrays (a Zarr store, or a netCDF file): entropy, zeros, runs,
     NaNs, trial encodings."""
     if output:
         _check_output(store, output, overwrite)
     analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
-                             decode_times)
+                             decode_times, _menu_options(codecs, menu, budget, readers))
     if output:
         from zopt.analysis import save_analysis
 
@@ -448,13 +453,24 @@ def _check_output(store, output, overwrite) -> None:
     check_replaceable(output, overwrite, "output")
 
 
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False):
+def _menu_options(codecs, menu, budget, readers) -> dict:
+    """``analyze_array``'s menu arguments; --budget/--readers need --menu, --menu refuses --codecs."""
+    if menu is None and (budget is not None or readers is not None):
+        raise click.UsageError("--budget and --readers tune the --menu choice: give --menu too.")
+    if menu is not None and codecs is not None:
+        raise click.UsageError("--menu chooses the chain whose codecs are analysed: give --menu or --codecs, not both.")
+    return {} if menu is None else {"menu": menu, "budget": budget, "readers": readers}
+
+
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False,
+                  menu_options=None):
     if os.path.isfile(store):
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="zopt-view-") as tmp:
             view = _raw_zarr_view(store, os.path.join(tmp, "view.zarr"))
-            return _run_analysis(view, arrays, codecs, chunks, sample, scheduler, no_progress, read, decode_times)
+            return _run_analysis(view, arrays, codecs, chunks, sample, scheduler, no_progress, read, decode_times,
+                                 menu_options)
     from zopt.analysis import analysable
     from zopt.analysis import analyze as run
     from zopt.chunking import parse_shape, shape_for
@@ -471,7 +487,7 @@ def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress,
         dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
         shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
         out.update(run(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler, read=read,
-                       decode_times=decode_times, progress=None if no_progress else _RichProgress))
+                       decode_times=decode_times, progress=None if no_progress else _RichProgress, **(menu_options or {})))
     return out
 
 
@@ -538,7 +554,7 @@ def plan() -> None:
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
 def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
-                scheduler, no_progress) -> None:
+                scheduler, no_progress, menu, budget, readers) -> None:
     """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
     from zopt.plan import make_plan
 
@@ -560,7 +576,7 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
             analyses = {k: v for k, v in analyses.items() if k in arrays}
     else:
         analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
-                                 decode_times or policy == "fastest_within")
+                                 decode_times or policy == "fastest_within", _menu_options(codecs, menu, budget, readers))
     made = make_plan(analyses, policy, **kwargs)
     made.save(output)
     console.print(_plan_table(made, output))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "choose", "menu_trial_task", "parse_budget",
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "menu_trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
 #: the default speed budget (see module docstring)
@@ -240,3 +240,33 @@ def chains_in_store(root: str, names: Sequence[str]) -> dict[str, list[dict[str,
             codecs = codecs[0]["configuration"]["codecs"]
         out[name] = [c for c in codecs if c["name"] != "crc32c"]
     return out
+
+
+def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int], *,
+                    menu: Any = None, budget: Any = None, readers: Any = None) -> Any:
+    """The menu trial of one analysed array as a Dask ``delayed`` (``menu_trial_task``), or None
+    when only one candidate applies (its ``MenuChoice.to_json()`` is then returned as is).
+    Raises ValueError naming ``budget``, ``menu`` or ``readers`` before anything runs."""
+    import dask
+
+    from zopt.candidates import menu_for
+
+    b = parse_budget(budget)
+    chains = menu_for(np.dtype(dtype), menu, readers)
+    if len(chains) == 1:
+        first = next(iter(chains))
+        return MenuChoice(name=first, chain=chains[first], budget=b).to_json()
+    return dask.delayed(menu_trial_task, pure=False)(store, name, tuple(shape), np.dtype(dtype).str, tuple(chunk_shape),
+                                                     chains, b, None, dask_key_name=f"zopt-menu-trial-{name}")
+
+
+def wrapped_codecs_json(choice: Mapping[str, Any] | None, fallback: str) -> str:
+    """The wrapped codec list (JSON text) whose masks an analysis measures: the chosen chain's
+    ``conditional`` codecs, else ``fallback`` (a chain without ``conditional`` has no masks; the
+    analysis still measures the fallback's, for the statistics)."""
+    import json
+
+    for c in (choice or {}).get("chain", []):
+        if c["name"] == "conditional":
+            return json.dumps(c["configuration"]["codecs"])
+    return fallback

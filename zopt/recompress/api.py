@@ -347,6 +347,9 @@ def _menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], 
 
     b = parse_budget(budget)  # a bad budget is refused whatever else is given
     todo = [n for n in names if n not in lossy_vars and source[n].dtype.kind in "biuf"]
+    if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
+        return {n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
+                for n in todo if (ap := plan.arrays.get(n)) is not None and ap.chain is not None}
     if codecs is not None or plan is not None or not todo:
         return {}
     if isinstance(partial, str | os.PathLike):

@@ -100,6 +100,10 @@ def plan_for(plan: Any, name: str, array: Any, inner: tuple[int, ...]) -> Any:
         )
     ap = plan.arrays[name]
     found = conditional_codecs_in(array.metadata.codecs)
+    if not found and ap.chain is not None and not any(c["name"] == "conditional" for c in ap.chain):
+        # the plan chose a chain without masks (zopt.optimizer): its grid, shape, dtype and content still hold
+        ap.check(tuple(array.shape), inner, ap.codecs, ap.header_bits, str(array.dtype))
+        return ap
     if not found:
         raise PlanMismatchError(f"plan: the target chain of {name!r} has no conditional codec to apply masks to")
     ap.check(tuple(array.shape), inner, [c.to_dict() for c in found[0].codecs], found[0].header_bits, str(array.dtype))
