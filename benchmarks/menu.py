@@ -93,11 +93,11 @@ def main() -> None:
         row["trial_s"] = time.perf_counter() - t
         run("zopt default", budget=args.budget)
         run("zopt archive", menu="archive", budget="inf")
-        row["choice"] = choice.name
+        row["choice"] = next((n.split("v=")[1] for n in row["notes"]["zopt default"] if "v=" in n), choice.name)
         row["archive_choice"] = next((n.split("v=")[1] for n in row["notes"]["zopt archive"] if "v=" in n), "?")
         row["oracle"] = min(row["sizes"][c] for c in MENUS["default"] if c in row["sizes"])
         rows.append(row)
-        print(f"  {name}: default chose {choice.name}, {row['sizes']['zopt default'] / row['oracle']:.3f} × oracle",
+        print(f"  {name}: default chose {row['choice']}, {row['sizes']['zopt default'] / row['oracle']:.3f} × oracle",
               file=sys.stderr, flush=True)
     shutil.rmtree(work, ignore_errors=True)
     print_table(rows, candidates)
