@@ -78,7 +78,7 @@ def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRI
 
 def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], dtype: Any,
                  fill_value: Any) -> dict[str, tuple[int, float]]:
-    """``{candidate: (stored bytes, encode seconds)}`` summed over ``chunks`` (numpy arrays of one
+    """``{candidate: (stored bytes, encode CPU seconds)}`` summed over ``chunks`` (numpy arrays of one
     chunk shape), each encoded with the candidate's whole chain; ``dtype`` is the array's zarr data
     type (or anything ``zarr`` takes), ``fill_value`` its fill value. The conditional codec decides
     with ``compress_if_smaller`` and the trial's chunk index. The first chunk is encoded once
@@ -92,7 +92,9 @@ def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[st
     if not chunks:
         return {name: (0, 0.0) for name in chains}
     spec = chunk_spec(chunks[0].shape, dtype, fill_value)
-    clock = time.perf_counter
+    # CPU seconds of this thread: other processes on a shared machine do not inflate them (wall
+    # time under load flipped choices in benchmarks/menu.py); numcodecs and pcodec encode here
+    clock = time.thread_time
     for name, chain in chains.items():
         encoder = ChunkEncoder([resolve_codec(c) for c in chain], spec).with_decision("compress_if_smaller")
         encoder.encode(chunks[0], (0,) * chunks[0].ndim)  # untimed: first-call costs (imports, buffers) are not speed
