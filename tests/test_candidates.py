@@ -106,6 +106,11 @@ def test_the_budget_trades_size_for_encode_time():
     # a faster candidate is never charged: it wins only by size
     assert choose({"ref": (1000, 1.0), "fast": (990, 0.5)}, {"ref": [], "fast": []}, 1).name == "fast"
     assert choose(trials, {"ref": [], "fast": []}, 1).name == "ref"
+    # the floor: nothing larger than blosc-shuffle-5 on the trials, whatever the budget
+    floor = {"ref": (1000, 1.0), "blosc-shuffle-5": (990, 3.0), "slow": (900, 6.0)}
+    assert choose(floor, {"ref": [], "blosc-shuffle-5": [], "slow": []}, 1).name == "slow"
+    assert choose(floor, {"ref": [], "blosc-shuffle-5": [], "slow": []}, 0.1).name == "blosc-shuffle-5"
+    assert choose(floor, {"ref": [], "slow": []}, 0.1).name == "ref"  # no floor off the menu
 
 
 def test_trial_chunks_are_spread_over_the_whole_grid_and_bounded():

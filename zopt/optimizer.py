@@ -15,7 +15,9 @@ menu that applies (``classic``, zopt's chain before issue 26, in the default men
 so with ``budget = 1`` every extra reference-encode-time of CPU must buy at least 1 % of stored
 size (pcodec level 8, ~3× slower than shuffle+zstd 3, must be > 2 % smaller), with ``budget =
 4`` 0.25 %; ``budget = inf`` (``--preset archive``) is size first. The smallest cost wins; ties
-go to the earlier candidate. A budget ≤ 0, NaN or not a number is a ValueError naming ``budget``.
+go to the earlier candidate. When ``blosc-shuffle-5`` (``FLOOR``) is on the menu, no candidate
+larger than it on the trials is chosen: the budget trades speed only among chains at least as
+small as Blosc. A budget ≤ 0, NaN or not a number is a ValueError naming ``budget``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ TRIAL_CHUNKS = 4
 TRIAL_BYTES = 4 * 2**20
 #: timed encodes per trial chunk and candidate; the fastest counts
 TIMINGS = 2
+#: a candidate larger than this one on the trials is never chosen, whatever the budget (issue 26:
+#: the default is never larger than Blosc, the codec a zarr user picks in one line)
+FLOOR = "blosc-shuffle-5"
 
 
 def parse_budget(budget: Any) -> float:
@@ -140,7 +145,8 @@ class MenuChoice:
 def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
            raw_bytes: int = 0) -> MenuChoice:
     """The candidate of lowest cost (module docstring) among ``chains`` (menu order; the first is
-    the reference). ``trials`` from ``trial_encode``. Raises ValueError naming ``budget``."""
+    the reference) that are no larger than ``FLOOR`` when it is on the menu. ``trials`` from
+    ``trial_encode``. Raises ValueError naming ``budget``."""
     b = parse_budget(budget)
     names = list(chains)
     if not names:
@@ -148,9 +154,10 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     ref = names[0]
     ref_size = max(trials[ref][0], 1) if ref in trials else 1
     ref_time = max(trials[ref][1], 1e-9) if ref in trials else 1e-9
+    limit = trials[FLOOR][0] if FLOOR in trials and FLOOR in chains else math.inf
     best, best_cost = ref, math.inf
     for name in names:
-        if name not in trials:
+        if name not in trials or trials[name][0] > limit:
             continue
         size, seconds = trials[name]
         extra = max(seconds / ref_time - 1.0, 0.0)
