@@ -162,6 +162,11 @@ class _Main(click.Group):
     (``click.ClickException``), no traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        import warnings
+
+        # zarr 3.1 warns on every numcodecs.* codec it parses (pcodec, a menu candidate): zopt
+        # chose it knowing its readers (docs/interop.md); a warning per command is noise
+        warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3")
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
@@ -187,7 +192,7 @@ def main() -> None:
 @main.command()
 @click.argument("src", type=_Location())
 @click.argument("dst", required=False)
-@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
+@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: each variable's chain chosen from the codec menu (--menu, --budget).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32. "
               "Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks. "
