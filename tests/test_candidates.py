@@ -83,14 +83,31 @@ def test_bad_menu_readers_and_budget_are_value_errors_naming_the_parameter():
 
 
 def test_a_candidate_whose_package_is_missing_is_left_out_or_refused_naming_codec_and_package(monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pcodec" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "pcodec", None)  # `import pcodec` fails, as where it is not installed
     assert "pcodec-8" not in menu_for("f4") and "pcodec-12" not in menu_for("f4", "archive")
     with pytest.raises(ValueError, match=r"menu: candidate 'pcodec-8' writes codec 'numcodecs.pcodec', whose package "
                                          r"'pcodec' is not installed"):
         menu_for("f4", "pcodec-8,classic")
+
+
+_NO_PCODEC = """
+import sys
+sys.modules["pcodec"] = None  # a reader without the pcodec package
+import zarr
+try:
+    zarr.open_array(sys.argv[1], path="dem")[...]
+except ValueError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_a_reader_without_pcodec_is_told_the_codec_and_the_package(tmp_path):
+    src = _store(tmp_path, {"dem": _smooth_int16()}, (64, 256))
+    recompress(src, tmp_path / "p.zarr", menu="pcodec-8", chunks=(64, 256))
+    res = subprocess.run([sys.executable, "-c", _NO_PCODEC, str(tmp_path / "p.zarr")], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.startswith("ChunkDecodeError cannot decode inner chunk (0, 0) of shard 'dem/c/0/0'"), res.stdout
+    assert "'numcodecs.pcodec'" in res.stdout and "package 'pcodec'" in res.stdout and "pip install pcodec" in res.stdout
 
 
 # -- the cost model ---------------------------------------------------------------------------------

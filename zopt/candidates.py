@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt._zarr_compat import CODEC_PACKAGES, missing_codec_package
 from zopt.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
 from zopt.readers import READERS, unreadable
 
@@ -193,16 +194,14 @@ def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 #: codec name → the Python package that implements it (a reader needs it as well)
-PACKAGES = {"numcodecs.pcodec": "pcodec"}
+PACKAGES = CODEC_PACKAGES
 
 
 def _missing_package(chain: list[dict[str, Any]]) -> tuple[str, str] | None:
     """``(codec, package)`` for the first codec of ``chain`` whose package is not importable."""
-    import importlib.util
-
     for c in chain:
-        package = PACKAGES.get(c["name"])
-        if package is not None and importlib.util.find_spec(package) is None:
+        package = missing_codec_package(c["name"])
+        if package is not None:
             return c["name"], package
     return None
 
