@@ -35,7 +35,7 @@ from zopt.paths import (
     resolve,
     store_text,
 )
-from zopt.recompress.chains import parse_chain, split_chain, split_for, with_checksum
+from zopt.recompress.chains import menu_chains, parse_chain, split_chain, split_for, with_checksum
 from zopt.recompress.dask_graph import in_place_tasks, run_writes, write_tasks
 from zopt.recompress.reports import ArrayReport, RecompressReport
 from zopt.recompress.targets import (
@@ -250,7 +250,7 @@ def recompress(
             layouts = Journal.layouts(record)
         else:
             layouts = layouts_for(source, names, chunk_arg, shard_arg, plan if chunks is None else None, variables)
-        chosen = _menu_chains(src, source, names, layouts, lossy_vars, codecs, plan, menu, budget, readers, decision,
+        chosen = menu_chains(src, source, names, layouts, lossy_vars, codecs, plan, menu, budget, readers, decision,
                               layout, scheduler, job_id, partial=target.root if record is not None else None)
         if any(c.trials for c in chosen.values()):
             notes.append("chains chosen from the menu (zopt.candidates): " + ", ".join(f"{n}={chosen[n].name}" for n in names if n in chosen))
@@ -336,28 +336,6 @@ def recompress(
         dst=target.text, arrays=list(reports.values()), seconds=elapsed,
         source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes,
     )
-
-
-def _menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
-                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: Any, layout: str,
-                 scheduler: str | None, job_id: str, partial: Any) -> dict[str, Any]:
-    """``{name: zopt.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (no
-    ``codecs``, no plan, not lossy); a resumed job (``partial``: its store) keeps its first choice."""
-    from zopt.optimizer import MenuChoice, chains_in_store, choose_chains, parse_budget
-
-    b = parse_budget(budget)  # a bad budget is refused whatever else is given
-    todo = [n for n in names if n not in lossy_vars and source[n].dtype.kind in "biuf"]
-    if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
-        return {n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
-                for n in todo if (ap := plan.arrays.get(n)) is not None and ap.chain is not None}
-    if codecs is not None or plan is not None or not todo:
-        return {}
-    if isinstance(partial, str | os.PathLike):
-        return {n: MenuChoice(name="resumed", chain=c, budget=b) for n, c in chains_in_store(os.fspath(partial), todo).items()}
-    explicit_decision = not (isinstance(decision, str) and decision == "compress_if_smaller")
-    return choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
-                         masks_only=explicit_decision, bounded_only=layout == "fixed-slot", scheduler=scheduler,
-                         token=job_id)
 
 
 def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:
