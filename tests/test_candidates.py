@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -106,7 +107,8 @@ def test_a_reader_without_pcodec_is_told_the_codec_and_the_package(tmp_path):
     recompress(src, tmp_path / "p.zarr", menu="pcodec-8", chunks=(64, 256))
     res = subprocess.run([sys.executable, "-c", _NO_PCODEC, str(tmp_path / "p.zarr")], capture_output=True, text=True,
                          check=True)
-    assert res.stdout.startswith("ChunkDecodeError cannot decode inner chunk (0, 0) of shard 'dem/c/0/0'"), res.stdout
+    # whichever inner chunk zarr decodes first
+    assert re.match(r"ChunkDecodeError cannot decode inner chunk \(\d, 0\) of shard 'dem/c/0/0'", res.stdout), res.stdout
     assert "'numcodecs.pcodec'" in res.stdout and "package 'pcodec'" in res.stdout and "pip install pcodec" in res.stdout
 
 
