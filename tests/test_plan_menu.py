@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from zopt.analysis import analyze
 from zopt.cli import main
-from zopt.engine import recompress
+from zopt.engine import recompress, recompress_in_place
 from zopt.plan import Plan, make_plan
 
 
@@ -120,3 +120,19 @@ def test_the_figure_title_stays_clear_of_the_panel_titles_on_a_sliced_3d_grid(tm
     renderer = fig.canvas.get_renderer()
     top = fig._suptitle.get_window_extent(renderer)
     assert all(ax.title.get_window_extent(renderer).y1 <= top.y0 for ax in fig.axes if ax.get_title())
+
+
+def test_a_plan_that_chose_a_chain_without_masks_is_refused_where_masks_would_be_written(store, tmp_path):
+    """Its masks are all 0: applied to a conditional chain they would store every chunk raw."""
+    from zopt.plan import PlanMismatchError
+
+    plan = make_plan(analyze(store, ["dem"], menu="default"))
+    assert plan["dem"].choice["candidate"] == "pcodec-8"
+    plan.save(tmp_path / "p.zarr")
+    with pytest.raises(PlanMismatchError, match=r"chose the chain pcodec-8 for 'dem'.*--menu classic"):
+        recompress(store, tmp_path / "o.zarr", plan=tmp_path / "p.zarr", variables=["dem"],
+                   codecs='[{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": '
+                          '[{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}]}}]')
+    recompress(store, tmp_path / "fast.zarr", variables=["dem"], decision="never")  # a store written fast: masks 0
+    with pytest.raises(PlanMismatchError, match="chose the chain pcodec-8"):
+        recompress_in_place(tmp_path / "fast.zarr", plan=tmp_path / "p.zarr")
