@@ -18,8 +18,10 @@ from ``getrusage`` belong to that run alone), repetitions interleaved, medians r
 - ``tensorstore``: a loop over shards, ``blosc(zstd, clevel 2 = zstd level 3, shuffle)``
   (tensorstore has no standalone shuffle);
 - ``zopt-plain``: ``zopt.job.recompress`` with ``[bytes, shuffle, zstd3]``;
-- ``zopt-default``: ``recompress`` with its default chain (float32: ``conditional([shuffle,
-  zstd3])``, ``compress_if_smaller``);
+- ``zopt-default``: ``recompress`` with no chain: the chain chosen from the codec menu by trial
+  encodings (issue 26, ``zopt.planning.optimizer``; the trials are part of the time);
+- ``zopt-classic``: ``recompress --menu classic``: ``conditional([shuffle, zstd3])``,
+  ``compress_if_smaller``, the default before issue 26;
 - ``zopt-fixed-slot``: the default chain, ``layout="fixed-slot"``;
 - ``zopt-default-py313``: ``zopt-default`` under ``--python313`` (zarr 3.4 there), if given;
 - ``ceiling``: the composed numcodecs loop in 2 processes — zstd-decompress each source chunk,
@@ -46,7 +48,7 @@ from pathlib import Path
 
 SHARD = 256
 INNER = 64
-RUNNERS = ("zarr", "dask", "zarrs", "tensorstore", "zopt-plain", "zopt-default", "zopt-fixed-slot",
+RUNNERS = ("zarr", "dask", "zarrs", "tensorstore", "zopt-plain", "zopt-default", "zopt-classic", "zopt-fixed-slot",
            "zopt-default-py313", "ceiling")
 VARIANTS = ("smooth", "mixed")
 LABELS = {
@@ -55,7 +57,8 @@ LABELS = {
     "zarrs": "zarrs pipeline (Rust), [shuffle, zstd3]",
     "tensorstore": "tensorstore, blosc(zstd3, shuffle)",
     "zopt-plain": "zopt, plain [bytes, shuffle, zstd3]",
-    "zopt-default": "zopt, default conditional([shuffle, zstd3])",
+    "zopt-default": "zopt, default: the chain chosen from the codec menu (issue 26)",
+    "zopt-classic": "zopt, --menu classic: conditional([shuffle, zstd3]), the default before issue 26",
     "zopt-fixed-slot": "zopt, default, --layout fixed-slot",
     "zopt-default-py313": "zopt, default, Python 3.13 / zarr 3.4",
     "ceiling": "composed numcodecs loop, 2 processes (no I/O)",
@@ -67,6 +70,7 @@ PRELOAD = {
     "tensorstore": ("tensorstore",),
     "zopt-plain": ("zopt.job", "zopt.codecs", "numcodecs"),
     "zopt-default": ("zopt.job", "zopt.codecs", "numcodecs"),
+    "zopt-classic": ("zopt.job", "zopt.codecs", "numcodecs"),
     "zopt-fixed-slot": ("zopt.job", "zopt.codecs", "numcodecs"),
     "ceiling": ("numcodecs", "concurrent.futures"),
 }
@@ -199,12 +203,12 @@ def run_tensorstore(src: str, dst: str) -> None:
         p.result()
 
 
-def run_zopt(src: str, dst: str, codecs=None, layout: str = "compact") -> dict:
+def run_zopt(src: str, dst: str, codecs=None, layout: str = "compact", menu: str | None = None) -> dict:
     from zopt import recompress
 
     report = recompress(src, dst, codecs=json.dumps(codecs) if codecs else None, chunks=(INNER,) * 3,
-                        shards=(SHARD,) * 3, overwrite=True, layout=layout, variables=["v"])
-    return {"masks": {str(k): v for k, v in report.masks().items()}}
+                        shards=(SHARD,) * 3, overwrite=True, layout=layout, variables=["v"], menu=menu)
+    return {"masks": {str(k): v for k, v in report.masks().items()}, "notes": report.notes}
 
 
 def _ceiling_worker(args) -> tuple[float, int]:
@@ -291,7 +295,8 @@ def child(which: str, src: str, dst: str) -> None:
         extra = run_ceiling(src, dst)
     elif which.startswith("zopt"):
         codecs = PLAIN if which == "zopt-plain" else None
-        extra = run_zopt(src, dst, codecs, "fixed-slot" if which == "zopt-fixed-slot" else "compact")
+        extra = run_zopt(src, dst, codecs, "fixed-slot" if which == "zopt-fixed-slot" else "compact",
+                         "classic" if which == "zopt-classic" else None)
     else:
         {"zarr": run_zarr, "zarrs": run_zarrs, "dask": run_dask, "tensorstore": run_tensorstore}[which](src, dst)
     seconds = time.perf_counter() - t

@@ -61,7 +61,8 @@ def test_a_corrupt_source_chunk_is_named(tmp_path, values):
     _store(tmp_path / "s.zarr", values, (32, 32), [ZstdCodec(level=3)])
     chunk = tmp_path / "s.zarr" / "v" / "c" / "1" / "2"
     chunk.write_bytes(chunk.read_bytes()[:-7])
-    with pytest.raises(ChunkDecodeError, match=r"chunk 'c/1/2'"):
+    # named by the menu's trial read (v/c/1/2) or the aligned read (c/1/2), whichever reads it first
+    with pytest.raises(ChunkDecodeError, match=r"chunk '(v/)?c/1/2'"):
         recompress(tmp_path / "s.zarr", tmp_path / "d.zarr", chunks=(32, 32), shards=(64, 96))
     assert not (tmp_path / "d.zarr").exists()
 

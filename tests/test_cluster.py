@@ -101,7 +101,7 @@ def test_tasks_go_in_bounded_waves_and_the_bar_follows_the_cluster(tmp_path, clu
             self.done += n
 
     report = recompress(NEMO, tmp_path / "w.zarr", variables=["tos"], chunks="y=30,x=36", shards="y=30,x=108",
-                        scheduler=cl.scheduler_address, progress=Bar)
+                        scheduler=cl.scheduler_address, progress=Bar, menu="classic")  # the write tasks alone
     assert report.arrays[0].units == 44 and seen == [(44, 44)]  # 11 x 4 shards: each one finished moved the bar
     assert submitted[0] == 4 and set(submitted[1:]) <= {1, 2} and sum(submitted) == 44  # never more than 4 in flight
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "w.zarr", path="tos")[...],

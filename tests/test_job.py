@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 
 import numpy as np
 import pytest
@@ -101,13 +102,15 @@ def _child_codecs(dst, name="child/T"):
 CHILD_OPTIONS = {
     "codecs": ({"codecs": [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 7}}]},
                lambda dst, rep: '"level": 7' in _child_codecs(dst)),
-    "preset": ({"preset": "archive"}, lambda dst, rep: '"level": 19' in _child_codecs(dst)),
+    "preset": ({"preset": "fast"}, lambda dst, rep: re.search(r'"level": 1[,}]', _child_codecs(dst)) is not None),
+    "menu": ({"menu": "pcodec-8"}, lambda dst, rep: "pcodec" in _child_codecs(dst)),
     "chunks": ({"chunks": "y=10"}, lambda dst, rep: zarr.open_array(str(dst), path="child/T").chunks == (10, 64)),
     "shards": ({"chunks": "y=10", "shards": "y=20"},
                lambda dst, rep: zarr.open_array(str(dst), path="child/T").shards == (20, 64)),
     "decision": ({"decision": "never"}, lambda dst, rep: set(next(a for a in rep.arrays if a.name == "child/T").masks) == {0}),
-    "variables": ({"variables": ["child/U"]},
-                  lambda dst, rep: "onditional" in _child_codecs(dst, "child/U") and "onditional" not in _child_codecs(dst)),
+    "variables": ({"variables": ["child/U"]},  # child/U rewritten (compressed), child/T copied as it was (raw)
+                  lambda dst, rep: len(_child_codecs(dst, "child/U")) > len(_child_codecs(dst)) and
+                  [a.name for a in rep.arrays] == ["child/U"]),
     "layout": ({"shards": "y=20", "chunks": "y=10", "layout": "fixed-slot"},
                lambda dst, rep: next(a for a in rep.arrays if a.name == "child/T").layout == "fixed-slot"),
     "slot_parts": ({"shards": "y=40", "chunks": "y=10", "layout": "fixed-slot", "slot_parts": 4},
@@ -131,9 +134,13 @@ def test_every_option_reaches_the_child_groups(tmp_path, option):
 def test_readers_max_memory_and_progress_reach_the_child_groups(tmp_path):
     src = tmp_path / "src.zarr"
     _tree(src)
-    with pytest.raises(ValueError, match="readers"):  # the child's lossy chain is not plain zarr-python's
-        zopt.recompress(str(src), str(tmp_path / "a.zarr"), readers="tensorstore", variables=["child/T"])
+    conditional = [{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [{"name": "zstd", "configuration": {"level": 3}}]}}]
+    with pytest.raises(ValueError, match="readers"):  # tensorstore cannot read conditional: refused in the child
+        zopt.recompress(str(src), str(tmp_path / "a.zarr"), codecs=conditional, readers="tensorstore",
+                        variables=["child/T"])
     assert not (tmp_path / "a.zarr").exists()
+    zopt.recompress(str(src), str(tmp_path / "n.zarr"), readers="tensorstore")  # readers narrow the child's menu
+    assert not {"conditional", "pcodec"} & set(re.findall(r"[a-z]+", _child_codecs(tmp_path / "n.zarr")))
     with pytest.raises(ValueError, match="max_memory"):
         zopt.recompress(str(src), str(tmp_path / "b.zarr"), max_memory=1000, variables=["child/T"])
     calls = []

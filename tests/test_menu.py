@@ -43,7 +43,7 @@ def test_recompress_gives_each_variable_the_chain_of_its_type(tmp_path):
     for name, a in (("classes", classes), ("mask", mask), ("field", field)):
         g.create_array(name, shape=a.shape, chunks=a.shape, dtype=a.dtype, fill_value=0, dimension_names=("y", "x"))[:] = a
     dst = tmp_path / "d.zarr"
-    report = recompress(tmp_path / "src.zarr", dst, chunks=(64, 128), shards=(128, 256))
+    report = recompress(tmp_path / "src.zarr", dst, chunks=(64, 128), shards=(128, 256), menu="classic")
     for name, a in (("classes", classes), ("mask", mask), ("field", field)):
         arr = zarr.open_array(dst, path=name)
         np.testing.assert_array_equal(arr[:], a)

@@ -113,7 +113,8 @@ def test_a_netcdf_file_with_groups_is_refused_naming_them(tmp_path):
 def test_variables_of_child_groups_are_named_by_path(tmp_path):
     src, dst = str(tmp_path / "tree.zarr"), tmp_path / "out.zarr"
     _make("tree-v3", src)
-    result = CliRunner().invoke(main, ["recompress", src, str(dst), "--variable", "coarse/tos", "--no-progress"])
+    result = CliRunner().invoke(main, ["recompress", src, str(dst), "--variable", "coarse/tos", "--no-progress",
+                                       "--menu", "classic"])
     assert result.exit_code == 0, result.output
     rewritten = zarr.open_array(dst, path="coarse/tos")
     kept = zarr.open_array(dst, path="tos")

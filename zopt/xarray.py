@@ -184,9 +184,11 @@ def recompress(
 ) -> RecompressReport | xr.Dataset:
     """Write ``ds_or_path`` to a new Zarr v3 store ``dst`` with a preset's chain.
 
-    A path (netCDF file, Zarr v2/v3 store) goes to ``zopt.job.recompress`` (one Dask task per
-    shard, ``engine_options`` passed on: ``variables``, ``layout``, ``max_memory`` …) and its
-    ``RecompressReport`` is returned. A ``Dataset`` is written as it is in memory (or as its dask
+    A path (netCDF file, Zarr v2/v3 store) goes to ``zopt.recompress`` (one Dask task per
+    shard, ``engine_options`` passed on: ``variables``, ``layout``, ``max_memory``, ``menu``,
+    ``budget`` …) and its ``RecompressReport`` is returned; without a preset, or with
+    ``default``/``archive``, the engine chooses each variable's chain from the preset's codec
+    menu (``zopt.planning.candidates``). A ``Dataset`` is written as it is in memory (or as its dask
     graph computes it) by ``ds.to_zarr`` with ``encoding(ds, ...)``, rechunked to whole shards
     per task, under ``dst + ".zopt-partial"`` renamed to ``dst`` at the end; the written store is
     returned opened with ``xarray.open_zarr``. ``dst`` must be a local path for a Dataset.

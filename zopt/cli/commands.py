@@ -160,6 +160,11 @@ class _Main(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         exit_quietly()
+        import warnings
+
+        # zarr 3.1 warns on every numcodecs.* codec it parses (pcodec, a menu candidate): zopt
+        # chose it knowing its readers (docs/interop.md); a warning per command is noise
+        warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3")
         try:
             with interrupt_note(None, until_exit=True):  # a second Ctrl-C leaves at once (zopt.compat.interrupts)
                 return super().invoke(ctx)
@@ -186,7 +191,7 @@ def main() -> None:
 @main.command()
 @click.argument("src", type=_Location())
 @click.argument("dst", required=False)
-@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: bytes + conditional([shuffle, zstd]).")
+@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: each variable's chain chosen from the codec menu (--menu, --budget).")
 @click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32. "
               "Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole.")
 @click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks. "
@@ -216,9 +221,13 @@ def main() -> None:
               "per task, shards an interrupted run already finished) and exit without writing.")
 @click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
-@click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
-              "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md); abs:E's tail trial tries only what they read "
-              "(default: zarr-python).")
+@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python, tensorstore, zarrs: without --codecs, "
+              "only chains they all read are chosen from the menu; with --codecs, refuse a chain one cannot read "
+              "(docs/lossy.md); abs:E's tail trial tries only what they read (default: zarr-python).")
+@click.option("--menu", default=None, help="Without --codecs: the candidates each variable's chain is chosen from, a menu "
+              "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.planning.candidates).")
+@click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
+              "(default 1: each extra default-encode-time must save 1 %% of size; larger favours size) or 'inf' (size first).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
@@ -226,7 +235,7 @@ def main() -> None:
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
                max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
-               verify_first, skip_broken) -> None:
+               menu, budget, verify_first, skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -249,7 +258,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                               "--checksum/--no-checksum": None if checksum is None else checksum or "no",
                               "--layout": None if layout == "compact" else layout, "--preset": preset,
                               "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers,
-                              "--skip-broken": skip_broken or None})
+                              "--skip-broken": skip_broken or None, "--menu": menu, "--budget": budget})
         return
     if preset is not None:
         from zopt.planning.presets import get_preset
@@ -281,7 +290,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
         progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
         max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
-        before_publish=check, skip_broken=skip_broken,
+        before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget,
     )
     try:
         with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
@@ -433,6 +442,11 @@ def _analysis_options(command):
                      help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
         click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress."),
         click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
+        click.option("--menu", default=None, help="Also choose each array's whole chain from this codec menu (default, "
+                     "archive, or candidate names; docs/presets.md): a plan then records it and recompress --plan writes it."),
+        click.option("--budget", default=None, help="The speed budget of the --menu choice: a number > 0 (default 1) or 'inf'."),
+        click.option("--readers", default=None, help="With --menu: only chains these readers all read (zopt, zarr-python, "
+                     "tensorstore, zarrs)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -448,13 +462,13 @@ def _analysis_options(command):
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @_analysis_options
 def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read, decode_times, scheduler,
-            no_progress) -> None:
+            no_progress, menu, budget, readers) -> None:
     """Measure every chunk of STORE's arrays (a Zarr store, or a netCDF file): entropy, zeros, runs,
     NaNs, trial encodings."""
     if output:
         _check_output(store, output, overwrite)
     analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
-                             decode_times)
+                             decode_times, _menu_options(codecs, menu, budget, readers))
     if output:
         from zopt.planning.analysis import save_analysis
 
@@ -470,12 +484,22 @@ def _check_output(store, output, overwrite) -> None:
     check_replaceable(output, overwrite, "output")
 
 
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False):
+def _menu_options(codecs, menu, budget, readers) -> dict:
+    """``analyze``'s menu arguments; --budget/--readers need --menu, --menu refuses --codecs."""
+    if menu is None and (budget is not None or readers is not None):
+        raise click.UsageError("--budget and --readers tune the --menu choice: give --menu too.")
+    if menu is not None and codecs is not None:
+        raise click.UsageError("--menu chooses the chain whose codecs are analysed: give --menu or --codecs, not both.")
+    return {} if menu is None else {"menu": menu, "budget": budget, "readers": readers}
+
+
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False,
+                  menu_options=None):
     from zopt.job.analyze import analyze
 
     return analyze(store, arrays or None, codecs=codecs, chunks=chunks, sample=sample, read=read,
                    decode_times=decode_times, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                   note=console.print)
+                   note=console.print, **(menu_options or {}))
 
 
 def _analysis_table(analyses, store) -> Table:
@@ -530,7 +554,7 @@ def plan() -> None:
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
 def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
-                scheduler, no_progress) -> None:
+                scheduler, no_progress, menu, budget, readers) -> None:
     """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
     from zopt.job.analyze import plan as make
 
@@ -546,7 +570,8 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
     made = make(store, arrays or None, policy=policy, params=kwargs, output=output, overwrite=overwrite,
                 analysis=analysis_path, codecs=codecs, chunks=chunks, sample=None if full else sample, read=read,
                 decode_times=decode_times or policy == "fastest_within", scheduler=scheduler,
-                progress=None if no_progress else _RichProgress, note=console.print)
+                progress=None if no_progress else _RichProgress, note=console.print,
+                **_menu_options(codecs, menu, budget, readers))
     console.print(_plan_table(made, output))
 
 

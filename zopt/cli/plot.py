@@ -1,9 +1,11 @@
 """Pictures of chunk grids (matplotlib): the ``conditional`` mask and the compression ratio of
 every chunk, for a plan (``zopt plan show --png``) or a store (``zopt info --png``).
 
-A 2-D grid is drawn as two heatmaps (row 0 at the bottom, integer chunk indices on the axes); an
-N-D grid as up to ``MAX_SLICES`` 2-D slices along its leading dimensions; a 1-D grid as a strip
-of masks and a bar chart of ratios. Chunks that are not stored (equal to the fill value) are
+Only the grid dimensions with more than one chunk are drawn (a 20 × 1 × 1 grid is a strip of
+20 cells). A 2-D grid is drawn as two heatmaps (row 0 at the bottom, integer chunk indices on
+the axes); an N-D grid as up to ``MAX_SLICES`` 2-D slices along its leading dimensions; a 1-D
+grid as a strip of masks and a bar chart of ratios. Plans made with a codec menu name each
+array's chosen chain in its panel title. Chunks that are not stored (equal to the fill value) are
 grey in the mask panel and blank in the ratio panel. Plans that hold per-chunk keepbits
 (``zopt.lossy`` keepbits plans) get a third column: the mantissa bits each chunk keeps.
 
@@ -48,6 +50,13 @@ class GridPanel:
     chunk_shape: Sequence[int]
     ratio_label: str = "ratio"
     keepbits: np.ndarray | None = None
+    chain: str | None = None  # the chain chosen from the codec menu (plans made with --menu)
+
+
+def _kept_axes(shape: Sequence[int]) -> list[int]:
+    """The grid axes with more than one chunk (the last axis when none has): only those are drawn,
+    so a 20 × 1 × 1 grid is a strip of 20 cells, not panels of one cell each."""
+    return [i for i, n in enumerate(shape) if n > 1] or [len(shape) - 1]
 
 
 def _slices(grid: np.ndarray) -> list[tuple[str, tuple[int, ...], np.ndarray]]:
@@ -98,8 +107,14 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
     for p in panels:
         masks = p.masks if p.masks is not None else np.full(p.ratios.shape, -1, dtype=np.int16)
         kept = p.keepbits if p.keepbits is not None else np.full(p.ratios.shape, np.nan, dtype=np.float32)
-        for (label, axes, m), (_, _, r), (_, _, k) in zip(_slices(masks), _slices(p.ratios), _slices(kept), strict=True):
-            rows.append((p, label, axes, m, r, k))
+        keep = _kept_axes(p.ratios.shape)
+
+        def drawn(grid: np.ndarray, keep: list[int] = keep) -> np.ndarray:
+            return grid.reshape([grid.shape[i] for i in keep])
+
+        for (label, axes, m), (_, _, r), (_, _, k) in zip(_slices(drawn(masks)), _slices(drawn(p.ratios)),
+                                                          _slices(drawn(kept)), strict=True):
+            rows.append((p, label, tuple(keep[a] for a in axes), m, r, k))
     with_keepbits = any(p.keepbits is not None for p in panels)
     heights = [1.6 if m.ndim == 1 else 3.6 for _, _, _, m, _, _ in rows]
     ncols = 3 if with_keepbits else 2
@@ -127,7 +142,13 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
         one_d = masks.ndim == 1
         image = shown[None, :] if one_d else shown
         im = row[0].imshow(image, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto", origin="lower")
-        if p.masks is None:
+        if p.chain is not None:
+            row[0].set_title(f"{p.name}{label}\nchain: {p.chain}" + ("" if p.masks is None else f"; mask: {bits}"),
+                             fontsize=10)
+            if p.masks is not None:
+                cb = fig.colorbar(im, ax=row[0], ticks=range(n_masks))
+                cb.ax.set_yticklabels([f"{m:0{max(n, 1)}b}" for m in range(n_masks)])
+        elif p.masks is None:
             row[0].set_title(f"{p.name}{label}\nno conditional codec (grey: not stored)", fontsize=10)
         else:
             cb = fig.colorbar(im, ax=row[0], ticks=range(n_masks))
@@ -154,7 +175,8 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
             if not one_d:
                 _integer_ticks(ax.yaxis, masks.shape[0])
     fig.suptitle(title)
-    fig.tight_layout()
+    # leave the figure title its own band (0.5 inch) so it never overlaps the first panels' titles
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     fig.savefig(os.fspath(path), dpi=90)
     plt.close(fig)
 
@@ -169,8 +191,15 @@ def plot_plan(plan: Any, path: str | os.PathLike) -> None:
         if ap.ratios is not None:
             masks[np.isnan(ratios)] = -1
         shape = "×".join(map(str, ap.shape))
+        chain = None
+        if ap.chain is not None:
+            from zopt.cli.tables import chain_text
+
+            chain = chain_text(ap)
+            if not any(c["name"] == "conditional" for c in ap.chain):
+                masks = None  # a chain without conditional: no mask to draw, the chain is the choice
         panels.append(GridPanel(f"{name} ({shape}, {ap.dtype})", masks, ratios, [c["name"] for c in ap.codecs],
-                                None, ap.chunk_shape, "estimated ratio", getattr(ap, "keepbits", None)))
+                                None, ap.chunk_shape, "estimated ratio", getattr(ap, "keepbits", None), chain))
     params = " ".join(f"{k}={v}" for k, v in (plan.params or {}).items())
     plot_grids(panels, f"zopt plan: policy {plan.policy} {params}".rstrip(), path)
 

@@ -175,8 +175,10 @@ class ChunkEncoder:
         try:
             n = int(codec.compute_encoded_size(_raw_nbytes(s), s))
         except NotImplementedError:
-            if _codec_name(codec) != "numcodecs.pcodec":
-                raise
+            if _codec_name(codec) != "numcodecs.pcodec":  # pcodec's bound is known (_pcodec_bound)
+                raise ValueError(f"codecs: {_codec_name(codec)!r} has no known upper bound on its encoded size, so "
+                                 "fixed slots cannot be sized; use 'bytes' with zstd, blosc or 'conditional', or write "
+                                 "the compact layout") from None
             n = _pcodec_bound(_raw_nbytes(s))
         for codec, s in self.bytes_bytes:
             n = _bytes_bound(codec, n, s)
@@ -184,6 +186,8 @@ class ChunkEncoder:
 
     def _to_bytes(self, chunk: np.ndarray) -> np.ndarray:
         proto = self.spec.prototype
+        if not chunk.flags.c_contiguous:  # a view of a region: numcodecs' array→bytes codecs (pcodec) need C order
+            chunk = np.ascontiguousarray(chunk)
         value: Any = proto.nd_buffer.from_ndarray_like(chunk)
         for codec, s in self.array_array:
             value = _run_sync(codec, "_encode_sync", "_encode_single", value, s)

@@ -317,10 +317,25 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         except ChunkDecodeError:
             raise
         except Exception as exc:
-            raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, exc) from exc
+            raise ChunkDecodeError(ctx.key, ctx.coords_in_shard, self._cause(exc)) from exc
         finally:
             decoded_limit.reset(limit)
             restore_current_chunk(previous)
+
+    def _cause(self, exc: Exception) -> Exception | str:
+        """``exc``, or its text naming the package to install when a codec of this chain lacks
+        its Python package (``zopt.compat.zarr_compat.CODEC_PACKAGES``: pcodec on a reader without it)."""
+        from zopt.compat.zarr_compat import missing_codec_package
+
+        for codec in (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs):
+            try:
+                name = str(codec.to_dict()["name"])
+            except Exception:  # noqa: BLE001 - a codec without to_dict names nothing
+                continue
+            package = missing_codec_package(name)
+            if package is not None:
+                return f"{type(exc).__name__}: {exc} (codec {name!r} needs the Python package {package!r}: pip install {package})"
+        return exc
 
 
 def _raw_nbytes_or_none(spec: Any) -> int | None:

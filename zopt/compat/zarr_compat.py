@@ -157,13 +157,37 @@ def codec_registry(name: str) -> Any:
     return reg
 
 
+#: codec name → the Python package that implements it (what a reader must install)
+CODEC_PACKAGES = {"numcodecs.pcodec": "pcodec"}
+
+
+def missing_codec_package(name: str) -> str | None:
+    """The package codec ``name`` needs (``CODEC_PACKAGES``) when it cannot be imported here, else None."""
+    import importlib
+
+    package = CODEC_PACKAGES.get(name)
+    if package is None:
+        return None
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        return package
+    return None
+
+
+def _package_note(name: str) -> str:
+    package = missing_codec_package(name)
+    return "" if package is None else f" (codec {name!r} needs the Python package {package!r}: pip install {package})"
+
+
 def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
     """A codec object from its JSON form ``{"name": …, "configuration": …}``.
 
     Uses zarr's public ``get_codec_class(name).from_dict(data)``, so the implementation named in
     ``zarr.config`` is chosen. Raises ValueError naming ``where``, the codec and the installed
     zarr-python version when the codec is unknown or its configuration is refused (zarr 3.1
-    raises KeyError, 3.4 UnknownCodecError or strict-JSON TypeError: all become ValueError).
+    raises KeyError, 3.4 UnknownCodecError or strict-JSON TypeError: all become ValueError), and
+    names the package to install when the codec's (``CODEC_PACKAGES``: pcodec) is missing.
     """
     from zarr.registry import get_codec_class
 
@@ -175,13 +199,13 @@ def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
     except (KeyError, ValueError) as exc:
         raise ValueError(
             f"{where}: unknown codec {name!r}: no implementation is registered with "
-            f"{zarr_version_string()}"
+            f"{zarr_version_string()}{_package_note(name)}"
         ) from exc
     try:
         return cls.from_dict(data)
     except (TypeError, KeyError, ValueError) as exc:
         raise ValueError(
-            f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}"
+            f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}{_package_note(name)}"
         ) from exc
 
 

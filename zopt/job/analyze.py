@@ -45,6 +45,7 @@ def analyze(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     note: Callable[[str], Any] | None = None,
+    **menu_options: Any,
 ) -> dict[str, xr.Dataset]:
     """Measure every chunk of every array of ``store``: one Dask task per shard.
 
@@ -58,6 +59,8 @@ def analyze(
     sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for whole chunks.
     read, decode_times, scheduler, progress : as ``zopt.planning.analysis.analyze_array``.
     note : called with one line for each array skipped and for the temporary copy.
+    menu_options : ``menu``, ``budget``, ``readers``: also choose each array's whole chain from the
+        codec menu (``zopt.planning.candidates``), which a plan then records.
 
     Returns ``{array path: xarray.Dataset over the chunk grid}`` (variables: ``raw_bytes``,
     ``encoded_bytes`` per mask in bytes, ``entropy`` in bits per byte, ``zero_fraction``,
@@ -72,7 +75,8 @@ def analyze(
                 note(f"note: {store} is not a Zarr store: analysed through a raw Zarr copy with recompress's "
                      "default chunks, in a temporary directory removed afterwards")
             return analyze(view, arrays, codecs=codecs, chunks=chunks, sample=sample, read=read,
-                           decode_times=decode_times, scheduler=scheduler, progress=progress, note=note)
+                           decode_times=decode_times, scheduler=scheduler, progress=progress, note=note,
+                           **menu_options)
     spec = parse_shape(chunks, "chunks")
     out: dict[str, xr.Dataset] = {}
     for a in arrays_in(store, arrays or None):
@@ -84,7 +88,7 @@ def analyze(
         dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
         shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
         out.update(analyze_zarr(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
-                                read=read, decode_times=decode_times, progress=progress))
+                                read=read, decode_times=decode_times, progress=progress, **menu_options))
     return out
 
 

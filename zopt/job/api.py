@@ -59,7 +59,7 @@ from zopt.job.targets import (
     target_arrays,
 )
 from zopt.job.work import ArrayWork, build_work, layouts_for
-from zopt.planning.chains import split_chain, split_for, with_checksum
+from zopt.planning.chains import menu_chains, split_chain, split_for, with_checksum
 from zopt.planning.chunking import unused_shape_notes
 from zopt.store.journal import Journal, fingerprint, keeps_partial
 
@@ -91,6 +91,8 @@ def recompress(
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
     skip_broken: bool = False,
+    menu: Any = None,
+    budget: Any = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -146,7 +148,8 @@ def recompress(
         its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
     readers : refuse (ValueError, before anything is written) a target chain that one of these
         readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
-        (``zopt.planning.readers``).
+        (``zopt.planning.readers``). Without ``codecs`` it narrows the menu instead
+        (``zopt.planning.candidates``).
 
     checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
         reader that pairs an old shard index with a rewritten file (``zopt compact``,
@@ -162,6 +165,13 @@ def recompress(
         store destination) and the names of the arrays written (a child group's as
         ``"group/name"``). If it raises, the partial store is kept as it is (resumable) and the
         exception propagates: e.g. a check of the written values (``zopt verify``).
+
+    menu, budget : without ``codecs`` or ``plan``, each variable's chain is chosen from the codec
+        menu (``zopt.planning.candidates``: a menu name or candidate names; default the preset's,
+        else ``"default"``) by trial encodings of a few of its chunks within the speed ``budget``
+        (``zopt.planning.optimizer``: a number > 0, default 1, or ``"inf"`` for size first); the
+        report's notes name each choice. ``menu``/``budget`` with ``codecs`` or a ``plan`` is a
+        ValueError.
 
     skip_broken : a source array whose metadata document is broken (``zopt.io.source_check``) is
         left out and listed in the report's ``skipped``, instead of an error naming the file.
@@ -214,6 +224,7 @@ class _Prepared:
     source_group: Any
     root_meta: Any
     children: list[str]
+    notes: list[str]
     skipped: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
@@ -267,7 +278,7 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
         notes.append(f"skipped arrays with broken metadata: {skipped}")
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
-                  children=children_to_copy(src, store, plan), skipped=skipped)
+                  children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
@@ -295,7 +306,9 @@ def _attach_lossy(job: RecompressJob, src: str, p: _Prepared) -> None:
     if job.readers:
         from zopt.planning.readers import check_readers
 
-        check_readers({n: p.lossy_vars[n].chain(chain) if n in p.lossy_vars else chain for n in p.names}, job.readers)
+        explicit = job.codecs_used is not None or job.plan is not None  # else readers narrow the menu
+        check_readers({n: p.lossy_vars[n].chain(chain) if n in p.lossy_vars else chain for n in p.names
+                       if explicit or n in p.lossy_vars}, job.readers)
 
 
 def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: _Prepared) -> None:
@@ -318,7 +331,14 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
                                 job.variables)
     chain = job.chain
     split = split_chain(chain)
-    p.splits = {n: split_for(p.source[n], job.codecs_used, split) for n in p.names}
+    chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
+                         job.budget_used, job.readers, job.decision_used, _layout(job, target), job.scheduler,
+                         p.job_id, partial=target.root if p.record is not None else None)
+    if any(c.trials for c in chosen.values()):
+        p.notes.append("chains chosen from the menu (zopt.planning.candidates): "
+                       + ", ".join(f"{n}={chosen[n].name}" for n in p.names if n in chosen))
+    p.splits = {n: split_chain(chosen[n].chain) if n in chosen else split_for(p.source[n], job.codecs_used, split)
+                for n in p.names}
     p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}

@@ -78,6 +78,8 @@ class RecompressJob:
     readers: Sequence[str] | str | None = None
     checksum: bool | None = None
     skip_broken: bool = False
+    menu: Any = None  # without codecs: the candidates each variable's chain is chosen from
+    budget: Any = None  # and the speed budget of that choice (zopt.planning.optimizer)
     scheduler: str | None = field(default=None, metadata=_HOW)
     overwrite: bool = field(default=False, metadata=_HOW)
     progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)
@@ -104,6 +106,13 @@ class RecompressJob:
             if self.codecs is not None:
                 raise ValueError("preset: names a codec chain; give preset or codecs, not both")
             get_preset(self.preset)  # ValueError naming the known presets
+        if (self.menu is not None or self.budget is not None) and (self.codecs is not None or self.plan is not None):
+            raise ValueError("menu, budget: they choose a chain per variable when none is given; give them or "
+                             "codecs/plan, not both")
+        if self.budget is not None:
+            from zopt.planning.optimizer import parse_budget
+
+            parse_budget(self.budget)  # ValueError naming budget and the allowed values
         if isinstance(self.variables, str):
             object.__setattr__(self, "variables", [self.variables])
         if self.variables is not None:
@@ -117,21 +126,40 @@ class RecompressJob:
 
     # the parsed forms ------------------------------------------------------------------------
     @property
-    def chain(self) -> list[dict[str, Any]] | None:
-        """The target codec chain (JSON objects), None for the per-type default; from ``codecs`` or ``preset``."""
+    def chain(self) -> list[dict[str, Any]]:
+        """The target codec chain (JSON objects) parsed from ``codecs_used`` (``DEFAULT_CHAIN`` when none)."""
         from zopt.planning.chains import parse_chain
 
+        return parse_chain(self.codecs_used)
+
+    @property
+    def codecs_used(self) -> list[dict[str, Any]] | str | None:
+        """What the job writes as ``codecs``: as given, else the preset's chain, else None (each
+        variable's chain then comes from the codec menu, as for presets that name a menu)."""
         if self.preset is not None:
             from zopt.planning.presets import get_preset
 
             chosen = get_preset(self.preset)
-            return None if chosen.name == "default" else chosen.chain()  # "default": the per-type chain
-        return parse_chain(self.codecs)
+            return None if chosen.menu is not None else chosen.chain()
+        return self.codecs
 
     @property
-    def codecs_used(self) -> list[dict[str, Any]] | str | None:
-        """What the job writes as ``codecs``: the preset's chain, or ``codecs`` as given."""
-        return self.chain if self.preset is not None else self.codecs
+    def menu_used(self) -> Any:
+        """The codec menu: as given, else the preset's (``default``, ``archive``), else None (the default menu)."""
+        if self.menu is None and self.budget is None and self.preset is not None:
+            from zopt.planning.presets import get_preset
+
+            return get_preset(self.preset).menu
+        return self.menu
+
+    @property
+    def budget_used(self) -> Any:
+        """The speed budget of the menu choice: as given, else the preset's, else None (the default, 1)."""
+        if self.menu is None and self.budget is None and self.preset is not None:
+            from zopt.planning.presets import get_preset
+
+            return get_preset(self.preset).budget
+        return self.budget
 
     @property
     def decision_used(self) -> Any:
@@ -170,7 +198,8 @@ class RecompressJob:
         """The options that change what is written, by field (``src``/``dst`` are the journal's own)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.metadata.get("fingerprint", True) and f.name not in ("src", "dst")}
-        out.update(codecs=self.codecs_used, decision=self.decision_used, checksum=self.want_checksum)
+        out.update(codecs=self.codecs_used, decision=self.decision_used, checksum=self.want_checksum,
+                   menu=self.menu_used, budget=self.budget_used)
         out.pop("preset")  # its chain and decision are fingerprinted above
         return out
 

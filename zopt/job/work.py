@@ -14,6 +14,7 @@ imports Dask or writes: ``--dry-run`` is this object, reported.
 from __future__ import annotations
 
 import collections
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,8 +101,18 @@ def plan_for(plan: Any, name: str, array: Any, inner: tuple[int, ...]) -> Any:
         )
     ap = plan.arrays[name]
     found = conditional_codecs_in(array.metadata.codecs)
+    if not found and ap.chain is not None and not any(c["name"] == "conditional" for c in ap.chain):
+        # the plan chose a chain without masks (zopt.planning.optimizer): its grid, shape, dtype and content still hold
+        ap.check(tuple(array.shape), inner, ap.codecs, ap.header_bits, str(array.dtype))
+        return ap
     if not found:
         raise PlanMismatchError(f"plan: the target chain of {name!r} has no conditional codec to apply masks to")
+    if ap.chain is not None and not any(c["name"] == "conditional" for c in ap.chain):
+        chosen = (ap.choice or {}).get("candidate", json.dumps(ap.chain))
+        raise PlanMismatchError(f"plan: it chose the chain {chosen} for {name!r}, which has no conditional codec and so no "
+                                "masks, but the target chain has one (--codecs, or a store rewritten --in-place): "
+                                "write with the plan's chain (recompress --plan, no --codecs), or make the plan with "
+                                "--menu classic")
     ap.check(tuple(array.shape), inner, [c.to_dict() for c in found[0].codecs], found[0].header_bits, str(array.dtype))
     ap.validate()
     return ap

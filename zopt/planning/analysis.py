@@ -406,6 +406,9 @@ def analyze_array(
     windows: int = SAMPLE_WINDOWS,
     read: str = "auto",
     decode_times: bool = False,
+    menu: Any = None,
+    budget: Any = None,
+    readers: Any = None,
 ) -> xr.Dataset:
     """Analyse every chunk of array ``name`` of a Zarr store (see module docstring).
 
@@ -424,6 +427,11 @@ def analyze_array(
     decode_times : also time each mask's decoding (one decode per mask and chunk, about as
         costly again as the trial encodes); needed by the ``fastest_within`` policy. Without
         it ``decode_seconds`` is NaN above mask 0 (attribute ``decode_times`` 0).
+    menu, budget, readers : without ``codecs``, also choose the array's chain from this codec menu
+        (``zopt.planning.candidates``; ``"default"``, ``"archive"`` or candidate names) within ``budget``
+        (``zopt.planning.optimizer``), by one trial task in the same graph; the masks are then measured
+        for the chosen chain's ``conditional`` codecs (the default ones when it has none) and the
+        choice is the ``menu_choice`` attribute (``MenuChoice.to_json()`` as JSON text).
     Returns an ``xarray.Dataset`` (dims ``chunk_<dim>…``, ``mask``, ``byte``) whose variables are
     ``raw_bytes``, ``is_fill``, ``digest`` (crc32c of the chunk's values), ``entropy``,
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
@@ -451,15 +459,31 @@ def analyze_array(
     regions = _task_regions(tuple(array.shape), chunk_shape, array.dtype.itemsize, task_bytes,
                             layout.shard_shape if layout is not None else None)
     codecs_json = json.dumps(wrapped)
+    choice: Any = None
+    codecs_arg: Any = codecs_json
+    if menu is not None and codecs is None and analysable(array) is None:  # zopt.planning.optimizer, in this graph
+        from zopt.planning.optimizer import analysis_choice, wrapped_codecs_json
+
+        choice = analysis_choice(store, name, array.shape, array.dtype, chunk_shape, menu=menu, budget=budget, readers=readers)
+        codecs_arg = dask.delayed(wrapped_codecs_json, pure=True)(choice, codecs_json)
     tasks = [
         dask.delayed(_analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_json, sample, early_out_entropy, windows, mode, decode_times,
+            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
     ]
     t = time.perf_counter()
-    results = compute(tasks, scheduler, progress)
+    from dask.delayed import Delayed
+
+    results = compute(tasks + ([choice] if isinstance(choice, Delayed) else []), scheduler, progress)
+    if len(results) > len(tasks):
+        choice = results.pop()
+    if choice is not None:
+        from zopt.planning.optimizer import wrapped_codecs_json
+
+        wrapped = json.loads(wrapped_codecs_json(choice, codecs_json))
+        header_bits = header_bits if json.dumps(wrapped) == codecs_json else default_header_bits(len(wrapped))
     seconds = time.perf_counter() - t
     grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, chunk_shape, strict=True))
     n_masks = 1 << len(wrapped)
@@ -489,6 +513,8 @@ def analyze_array(
         read=mode, digest_scope="windows" if mode == "windows" else "chunk", decode_times=int(decode_times),
         seconds=seconds, zopt_version=__version__,
     )
+    if choice is not None:
+        ds.attrs["menu_choice"] = json.dumps(choice)
     return ds
 
 

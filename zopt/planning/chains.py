@@ -1,9 +1,11 @@
 """The target codec chain: parsing it, splitting it the way ``zarr.create_array`` takes it, a
-variable's default chain, and decisions attached to an opened array's ``conditional`` codecs."""
+variable's default chain, the chains chosen from the codec menu (``menu_chains``, issue 26), and
+decisions attached to an opened array's ``conditional`` codecs."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +15,7 @@ from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
-__all__ = ["DEFAULT_CHAIN", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
+__all__ = ["DEFAULT_CHAIN", "menu_chains", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
 
 #: the default target chain for types of 2 bytes and more (``zopt.planning.menu.default_chain`` gives
 #: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
@@ -118,3 +120,27 @@ def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[s
     return split_chain(default_chain(var.dtype))
 
 
+def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
+                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: Any, layout: str,
+                 scheduler: str | None, job_id: str, partial: Any) -> dict[str, Any]:
+    """``{name: zopt.planning.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (issue
+    26): without ``codecs`` and plan, every numeric variable that is not lossy, by trial tasks run
+    on ``scheduler`` (``zopt.planning.optimizer.choose_chains``; an explicit ``decision`` keeps the menu to
+    candidates with a mask, ``fixed-slot`` to chains with a size bound); with a plan, the chains
+    it recorded (no trials); a resumed job (``partial``: its store) keeps its first run's chains.
+    Raises ValueError naming ``budget``, ``menu`` or ``readers``."""
+    from zopt.planning.optimizer import MenuChoice, chains_in_store, choose_chains, parse_budget
+
+    b = parse_budget(budget)  # a bad budget is refused whatever else is given
+    todo = [n for n in names if n not in lossy_vars and source[n].dtype.kind in "biuf"]
+    if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
+        return {n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
+                for n in todo if (ap := plan.arrays.get(n)) is not None and ap.chain is not None}
+    if codecs is not None or plan is not None or not todo:
+        return {}
+    if isinstance(partial, str | os.PathLike):
+        return {n: MenuChoice(name="resumed", chain=c, budget=b) for n, c in chains_in_store(os.fspath(partial), todo).items()}
+    explicit_decision = not (isinstance(decision, str) and decision == "compress_if_smaller")
+    return choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
+                         masks_only=explicit_decision, bounded_only=layout == "fixed-slot", scheduler=scheduler,
+                         token=job_id)

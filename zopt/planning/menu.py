@@ -1,4 +1,9 @@
-"""The default codec chain per data type: what ``zopt recompress`` writes when no chain is given.
+"""The classic default codec chain per data type (the ``classic`` candidate of ``zopt.planning.candidates``).
+
+Since issue 26 ``zopt recompress`` without a chain chooses each variable's chain from a menu
+(``zopt.planning.candidates``: this chain, blosc with byte or bit shuffle, ``numcodecs.pcodec``) by trial
+encodings within a speed budget (``zopt.planning.optimizer``); this module's chain is the menu's reference,
+what ``--menu classic``, ``zopt.xarray.encoding``, plans and zopt's ML and complex types write.
 
 Every chain is ``bytes`` (little-endian) followed by one ``conditional`` codec
 (``../shared/specs/optional.md``) wrapping only ``zstd`` (a core Zarr v3 codec) and the spec's

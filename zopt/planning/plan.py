@@ -32,7 +32,11 @@ Chunks equal to the fill value, and early-out chunks (entropy above the threshol
 Applying: ``Plan.as_decision(name)`` (or an ``ArrayPlan``) is a ``zopt.codecs.decisions.MaskGrid``;
 attach it to an array's ``conditional`` codec for a plain zarr write (the spec's
 "precomputed optimization plans", Example 3) or pass ``--plan`` to ``zopt recompress``.
-``ArrayPlan.check`` raises ``PlanMismatchError`` saying what differs (grid, codec list,
+A plan made from an analysis with a codec menu (``analyze_array(menu=…)``, ``zopt plan create
+--menu``) also records per array the whole chain chosen (``ArrayPlan.chain``) and the choice with
+its trial sizes and times (``ArrayPlan.choice``); ``recompress --plan`` writes that chain, with
+the masks when it has a ``conditional`` codec (they were measured for its wrapped codecs), with
+no trial encoding. ``ArrayPlan.check`` raises ``PlanMismatchError`` saying what differs (grid, codec list,
 header_bits, shape, dtype, or — chunk by chunk, while writing — the content).
 """
 
@@ -99,6 +103,10 @@ class ArrayPlan:
     digest_windows: tuple[int, int] | None = None
     # mantissa bits kept per chunk (uint8; zopt.lossy: bitround needs no decode step)
     keepbits: np.ndarray | None = None
+    # the whole target chain chosen from the codec menu (zopt.planning.optimizer), and the choice with its
+    # trials (MenuChoice.to_json()); None for plans made without a menu
+    chain: list[dict[str, Any]] | None = None
+    choice: dict[str, Any] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -217,7 +225,7 @@ class Plan:
             g.attrs.update({"array": name, "codecs": ap.codecs, "header_bits": ap.header_bits, "shape": list(ap.shape),
                             "chunk_shape": list(ap.chunk_shape), "dtype": ap.dtype, "fingerprint": ap.fingerprint,
                             "digest_windows": None if ap.digest_windows is None else list(ap.digest_windows),
-                            "stats": ap.stats})
+                            "stats": ap.stats, **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
             g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or None)
             g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
             if ap.ratios is not None:
@@ -244,6 +252,8 @@ class Plan:
                 ratios=g["ratios"][...] if "ratios" in g else None,
                 keepbits=g["keepbits"][...] if "keepbits" in g else None,
                 digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
+                chain=list(a["chain"]) if a.get("chain") is not None else None,
+                choice=dict(a["menu_choice"]) if a.get("menu_choice") is not None else None,
             )
             if ap.fingerprint != a["fingerprint"]:
                 raise ValueError(f"plan: {key!r}: stored fingerprint does not match its digests (corrupt plan)")
@@ -362,6 +372,15 @@ def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
     return max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"])
 
 
+def _menu_fields(ds: xr.Dataset) -> dict[str, Any]:
+    """``chain`` and ``choice`` of an analysis made with a codec menu (``menu_choice`` attribute)."""
+    text = ds.attrs.get("menu_choice")
+    if not text:
+        return {}
+    choice = json.loads(text)
+    return {"chain": list(choice["chain"]), "choice": choice}
+
+
 def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callable = "compress_if_smaller",
               **params: Any) -> Plan:
     """A ``Plan`` from analyses (``zopt.planning.analysis.analyze``) with ``policy`` (see module docstring)."""
@@ -376,6 +395,13 @@ def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callab
         sizes = _sizes(ds)
         chosen = np.take_along_axis(np.nan_to_num(sizes, nan=0), masks.reshape(-1, 1).astype(np.int64), 1)[:, 0]
         stored = ~ds["is_fill"].values.reshape(-1)
+        menu = _menu_fields(ds)
+        if menu and not any(c["name"] == "conditional" for c in menu["chain"]):
+            # a chain without masks: every chunk's estimate is the chain's trial ratio
+            masks = np.zeros_like(masks)
+            trial = menu["choice"]["trials"].get(menu["choice"]["candidate"])
+            fraction = trial[0] / max(menu["choice"]["raw_bytes"], 1) if trial else 1.0
+            chosen = ds["raw_bytes"].values.reshape(-1) * fraction
         arrays[name] = ArrayPlan(
             name=name, masks=masks, codecs=json.loads(ds.attrs["codecs"]), header_bits=int(ds.attrs["header_bits"]),
             shape=tuple(ds.attrs["shape"]), chunk_shape=tuple(ds.attrs["chunk_shape"]), dtype=ds.attrs["dtype"],
@@ -384,6 +410,7 @@ def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callab
                    "estimated_bytes": float(chosen[stored].sum())},
             ratios=np.where(stored, ds["raw_bytes"].values.reshape(-1) / np.maximum(chosen, 1), np.nan)
             .reshape(masks.shape).astype(np.float32),
+            **menu,
         )
     name = policy if isinstance(policy, str) else "function"
     return Plan(arrays=arrays, policy=name, params=used, zopt_version=__version__,

@@ -47,6 +47,8 @@ class Preset:
     summary: str
     codecs: tuple[str, ...]  # JSON text of each codec, so the dataclass stays immutable
     decision: str
+    menu: str | None = None  # recompress without --codecs: the zopt.planning.candidates menu it chooses from
+    budget: float | None = None  # and the speed budget of that choice (zopt.planning.optimizer)
 
     def chain(self, itemsize: int | None = None) -> list[dict[str, Any]]:
         """The codec chain as a list of codec JSON objects (a new copy each call).
@@ -84,8 +86,9 @@ class Preset:
         return split
 
     def to_json(self) -> dict[str, Any]:
-        """``{"name", "summary", "decision", "codecs"}``, as ``zopt presets --json`` prints."""
-        return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain()}
+        """``{"name", "summary", "decision", "codecs", "menu", "budget"}``, as ``zopt presets --json`` prints."""
+        return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain(),
+                "menu": self.menu, "budget": None if self.budget is None else str(self.budget)}
 
 
 def set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
@@ -120,12 +123,14 @@ def _default_codecs() -> tuple[str, ...]:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("default", "zopt's default: shuffle + zstd(3) where they make the chunk smaller",
-               _default_codecs(), "compress_if_smaller"),
+        Preset("default", "zopt's default: recompress chooses each variable's chain from the default menu within "
+               "budget 1; this chain (shuffle + zstd(3) where they make the chunk smaller) elsewhere",
+               _default_codecs(), "compress_if_smaller", "default", 1.0),
         Preset("fast", "ingest: shuffle + zstd(1) on every chunk, no trial encodings",
                _chain({"name": "shuffle"}, _zstd(1)), "always"),
-        Preset("archive", "archive: shuffle + zstd(19) where they make the chunk smaller (slow to write)",
-               _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller"),
+        Preset("archive", "archive: recompress chooses the smallest chain of the archive menu (pcodec 8/12, blosc, "
+               "zstd 19; slow to write); this chain (shuffle + zstd(19)) elsewhere",
+               _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller", "archive", float("inf")),
         Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no shuffle",
                _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller"),
     )

@@ -9,8 +9,8 @@ reader             codecs it reads (Zarr v3 names)
                    ``scale_offset``, ``cast_value`` and ``numcodecs.*``
 ``tensorstore``    ``bytes``, ``transpose``, ``sharding_indexed``, ``zstd``, ``blosc``,
                    ``gzip``, ``crc32c``
-``zarrs``          the same core codecs and ``packbits`` (zarrs 0.2.3; no ``scale_offset``/
-                   ``cast_value``)
+``zarrs``          the same core codecs, ``packbits`` and ``numcodecs.pcodec`` (zarrs 0.2.3;
+                   no ``scale_offset``/``cast_value``)
 =================  ===================================================================
 
 ``conditional``, ``shuffle``, ``reshape`` and ``zopt.lorenzo`` are zopt's alone (``numcodecs.pcodec``,
@@ -31,7 +31,7 @@ READERS: dict[str, frozenset[str] | None] = {
     "zopt": None,
     "zarr-python": _CORE | {"scale_offset", "cast_value"},
     "tensorstore": _CORE,
-    "zarrs": _CORE | {"packbits"},
+    "zarrs": _CORE | {"packbits", "numcodecs.pcodec"},
 }
 
 

@@ -1,0 +1,247 @@
+"""The codec menu: the array→bytes chains the planning layer chooses from, per array (issue 26).
+
+Each ``Candidate`` has a stable name, gives its Zarr v3 codec chain (JSON) for a data type, or
+None where it does not apply, and states which readers read it (``zopt.planning.readers``) and whether it
+keeps the per-chunk ``conditional`` mask. Only codecs other readers know are used: ``bytes``,
+zopt's ``conditional`` over ``shuffle``/``zstd`` (``../shared/specs/optional.md``), Zarr v3
+``zstd`` and ``blosc``, and numcodecs' pcodec (``numcodecs.pcodec``: Pcodec, Loeb 2024,
+arXiv:2502.06112; zarr-python reads it through ``zarr.codecs.numcodecs.PCodec`` in 3.1 and 3.4
+alike, zarrs 0.2.3 reads it too, tensorstore does not).
+
+=======================  =====================================================  ==============
+name                     chain after ``bytes`` (little-endian)                  data types
+=======================  =====================================================  ==============
+``classic``              ``zopt.planning.menu.default_chain``: ``shuffle-zstd-3``, or    all
+                         ``zstd-10`` for 1-byte types (zopt before issue 26)
+``shuffle-zstd-3``       ``conditional([shuffle, zstd 3])``                     item size >= 2
+``shuffle-zstd-19``      ``conditional([shuffle, zstd 19])``                    item size >= 2
+``zstd-10``              ``conditional([zstd 10])`` (default of 1-byte types)   all
+``zstd-19``              ``conditional([zstd 19])``                             all
+``blosc-shuffle-5``      ``blosc(zstd, 5, shuffle)``                            all
+``blosc-bitshuffle-5``   ``blosc(zstd, 5, bitshuffle)``                         all
+``pcodec-8``             ``numcodecs.pcodec`` level 8 (array→bytes, no bytes)   (u)int16/32/64,
+``pcodec-12``            ``numcodecs.pcodec`` level 12                          float16/32/64
+=======================  =====================================================  ==============
+
+``MENUS`` names the candidates tried by default (``default``) and by ``--preset archive``
+(``archive``); ``menu_for`` narrows a menu to what every reader asked for reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zopt.compat.zarr_compat import CODEC_PACKAGES, missing_codec_package
+from zopt.planning.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
+from zopt.planning.readers import READERS, unreadable
+
+__all__ = ["CANDIDATES", "MENUS", "PACKAGES", "Candidate", "candidate", "menu_for", "parse_menu"]
+
+_BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+#: numpy kinds and item sizes numcodecs' PCodec encodes (pcodec 1.x: 16/32/64-bit numbers)
+_PCODEC_TYPES = frozenset({("u", 2), ("u", 4), ("u", 8), ("i", 2), ("i", 4), ("i", 8), ("f", 2), ("f", 4), ("f", 8)})
+
+
+def _dtype(dtype: Any) -> np.dtype | None:
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
+
+
+def _numeric(dt: np.dtype | None) -> bool:
+    """A plain numpy number or bool (not zopt's ML/complex types, which only zopt's chains read)."""
+    return dt is not None and dt.kind in "biuf" and not dt.names and type(dt).__module__.startswith("numpy")
+
+
+def _conditional(*wrapped: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(_BYTES), {"name": "conditional", "configuration": {"codecs": list(wrapped)}}]
+
+
+def _zstd(level: int) -> dict[str, Any]:
+    return {"name": "zstd", "configuration": {"level": level}}
+
+
+def _shuffle_zstd(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        return _conditional({"name": "shuffle"}, _zstd(level)) if itemsize >= 2 else None
+    return chain
+
+
+def _classic(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+    return default_chain(f"V{max(itemsize, 1)}")
+
+
+def _zstd_only(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        return _conditional(_zstd(level))
+    return chain
+
+
+def _blosc(shuffle: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        if not _numeric(dt):
+            return None
+        return [dict(_BYTES), {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": shuffle,
+                                                                  "typesize": itemsize, "blocksize": 0}}]
+    return chain
+
+
+def _pcodec(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        if not _numeric(dt) or (dt.kind, dt.itemsize) not in _PCODEC_TYPES:
+            return None
+        return [{"name": "numcodecs.pcodec", "configuration": {"level": level}}]
+    return chain
+
+
+_ZOPT = frozenset({"zopt"})
+_CORE = frozenset(READERS) - {"zopt"} | _ZOPT
+_PCODEC_READERS = frozenset({"zopt", "zarr-python", "zarrs"})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One entry of the menu.
+
+    name : stable name (``--menu``, plans, reports).
+    summary : one line for ``zopt presets`` and docs.
+    build : ``(numpy dtype or None, item size) -> chain JSON or None``.
+    readers : the ``zopt.planning.readers`` names that read every chain it gives (tested in
+        ``tests/test_candidates.py``).
+    keeps_mask : True when the chain has a ``conditional`` codec, so a plan keeps a mask per chunk.
+    bounded : True when its encoded size has a known bound (``zopt.codecs.chain``), as
+        ``fixed-slot`` shards need (pcodec has none).
+    """
+
+    name: str
+    summary: str
+    build: Callable[[np.dtype | None, int], list[dict[str, Any]] | None]
+    readers: frozenset[str]
+    keeps_mask: bool
+    bounded: bool = True
+
+    def chain(self, dtype: Any) -> list[dict[str, Any]] | None:
+        """The codec chain (a new JSON list) for ``dtype`` (anything ``numpy.dtype`` accepts, or a
+        zopt data type's numpy dtype), or None when the candidate does not apply to it (pcodec:
+        no 8-bit, bool or ML types; blosc: plain numpy numbers only; shuffle: item size >= 2)."""
+        dt = _dtype(dtype)
+        itemsize = dt.itemsize if dt is not None else 0
+        return self.build(dt, itemsize)
+
+
+#: every candidate by name, in the order tables list them
+CANDIDATES: dict[str, Candidate] = {
+    c.name: c
+    for c in (
+        Candidate("classic", "zopt.planning.menu.default_chain: the chain zopt wrote for every variable before issue 26",
+                  _classic, _ZOPT, True),
+        Candidate("shuffle-zstd-3", f"conditional([shuffle, zstd {WIDE_LEVEL}])",
+                  _shuffle_zstd(WIDE_LEVEL), _ZOPT, True),
+        Candidate("zstd-10", f"conditional([zstd {BYTE_LEVEL}]): the default of 1-byte and bool types",
+                  _zstd_only(BYTE_LEVEL), _ZOPT, True),
+        Candidate("shuffle-zstd-19", "conditional([shuffle, zstd 19]): slow, small", _shuffle_zstd(19), _ZOPT, True),
+        Candidate("zstd-19", "conditional([zstd 19]): slow, small, for 1-byte types", _zstd_only(19), _ZOPT, True),
+        Candidate("blosc-shuffle-5", "blosc(zstd, 5, byte shuffle): read by every Zarr v3 reader",
+                  _blosc("shuffle"), _CORE, False),
+        Candidate("blosc-bitshuffle-5", "blosc(zstd, 5, bit shuffle): read by every Zarr v3 reader",
+                  _blosc("bitshuffle"), _CORE, False),
+        Candidate("pcodec-8", "numcodecs.pcodec level 8: numeric compression (16/32/64-bit numbers)",
+                  _pcodec(8), _PCODEC_READERS, False, False),
+        Candidate("pcodec-12", "numcodecs.pcodec level 12: slower, smaller", _pcodec(12), _PCODEC_READERS, False, False),
+    )
+}
+
+#: named menus: which candidates the optimizer tries
+MENUS: dict[str, tuple[str, ...]] = {
+    "default": ("classic", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"),
+    "archive": ("shuffle-zstd-19", "zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"),
+}
+
+
+def candidate(name: str) -> Candidate:
+    """The candidate called ``name``. Raises ValueError naming ``menu`` and the allowed names."""
+    try:
+        return CANDIDATES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"menu: unknown candidate {name!r}; allowed: {list(CANDIDATES)}") from None
+
+
+def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Candidate names from a menu name (``MENUS``), a comma-separated string or a list.
+
+    None is the ``default`` menu. Raises ValueError naming ``menu`` and the allowed values for an
+    unknown name or an empty menu.
+    """
+    if menu is None:
+        return MENUS["default"]
+    if isinstance(menu, str):
+        if menu in MENUS:
+            return MENUS[menu]
+        menu = [m.strip() for m in menu.split(",") if m.strip()]
+    names = tuple(dict.fromkeys(menu))
+    if not names:
+        raise ValueError(f"menu: empty; allowed: a menu of {list(MENUS)} or candidate names from {list(CANDIDATES)}")
+    for n in names:
+        if n not in CANDIDATES:
+            raise ValueError(f"menu: unknown candidate {n!r}; allowed: a menu of {list(MENUS)} or candidate names "
+                             f"from {list(CANDIDATES)}")
+    return names
+
+
+#: codec name → the Python package that implements it (a reader needs it as well)
+PACKAGES = CODEC_PACKAGES
+
+
+def _missing_package(chain: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(codec, package)`` for the first codec of ``chain`` whose package is not importable."""
+    for c in chain:
+        package = missing_codec_package(c["name"])
+        if package is not None:
+            return c["name"], package
+    return None
+
+
+def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
+             readers: Iterable[str] | str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``{candidate name: chain}`` of ``menu`` that apply to ``dtype`` and that every reader of
+    ``readers`` reads (names or one comma-separated string), in menu order.
+
+    A candidate whose codec's package (``PACKAGES``: pcodec) is not installed is left out of a
+    named menu, and refused when named alone: ValueError naming ``menu``, the codec and the package.
+    Raises ValueError naming ``readers`` for an unknown reader, ``menu`` for an unknown candidate,
+    and ``readers`` when no candidate is left for this data type (naming what each reader lacks).
+    """
+    if isinstance(readers, str):
+        readers = [r.strip() for r in readers.split(",") if r.strip()]
+    readers = list(readers or ())
+    bad = [r for r in readers if r not in READERS]
+    if bad:
+        raise ValueError(f"readers: {bad} are not among {sorted(READERS)}")
+    out: dict[str, list[dict[str, Any]]] = {}
+    skipped = []
+    names = parse_menu(menu)
+    for name in names:
+        c = CANDIDATES[name]
+        chain = c.chain(dtype)
+        if chain is None:
+            continue
+        missing = _missing_package(chain)
+        if missing is not None:
+            if menu is None or (isinstance(menu, str) and menu in MENUS):
+                continue  # a named menu goes without it; a candidate asked for by name is refused
+            raise ValueError(f"menu: candidate {name!r} writes codec {missing[0]!r}, whose package {missing[1]!r} is not "
+                             f"installed here (pip install {missing[1]}); every reader needs it too")
+        if not set(readers) <= c.readers or unreadable(chain, readers):
+            skipped.append(name)
+            continue
+        out[name] = chain
+    if not out:
+        raise ValueError(f"readers: no candidate of the menu {list(parse_menu(menu))} for data type {dtype} is read by "
+                         f"every reader of {readers} (left out: {skipped}); allowed menus for them: candidates whose "
+                         f"readers include them, {[n for n, c in CANDIDATES.items() if set(readers) <= c.readers]}")
+    return out

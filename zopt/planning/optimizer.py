@@ -1,0 +1,288 @@
+"""The per-array choice of a chain from the codec menu (``zopt.planning.candidates``), issue 26.
+
+Trials: ``trial_indices`` picks up to ``TRIAL_CHUNKS`` chunks evenly spread over an array's
+chunk grid; ``trial_encode`` encodes each with every candidate's whole chain (``conditional``
+deciding per chunk with ``compress_if_smaller``, as it will when written) and records the stored
+bytes and the encode seconds. ``menu_trial_task`` does it as one Dask task per array
+(``zopt.planning.analysis`` adds it to its graph; ``recompress`` runs it without a plan).
+
+The cost model (``choose``): each candidate's stored size is estimated as ``raw × (trial bytes /
+trial raw bytes)`` and its encode time likewise. The reference is the first candidate of the
+menu that applies (``classic``, zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
+
+    size(c) / size(ref) + (t(c) / t(ref) − 1)⁺ × 0.01 / budget
+
+so with ``budget = 1`` every extra reference-encode-time of CPU must buy at least 1 % of stored
+size (pcodec level 8, ~3× slower than shuffle+zstd 3, must be > 2 % smaller), with ``budget =
+4`` 0.25 %; ``budget = inf`` (``--preset archive``) is size first. The smallest cost wins; ties
+go to the earlier candidate. When ``blosc-shuffle-5`` (``FLOOR``) is on the menu, no candidate
+larger than it on the trials is chosen: the budget trades speed only among chains at least as
+small as Blosc. A budget ≤ 0, NaN or not a number is a ValueError naming ``budget``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "menu_trial_task", "parse_budget", "wrapped_codecs_json",
+           "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
+
+#: the default speed budget (see module docstring)
+DEFAULT_BUDGET = 1.0
+#: chunks trial-encoded per array
+TRIAL_CHUNKS = 4
+#: at most this many raw bytes are trial-encoded per array (fewer chunks when chunks are large)
+TRIAL_BYTES = 4 * 2**20
+#: timed encodes per trial chunk and candidate; the fastest counts
+TIMINGS = 2
+#: a candidate larger than this one on the trials is never chosen, whatever the budget (issue 26:
+#: the default is never larger than Blosc, the codec a zarr user picks in one line)
+FLOOR = "blosc-shuffle-5"
+
+
+def parse_budget(budget: Any) -> float:
+    """The budget as a float > 0 (``inf``/``"inf"``/``"size"``: size first). None is
+    ``DEFAULT_BUDGET``. Raises ValueError naming ``budget`` and the allowed values."""
+    if budget is None:
+        return DEFAULT_BUDGET
+    if isinstance(budget, str):
+        text = budget.strip().lower()
+        if text in ("inf", "size"):
+            return math.inf
+        try:
+            budget = float(text)
+        except ValueError:
+            budget = None
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or math.isnan(budget) or budget <= 0:
+        raise ValueError(f"budget: {budget!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
+                         "favours size, smaller favours encode speed) or 'inf'/'size' (size first)")
+    return float(budget)
+
+
+def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRIAL_CHUNKS,
+                  max_bytes: int = TRIAL_BYTES, itemsize: int = 1) -> list[tuple[int, ...]]:
+    """Up to ``n`` chunk-grid coordinates evenly spaced in C order over the chunk grid, at most
+    ``max_bytes`` of raw data (at least one chunk). Edge chunks count: they are stored padded,
+    and on a small grid leaving them out leaves out whole regions of the array (a 2 × 2 grid of
+    grid bounds whose first row repeats: issue 26's benchmark)."""
+    use = [math.ceil(s / c) for s, c in zip(shape, chunk_shape, strict=True)]
+    total = math.prod(use)
+    if total == 0:
+        return []
+    per = max(1, math.prod(chunk_shape) * itemsize)
+    k = max(1, min(n, total, max_bytes // per))
+    flat = np.unique(np.linspace(0, total - 1, k + 2)[1:-1].round().astype(np.int64)) if k < total else np.arange(total)
+    return [tuple(int(i) for i in ix) for ix in zip(*np.unravel_index(flat, use), strict=True)]
+
+
+def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], dtype: Any,
+                 fill_value: Any) -> dict[str, tuple[int, float]]:
+    """``{candidate: (stored bytes, encode CPU seconds)}`` summed over ``chunks`` (numpy arrays of one
+    chunk shape), each encoded with the candidate's whole chain; ``dtype`` is the array's zarr data
+    type (or anything ``zarr`` takes), ``fill_value`` its fill value. The conditional codec decides
+    with ``compress_if_smaller`` and the trial's chunk index. The first chunk is encoded once
+    more, untimed, before the timed encodes (first-call costs otherwise dominate one-chunk trials),
+    and each chunk's time is the fastest of ``TIMINGS`` encodes (on a loaded machine a single
+    timing varied several-fold and flipped choices in ``benchmarks/menu.py``)."""
+    from zopt.codecs.chain import ChunkEncoder, chunk_spec
+    from zopt.compat.zarr_compat import resolve_codec
+
+    out: dict[str, tuple[int, float]] = {}
+    if not chunks:
+        return {name: (0, 0.0) for name in chains}
+    spec = chunk_spec(chunks[0].shape, dtype, fill_value)
+    # CPU seconds of this thread: other processes on a shared machine do not inflate them (wall
+    # time under load flipped choices in benchmarks/menu.py); numcodecs and pcodec encode here
+    clock = time.thread_time
+    for name, chain in chains.items():
+        encoder = ChunkEncoder([resolve_codec(c) for c in chain], spec).with_decision("compress_if_smaller")
+        encoder.encode(chunks[0], (0,) * chunks[0].ndim)  # untimed: first-call costs (imports, buffers) are not speed
+        size, seconds = 0, 0.0
+        for k, chunk in enumerate(chunks):
+            best = math.inf
+            for _ in range(TIMINGS):  # the fastest of a few: other processes' load is not the codec's speed
+                t0 = clock()
+                data = encoder.encode(chunk, (k,) * chunk.ndim).data
+                best = min(best, clock() - t0)
+            seconds += best
+            size += int(data.size)
+        out[name] = (size, seconds)
+    return out
+
+
+@dataclass
+class MenuChoice:
+    """The choice for one array: the chosen candidate and chain, the trials behind it.
+
+    trials : ``{candidate: (stored bytes, encode seconds)}`` on the trial chunks.
+    raw_bytes : raw bytes of the trial chunks; budget : the budget used.
+    """
+
+    name: str
+    chain: list[dict[str, Any]]
+    trials: dict[str, tuple[int, float]] = field(default_factory=dict)
+    raw_bytes: int = 0
+    budget: float = DEFAULT_BUDGET
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidate": self.name, "chain": self.chain, "raw_bytes": self.raw_bytes,
+                "budget": "inf" if math.isinf(self.budget) else self.budget,
+                "trials": {k: [int(b), float(s)] for k, (b, s) in self.trials.items()}}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MenuChoice:
+        return cls(name=str(d["candidate"]), chain=list(d["chain"]), raw_bytes=int(d.get("raw_bytes", 0)),
+                   budget=parse_budget(d.get("budget")),
+                   trials={k: (int(v[0]), float(v[1])) for k, v in dict(d.get("trials", {})).items()})
+
+
+def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
+           raw_bytes: int = 0) -> MenuChoice:
+    """The candidate of lowest cost (module docstring) among ``chains`` (menu order; the first is
+    the reference) that are no larger than ``FLOOR`` when it is on the menu. ``trials`` from
+    ``trial_encode``. Raises ValueError naming ``budget``."""
+    b = parse_budget(budget)
+    names = list(chains)
+    if not names:
+        raise ValueError("menu: no candidate to choose from")
+    ref = names[0]
+    ref_size = max(trials[ref][0], 1) if ref in trials else 1
+    ref_time = max(trials[ref][1], 1e-9) if ref in trials else 1e-9
+    limit = trials[FLOOR][0] if FLOOR in trials and FLOOR in chains else math.inf
+    best, best_cost = ref, math.inf
+    for name in names:
+        if name not in trials or trials[name][0] > limit:
+            continue
+        size, seconds = trials[name]
+        extra = max(seconds / ref_time - 1.0, 0.0)
+        cost = size / ref_size + (0.0 if math.isinf(b) else extra * 0.01 / b)
+        if cost < best_cost:
+            best, best_cost = name, cost
+    return MenuChoice(name=best, chain=chains[best], trials=dict(trials), raw_bytes=raw_bytes, budget=b)
+
+
+def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
+                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None, token: str | None = None,
+                    n: int = TRIAL_CHUNKS) -> dict[str, Any]:
+    """Dask task: read the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
+    ``dtype``) of ``src`` with ``zopt.io.sources.read_source``, trial-encode every chain, choose.
+    Returns ``MenuChoice.to_json()``. A trial chunk equal to the fill value is encoded too (it
+    costs little and weighs nothing in the sizes)."""
+    from zopt.io.sources import read_source
+
+    native = np.dtype(dtype)
+    chunk_shape = tuple(int(c) for c in chunk_shape)
+    chunks = []
+    for index in trial_indices(shape, chunk_shape, n, itemsize=native.itemsize):
+        region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, chunk_shape, shape, strict=True))
+        values = np.ascontiguousarray(read_source(src, name, region, token), dtype=native)
+        if values.shape != chunk_shape:  # an edge chunk: padded like the writer does
+            from zopt.codecs.grid import padded
+
+            values = np.ascontiguousarray(padded(values, chunk_shape, np.zeros((), native)))
+        chunks.append(values)
+    trials = trial_encode(chunks, chains, zarr_data_type(native), np.zeros((), native))
+    raw = sum(int(c.nbytes) for c in chunks)
+    return choose(trials, chains, budget, raw).to_json()
+
+
+def zarr_data_type(native: np.dtype) -> Any:
+    """zarr's data type object (``ZDType``) for a numpy dtype (zopt's ML types included)."""
+    from zarr.core.dtype import get_data_type_from_native_dtype
+
+    return get_data_type_from_native_dtype(native)
+
+
+def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]], *,
+                  menu: Any = None, budget: Any = None, readers: Any = None, masks_only: bool = False,
+                  bounded_only: bool = False, scheduler: str | None = None, token: str | None = None
+                  ) -> dict[str, MenuChoice]:
+    """Choose each variable's chain from the menu: one ``menu_trial_task`` per variable with more
+    than one applicable candidate, run as one Dask graph (``zopt.compat.scheduling.compute``).
+
+    variables : ``{name: zopt.io.sources.SourceVariable}`` (shape, numpy dtype); layouts : ``{name:
+    (inner chunk shape, shard shape or None)}``. menu, readers : as for
+    ``zopt.planning.candidates.menu_for``; masks_only : only candidates keeping the ``conditional`` mask
+    (an explicit ``decision`` must be honoured); bounded_only : only chains with a known bound on
+    their encoded size (``fixed-slot`` shards). Raises ValueError naming ``budget``, ``menu`` or
+    ``readers``.
+    """
+    import dask
+
+    from zopt.compat.scheduling import compute
+    from zopt.planning.candidates import CANDIDATES, menu_for
+
+    b = parse_budget(budget)
+    out: dict[str, MenuChoice] = {}
+    tasks, pending = [], []
+    for name, var in variables.items():
+        chains = menu_for(var.dtype, menu, readers)
+        chains = {k: v for k, v in chains.items() if (CANDIDATES[k].keeps_mask or not masks_only)
+                  and (CANDIDATES[k].bounded or not bounded_only)}
+        if not chains:
+            raise ValueError(f"menu: no candidate of {list(menu_for(var.dtype, menu, readers))} for {name!r} keeps a "
+                             "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
+                             f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}")
+        if len(chains) == 1 or var.size == 0:
+            first = next(iter(chains))
+            out[name] = MenuChoice(name=first, chain=chains[first], budget=b)
+            continue
+        pending.append(name)
+        tasks.append(dask.delayed(menu_trial_task, pure=False)(
+            src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], chains,
+            b, token, dask_key_name=f"zopt-menu-trial-{name}-{token}"))
+    for name, result in zip(pending, compute(tasks, scheduler, None, token), strict=True):
+        out[name] = MenuChoice.from_json(result)
+    return out
+
+
+def chains_in_store(root: str, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """``{name: inner codec chain JSON}`` of arrays already created under ``root`` (a resumed job
+    keeps the chains its first run chose: trials are timed, so a new choice could differ)."""
+    import json
+    import os
+
+    out = {}
+    for name in names:
+        with open(os.path.join(root, name, "zarr.json")) as f:
+            codecs = json.load(f)["codecs"]
+        if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
+            codecs = codecs[0]["configuration"]["codecs"]
+        out[name] = [c for c in codecs if c["name"] != "crc32c"]
+    return out
+
+
+def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int], *,
+                    menu: Any = None, budget: Any = None, readers: Any = None) -> Any:
+    """The menu trial of one analysed array as a Dask ``delayed`` (``menu_trial_task``), or None
+    when only one candidate applies (its ``MenuChoice.to_json()`` is then returned as is).
+    Raises ValueError naming ``budget``, ``menu`` or ``readers`` before anything runs."""
+    import dask
+
+    from zopt.planning.candidates import menu_for
+
+    b = parse_budget(budget)
+    chains = menu_for(np.dtype(dtype), menu, readers)
+    if len(chains) == 1:
+        first = next(iter(chains))
+        return MenuChoice(name=first, chain=chains[first], budget=b).to_json()
+    return dask.delayed(menu_trial_task, pure=False)(store, name, tuple(shape), np.dtype(dtype).str, tuple(chunk_shape),
+                                                     chains, b, None, dask_key_name=f"zopt-menu-trial-{name}")
+
+
+def wrapped_codecs_json(choice: Mapping[str, Any] | None, fallback: str) -> str:
+    """The wrapped codec list (JSON text) whose masks an analysis measures: the chosen chain's
+    ``conditional`` codecs, else ``fallback`` (a chain without ``conditional`` has no masks; the
+    analysis still measures the fallback's, for the statistics)."""
+    import json
+
+    for c in (choice or {}).get("chain", []):
+        if c["name"] == "conditional":
+            return json.dumps(c["configuration"]["codecs"])
+    return fallback
