@@ -43,7 +43,7 @@ class _Location(click.ParamType):
     def convert(self, value, param, ctx):
         from zopt.io.locations import is_url, local_path
 
-        if is_url(value):
+        if is_url(value) or any(c in value for c in "*?["):  # a glob of several sources: expanded by the job
             return value
         path = local_path(value)
         if not os.path.exists(path):
@@ -216,11 +216,15 @@ def main() -> None:
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
 @click.option("--readers", default=None, help="Refuse chains these readers cannot read: comma-separated "
               "zopt, zarr-python, tensorstore, zarrs (docs/lossy.md).")
+@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob such as 'archive/*.nc'), "
+              "combined along this dimension as xarray's open_mfdataset does, checked before anything is written "
+              "(docs/archives.md).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, verify_first) -> None:
+               max_memory, in_place, checksum, no_progress, preset, vs_default, dry_run, lossy, readers, concat_dim,
+               verify_first) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -234,6 +238,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         raise click.UsageError("--verify compares a new DST with SRC before publishing it; " + (
             "--in-place keeps no copy of the old values to compare with (run zopt info --check to decode every chunk)"
             if in_place else "--dry-run writes nothing to verify"))
+    if in_place and concat_dim:
+        raise click.UsageError("--in-place rewrites one Zarr store; --concat-dim combines several files into a new DST.")
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
@@ -261,7 +267,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         from zopt.readback.verify import before_publish_check
 
         check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                                     done=verified)
+                                     done=verified, concat_dim=concat_dim)
     from zopt.job.api import run_job
     from zopt.job.options import RecompressJob
 
@@ -271,12 +277,12 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
         progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
         max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
-        before_publish=check,
+        before_publish=check, concat_dim=concat_dim,
     )
     try:
         report = run_job(job)
     except OSError as exc:
-        if is_disk_full(exc) and "://" not in dst:
+        if is_disk_full(exc) and "://" not in dst and not concat_dim:
             partial = dst.rstrip("/") + ".zopt-partial"
             kept = (f"the partial output {partial} is kept: free space and run the same command to resume"
                     if os.path.exists(partial) else "the partial output was removed")

@@ -43,7 +43,9 @@ def verify_table(report) -> Table:
 @click.option("--variable", "variables", multiple=True, help="Only compare these arrays (repeatable; same as ARRAY…).")
 @click.option("--scheduler", default=None, help="Dask scheduler, as for recompress.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
+@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob) combined along this dimension, "
+              "as recompress --concat-dim combines them.")
+def verify(src, dst, arrays, variables, scheduler, no_progress, concat_dim) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
     dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
     included) or within each array's recorded lossy bound (the zopt_lossy attribute).
@@ -56,7 +58,7 @@ def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
 
     try:
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
-                     progress=None if no_progress else RichProgress)
+                     progress=None if no_progress else RichProgress, concat_dim=concat_dim)
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))

@@ -22,9 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import zarr
 
 from zopt.io import locations as loc
+from zopt.io.multi import MultiSource
 from zopt.io.paths import (
     check_no_overlap,
     check_replaceable,
@@ -59,6 +61,7 @@ from zopt.job.targets import (
 from zopt.job.work import ArrayWork, build_work, layouts_for
 from zopt.planning.chains import split_chain, split_for, with_checksum
 from zopt.planning.chunking import unused_shape_notes
+from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint, keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -67,7 +70,7 @@ from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: t
 
 
 def recompress(
-    src: str | os.PathLike,
+    src: str | os.PathLike | Sequence[str | os.PathLike],
     dst: str | os.PathLike,
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
@@ -88,6 +91,7 @@ def recompress(
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
+    concat_dim: str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -96,7 +100,12 @@ def recompress(
     src : a Zarr v2/v3 store (a group, whose child groups are rewritten too, each like a store of
         its own; or a root array, giving a root array) or a netCDF/HDF5 file (without groups): a
         local path (resolved here, not on Dask workers) or an fsspec URL (``s3://…``, ``gs://…``,
-        ``memory://…``, ``file://…``; see ``zopt.io.locations``). Only read.
+        ``memory://…``, ``file://…``; see ``zopt.io.locations``). Only read. With ``concat_dim``:
+        several netCDF/HDF5 files (or Zarr stores) combined along that dimension — a glob
+        (``"archive/*.nc"``) or a list of paths, URLs or globs (``zopt.io.multi``: each file's
+        metadata read by Dask tasks; different variables, types, fill values or attributes, an
+        overlapping or non-increasing coordinate, a pattern matching nothing, or CF packing that
+        cannot be re-expressed exactly are refused naming the file, before anything is written).
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
@@ -154,6 +163,10 @@ def recompress(
         logical and source bytes, projected memory per task, and units an interrupted run of
         the same job already finished (``units_resumed``); ``stored_after`` stays 0.
 
+    concat_dim : the dimension several sources are combined along (required for a list or a glob;
+        not with ``lossy`` or ``plan``). Files packed differently (``scale_factor``/``add_offset``)
+        are re-expressed in one exact ``scale_offset`` + ``cast_value`` packing (a note says so).
+
     before_publish : called as ``before_publish(partial, names)`` once every write has finished
         and before the publish, with the partial store (a local path, or the zarr Store of a
         store destination) and the names of the arrays written (a child group's as
@@ -196,7 +209,7 @@ def run_job(job: RecompressJob) -> RecompressReport:
     for rep in prepared.reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
-                            source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
+                            source_bytes=_source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
 
 
 @dataclass
@@ -204,6 +217,7 @@ class _Prepared:
     """The plan of work of one job, made in memory before anything is written."""
 
     job_id: str
+    src: Any  # the resolved source: a path or URL, or a zopt.io.multi.MultiSource
     source_group: Any
     root_meta: Any
     children: list[str]
@@ -222,24 +236,44 @@ class _Prepared:
 
 def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    src, notes = _source(job)
     store, path = destination(job.dst)
-    notes: list[str] = []
     if store is None:
         dst = resolve(path)
-        if not loc.is_url(src):
-            check_no_overlap(src, dst)
+        for one in _local_files(src):
+            check_no_overlap(one, dst)
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
         check_replaceable(dst, job.overwrite)
         return src, LocalTarget(dst), notes
-    check_no_url_overlap(src, store)
+    for one in src.files if isinstance(src, MultiSource) else [src]:
+        check_no_url_overlap(one, store)
     check_store_replaceable(store, job.overwrite, store_text(store))
     if job.layout == "fixed-slot":
         notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                      "has none, so each shard was assembled packed inside one task and written with one put")
     return src, StoreTarget(store), notes
+
+
+def _source(job: RecompressJob) -> tuple[Any, list[str]]:
+    """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``: their
+    metadata read by Dask tasks, checked), with its notes."""
+    if job.concat_dim is None:
+        return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
+    from zopt.io.multi import open_multi
+
+    multi = open_multi(job.src, job.concat_dim, job.scheduler)
+    return multi, [f"src: {multi.text}", *multi.notes]
+
+
+def _local_files(src: Any) -> list[str]:
+    files = src.files if isinstance(src, MultiSource) else [src]
+    return [f for f in files if not loc.is_url(f)]
+
+
+def _source_bytes(src: Any) -> int:
+    return src.nbytes if isinstance(src, MultiSource) else loc.total_bytes(src)
 
 
 def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
@@ -255,11 +289,13 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
         plan = Plan.load(plan)
     store = target.store if isinstance(target, StoreTarget) else None
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
-                  source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
+                  src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
                   children=children_to_copy(src, store, plan))
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        if isinstance(src, MultiSource):
+            p.names = _along_concat_dim(src, p.source, p.names, notes)
         notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
@@ -292,7 +328,10 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     journal = target.journal
     if journal is None:
         return
-    p.fp = fingerprint(src, p.names, job.fingerprinted())
+    if isinstance(src, MultiSource):  # every file's path, size and mtime
+        p.fp = fingerprint(src.text, p.names, job.fingerprinted(), identity=src.identity)
+    else:
+        p.fp = fingerprint(src, p.names, job.fingerprinted())
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
@@ -309,11 +348,14 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     split = split_chain(chain)
     p.splits = {n: split_for(p.source[n], job.codecs_used, split) for n in p.names}
     p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
+    repacks = {n: r for n, r in src.repacks.items() if n in p.names} if isinstance(src, MultiSource) else {}
+    p.splits.update({n: split_chain(r.filters() + (chain or default_chain(np.dtype(r.int_dtype))))
+                     for n, r in repacks.items()})  # files packed differently: one exact packing
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
                         token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
-                        fills={n: lv.fill_value for n, lv in p.lossy_vars.items()})
+                        fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in repacks}})
     p.planned = target_arrays(p.spec)
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=_layout(job, target),
@@ -329,10 +371,9 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
              t0: float) -> RecompressReport:
     """The plan of work, with every child group's, and the graph built (never run)."""
     try:
-        write_tasks(p.work, target, os.fspath(job.src), job.decision_used, p.job_id, p.lossy_vars)
+        write_tasks(p.work, target, p.src, job.decision_used, p.job_id, p.lossy_vars)
     finally:
         release_sources(p.job_id)
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
     reports = dict(p.reports)
     for child in p.children:
         sub = run_job(dataclasses.replace(job.for_child(child, os.path.join(target.text, child)),
@@ -342,13 +383,13 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
             a.name = f"{child}/{a.name}"
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=loc.total_bytes(src), notes=notes, job=job)
+                            source_bytes=_source_bytes(p.src), notes=notes, job=job)
 
 
 def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
     """Create (or resume) the target, run the graph, rewrite the child groups. Returns graph seconds.
     On an error the partial store is kept when the journal can resume it, else removed."""
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    src = p.src
     partial = target.root
     try:
         target.start(fresh=p.record is None)
@@ -441,6 +482,20 @@ def _memory_message(w: ArrayWork, limit: int) -> str:
         f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
         "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
     )
+
+
+def _along_concat_dim(src: MultiSource, source: dict[str, SourceVariable], names: list[str],
+                      notes: list[str]) -> list[str]:
+    """Every variable along the concat dimension is written by the tasks (no single file holds it):
+    the numeric ones not asked for are added (a note), any other is refused naming it."""
+    along = [n for n, v in source.items() if src.dim in v.dims and n not in names]
+    other = [n for n in along if source[n].dtype.kind not in "biufc"]
+    if other:
+        raise ValueError(f"src: variables {other} along {src.dim!r} are not numeric; combining several files "
+                         "writes every variable along the concat dimension through zopt: drop them first")
+    if along and names != [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]:
+        notes.append(f"variables: {along} are along {src.dim!r} and are combined from every file too")
+    return names + along
 
 
 def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,

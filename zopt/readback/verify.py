@@ -146,7 +146,8 @@ class VerifyReport:
 
 def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
-                         done: list[VerifyReport] | None = None) -> Callable[[Any, list[str]], None]:
+                         done: list[VerifyReport] | None = None,
+                         concat_dim: str | None = None) -> Callable[[Any, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -155,7 +156,7 @@ def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, sche
 
     def check(partial: Any, names: list[str]) -> None:
         target = partial if isinstance(partial, str) else os.fspath(dst)
-        report = verify(src, target, scheduler=scheduler, progress=progress)
+        report = verify(src, target, scheduler=scheduler, progress=progress, concat_dim=concat_dim)
         if not report.ok:
             raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
         report.dst = os.fspath(dst)  # what is published
@@ -375,6 +376,7 @@ def verify(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     limit: int = 5,
+    concat_dim: str | None = None,
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -387,6 +389,7 @@ def verify(
         ``dask.distributed`` address (``zopt.compat.scheduling.compute``).
     progress : ``progress(n_tasks)`` returning a context manager (zopt's progress bar), or None.
     limit : how many differing chunks to list per array (the first in grid order).
+    concat_dim : ``src`` is several files (a glob or a list) combined along it, as recompress combines them.
 
     Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, in ``arrays`` order, else the
     destination's then the source's others; see the module docstring for what is compared).
@@ -402,15 +405,20 @@ def verify(
     from zopt.io.paths import resolve
     from zopt.io.sources import is_zarr, release
 
-    src, dst = os.fspath(src), os.fspath(dst)
-    for what, path in (("src", src), ("dst", dst)):
+    if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
+        from zopt.io.multi import open_multi
+
+        src = open_multi(src, concat_dim, scheduler)
+    combined = concat_dim is not None
+    src, dst = src if combined else os.fspath(src), os.fspath(dst)
+    for what, path in (("src", src), ("dst", dst))[combined:]:
         if not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
-    shown = (src, dst)
+    shown = (src.text if combined else src, dst)
     # resolved here, on the client: Dask workers may run in another directory
-    src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
+    src, dst = (p if combined or loc.is_url(p) else resolve(p) for p in (src, dst))
     token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
         theirs, ours = _metas(src, token), _metas(dst, token)
