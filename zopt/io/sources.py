@@ -37,6 +37,7 @@ __all__ = [
     "child_groups",
     "children_to_copy",
     "is_zarr",
+    "on_release",
     "open_source",
     "read_source",
     "root_array_variable",
@@ -144,6 +145,16 @@ def _open(src: str) -> xr.Dataset:
         raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
 
 
+_closers: list[Any] = []  # other modules' caches of open files (zopt.io.multi), closed by release too
+
+
+def on_release(fn: Any) -> Any:
+    """Register ``fn(token) -> int`` to run whenever ``release(token)`` does (a decorator)."""
+    if fn not in _closers:
+        _closers.append(fn)
+    return fn
+
+
 @on_job_end
 def release(token: str | None) -> int:
     """Close and forget every dataset opened under ``token``. Returns how many."""
@@ -154,7 +165,7 @@ def release(token: str | None) -> int:
             del _arrays[k]
     for ds in closing:
         ds.close()
-    return len(closing)
+    return len(closing) + sum(int(fn(token) or 0) for fn in list(_closers))
 
 
 def cached_tokens() -> list[str | None]:
