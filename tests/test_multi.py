@@ -321,3 +321,23 @@ def test_every_file_is_in_the_resume_fingerprint(tmp_path):
     os.utime(files[3], ns=(1, 1))  # the last file changed (its mtime)
     b = open_multi(str(tmp_path / "nc" / "*.nc"), "time", "synchronous")
     assert isinstance(a, MultiSource) and a.identity != b.identity and a.files == b.files
+
+
+def test_files_whose_coordinate_comes_first_combine(tmp_path):
+    """netCDF4 files declaring ``time`` before the data (found by benchmarks/archive.py): the target
+    template once replaced the index coordinate by placeholders, a bogus index the data variables
+    were then aligned to (ValueError: duplicate values)."""
+    import netCDF4
+
+    (tmp_path / "nc").mkdir()
+    for i in range(12):
+        with netCDF4.Dataset(tmp_path / "nc" / f"d{i:02d}.nc", "w") as nc:
+            nc.createDimension("time", 1)
+            nc.createDimension("lat", 16)
+            nc.createVariable("time", "f8", ("time",))[:] = [i]
+            nc.createVariable("lat", "f4", ("lat",))[:] = np.arange(16)
+            nc.createVariable("v", "i2", ("time", "lat"))[:] = np.full((1, 16), i, "i2")
+    recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "out.zarr", concat_dim="time")
+    g = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    np.testing.assert_array_equal(g["time"][...], np.arange(12.0))
+    np.testing.assert_array_equal(g["v"][...], np.repeat(np.arange(12, dtype="i2"), 16).reshape(12, 16))

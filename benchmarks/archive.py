@@ -1,0 +1,133 @@
+"""Benchmark: an archive of many small netCDF files into one Zarr store, zopt next to xarray.
+
+    python benchmarks/archive.py [--sizes 1000,10000] [--workdir bench-out]
+
+Each archive is N netCDF4 files (one per day: ``sst`` (1, 64, 64) packed int16 with
+``scale_factor`` 0.01, a ``time`` coordinate, ``lat``/``lon``), written once under
+``WORKDIR/archive/N`` and reused. Every route runs in a fresh process (peak RSS is that process's
+``ru_maxrss``), one run each:
+
+- ``zopt plan``: ``zopt.recompress(glob, dst, concat_dim="time", dry_run=True)``: every file's
+  metadata read by Dask tasks and checked, the plan of work made; nothing written.
+- ``zopt``: the whole job on Dask's threaded scheduler in the same process (so the RSS covers
+  the tasks too), into a local directory.
+- ``zopt cluster client``: the same job on a ``LocalCluster`` (2 worker processes): the RSS is the
+  client's alone.
+- ``xarray``: ``xr.open_mfdataset(glob, combine="by_coords", parallel=True, data_vars="minimal",
+  coords="minimal", compat="override").to_zarr(dst)`` — xarray's documented fast settings for many
+  files (no value comparisons between files) — on the same threaded scheduler.
+
+files/s counts source files per second of wall-clock time for the whole route (imports
+excluded). The machine is shared: see docs/benchmarks.md for its load when recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+NY = NX = 64
+
+
+def make_archive(folder: str, n: int) -> str:
+    """``n`` files under ``folder`` (written once, with netCDF4 directly: fast); returns the glob."""
+    import netCDF4
+    import numpy as np
+
+    done = os.path.join(folder, ".complete")
+    if not os.path.exists(done):
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        rng = np.random.default_rng(0)
+        base = (np.add.outer(np.linspace(-2, 28, NY), np.zeros(NX)) * 100).astype("i2")
+        for i in range(n):
+            with netCDF4.Dataset(os.path.join(folder, f"sst_{i:06d}.nc"), "w") as nc:
+                nc.createDimension("time", 1)
+                nc.createDimension("lat", NY)
+                nc.createDimension("lon", NX)
+                t = nc.createVariable("time", "f8", ("time",))
+                t.units = "days since 2000-01-01"
+                t[:] = [i]
+                for name, size in (("lat", NY), ("lon", NX)):
+                    v = nc.createVariable(name, "f4", (name,))
+                    v[:] = np.arange(size, dtype="f4")
+                v = nc.createVariable("sst", "i2", ("time", "lat", "lon"), fill_value=np.int16(-32767))
+                v.scale_factor, v.add_offset, v.units = 0.01, 0.0, "degC"
+                v.set_auto_maskandscale(False)
+                v[:] = (base + rng.integers(-50, 50, (NY, NX))).astype("i2")[None]
+        open(done, "w").close()
+    return os.path.join(folder, "*.nc")
+
+
+def route(name: str, pattern: str, dst: str) -> dict:
+    """Run one route in this process; returns seconds and peak RSS."""
+    import zopt  # noqa: F401 - imports before the clock starts, for every route alike
+
+    shutil.rmtree(dst, ignore_errors=True)
+    t = time.perf_counter()
+    if name == "zopt plan":
+        zopt.recompress(pattern, dst, concat_dim="time", dry_run=True)
+    elif name == "zopt":
+        zopt.recompress(pattern, dst, concat_dim="time")
+    elif name == "zopt cluster client":
+        import distributed
+
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+            t = time.perf_counter()  # the cluster's start-up is not the job's
+            zopt.recompress(pattern, dst, concat_dim="time", scheduler=cl.scheduler_address)
+            seconds = time.perf_counter() - t
+        return {"seconds": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    elif name == "xarray":
+        import xarray as xr
+
+        ds = xr.open_mfdataset(pattern, combine="by_coords", parallel=True, data_vars="minimal", coords="minimal",
+                               compat="override")
+        ds.to_zarr(dst, mode="w")
+    else:
+        raise ValueError(f"route: {name!r}")
+    return {"seconds": time.perf_counter() - t, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+ROUTES = ("zopt plan", "zopt", "zopt cluster client", "xarray")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,10000", help="archive sizes (files), comma-separated")
+    p.add_argument("--workdir", default="bench-out")
+    p.add_argument("--routes", default=",".join(ROUTES))
+    p.add_argument("--route", help=argparse.SUPPRESS)  # internal: run one route in this process
+    p.add_argument("--pattern", help=argparse.SUPPRESS)
+    p.add_argument("--dst", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.route:
+        print(json.dumps(route(args.route, args.pattern, args.dst)))
+        return
+    print("| files | route | seconds | files/s | peak RSS MiB |")
+    print("|---|---|---|---|---|")
+    for n in (int(s) for s in args.sizes.split(",")):
+        t = time.perf_counter()
+        pattern = make_archive(os.path.join(args.workdir, "archive", str(n)), n)
+        made = time.perf_counter() - t
+        if made > 1:
+            print(f"<!-- made {n} files in {made:.0f} s -->", flush=True)
+        for name in args.routes.split(","):
+            dst = os.path.join(args.workdir, "archive", f"{n}-{name.replace(' ', '-')}.zarr")
+            out = subprocess.run([sys.executable, __file__, "--route", name, "--pattern", pattern, "--dst", dst],
+                                 capture_output=True, text=True)
+            if out.returncode:
+                print(f"| {n} | {name} | failed: {out.stderr.strip().splitlines()[-1]} | | |", flush=True)
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"| {n} | {name} | {r['seconds']:.1f} | {n / r['seconds']:.0f} | {r['rss'] / 2**20:.0f} |", flush=True)
+            shutil.rmtree(dst, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
