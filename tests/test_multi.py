@@ -341,3 +341,12 @@ def test_files_whose_coordinate_comes_first_combine(tmp_path):
     g = zarr.open_group(tmp_path / "out.zarr", mode="r")
     np.testing.assert_array_equal(g["time"][...], np.arange(12.0))
     np.testing.assert_array_equal(g["v"][...], np.repeat(np.arange(12, dtype="i2"), 16).reshape(12, 16))
+
+
+def test_zopt_xarray_recompress_takes_the_same_sources(tmp_path):
+    from zopt.xarray import recompress as xr_recompress
+
+    files = write_files(tmp_path / "nc", 3)
+    report = xr_recompress([str(f) for f in files], tmp_path / "out.zarr", concat_dim="time", preset="archive")
+    assert report.job.concat_dim == "time" and report.job.preset == "archive"
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr", path="sst")[...], raw_concat(files, "sst"))
