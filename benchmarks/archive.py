@@ -18,7 +18,9 @@ Each archive is N netCDF4 files (one per day: ``sst`` (1, 64, 64) packed int16 w
   files (no value comparisons between files) — on the same threaded scheduler.
 
 files/s counts source files per second of wall-clock time for the whole route (imports
-excluded). The machine is shared: see docs/benchmarks.md for its load when recorded.
+excluded); CPU s is the route process's user + system time, imports included (the cluster's
+workers are other processes, not counted). The machine is shared: see docs/benchmarks.md for
+its load when recorded.
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ def make_archive(folder: str, n: int) -> str:
 
     done = os.path.join(folder, ".complete")
     if not os.path.exists(done):
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder)
-        rng = np.random.default_rng(0)
+        os.makedirs(folder, exist_ok=True)
         base = (np.add.outer(np.linspace(-2, 28, NY), np.zeros(NX)) * 100).astype("i2")
         for i in range(n):
-            with netCDF4.Dataset(os.path.join(folder, f"sst_{i:06d}.nc"), "w") as nc:
+            path = os.path.join(folder, f"sst_{i:06d}.nc")
+            if os.path.exists(path) and os.path.exists(os.path.join(folder, f"sst_{i + 1:06d}.nc")):
+                continue  # written by an interrupted run (the last one may be torn: rewritten)
+            rng = np.random.default_rng(i)
+            with netCDF4.Dataset(path, "w") as nc:
                 nc.createDimension("time", 1)
                 nc.createDimension("lat", NY)
                 nc.createDimension("lon", NX)
@@ -65,8 +69,13 @@ def make_archive(folder: str, n: int) -> str:
     return os.path.join(folder, "*.nc")
 
 
+def _usage(seconds: float) -> dict:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {"seconds": seconds, "rss": r.ru_maxrss * 1024, "cpu": r.ru_utime + r.ru_stime}
+
+
 def route(name: str, pattern: str, dst: str) -> dict:
-    """Run one route in this process; returns seconds and peak RSS."""
+    """Run one route in this process; returns seconds, peak RSS and CPU seconds (this process)."""
     import zopt  # noqa: F401 - imports before the clock starts, for every route alike
 
     shutil.rmtree(dst, ignore_errors=True)
@@ -82,7 +91,7 @@ def route(name: str, pattern: str, dst: str) -> dict:
             t = time.perf_counter()  # the cluster's start-up is not the job's
             zopt.recompress(pattern, dst, concat_dim="time", scheduler=cl.scheduler_address)
             seconds = time.perf_counter() - t
-        return {"seconds": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        return _usage(seconds)
     elif name == "xarray":
         import xarray as xr
 
@@ -91,7 +100,7 @@ def route(name: str, pattern: str, dst: str) -> dict:
         ds.to_zarr(dst, mode="w")
     else:
         raise ValueError(f"route: {name!r}")
-    return {"seconds": time.perf_counter() - t, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    return _usage(time.perf_counter() - t)
 
 
 ROUTES = ("zopt plan", "zopt", "zopt cluster client", "xarray")
@@ -109,8 +118,8 @@ def main() -> None:
     if args.route:
         print(json.dumps(route(args.route, args.pattern, args.dst)))
         return
-    print("| files | route | seconds | files/s | peak RSS MiB |")
-    print("|---|---|---|---|---|")
+    print("| files | route | seconds | files/s | CPU s (this process) | peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         t = time.perf_counter()
         pattern = make_archive(os.path.join(args.workdir, "archive", str(n)), n)
@@ -122,10 +131,11 @@ def main() -> None:
             out = subprocess.run([sys.executable, __file__, "--route", name, "--pattern", pattern, "--dst", dst],
                                  capture_output=True, text=True)
             if out.returncode:
-                print(f"| {n} | {name} | failed: {out.stderr.strip().splitlines()[-1]} | | |", flush=True)
+                print(f"| {n} | {name} | failed: {out.stderr.strip().splitlines()[-1]} | | | |", flush=True)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"| {n} | {name} | {r['seconds']:.1f} | {n / r['seconds']:.0f} | {r['rss'] / 2**20:.0f} |", flush=True)
+            print(f"| {n} | {name} | {r['seconds']:.1f} | {n / r['seconds']:.0f} | {r['cpu']:.1f} | "
+                  f"{r['rss'] / 2**20:.0f} |", flush=True)
             shutil.rmtree(dst, ignore_errors=True)
 
 

@@ -67,7 +67,7 @@ BATCH = 64  # files per summary task
 _PACKING = ("scale_factor", "add_offset")
 _INTS = (np.int8, np.int16, np.int32, np.int64)
 _MAX_GAP_NOTES = 5
-_MAX_NC = 256  # netCDF4 handles kept open per process (well under the usual 1024 descriptors)
+_MAX_NC = 32  # netCDF4 handles kept open per process (~0.7 MB each: HDF5's caches)
 _nc: collections.OrderedDict[tuple[str, str | None], Any] = collections.OrderedDict()
 _nc_guard = threading.Lock()  # the cache itself
 
