@@ -131,7 +131,8 @@ def main() -> None:
             out = subprocess.run([sys.executable, __file__, "--route", name, "--pattern", pattern, "--dst", dst],
                                  capture_output=True, text=True)
             if out.returncode:
-                print(f"| {n} | {name} | failed: {out.stderr.strip().splitlines()[-1]} | | | |", flush=True)
+                why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+                print(f"| {n} | {name} | failed: {why} | | | |", flush=True)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"| {n} | {name} | {r['seconds']:.1f} | {n / r['seconds']:.0f} | {r['cpu']:.1f} | "

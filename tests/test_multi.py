@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from zopt import recompress, verify
 from zopt.cli.commands import main
-from zopt.io.multi import MultiSource, _repack, open_multi
+from zopt.io.multi import MultiSource, open_multi
+from zopt.io.packing import repack
 from zopt.io.paths import PARTIAL_SUFFIX
 
 STEPS, NY, NX = 3, 6, 7
@@ -184,10 +185,9 @@ def test_a_re_expression_is_exact_or_refused(base, ks, ms, lo, hi, f32):
 
     packs = [(str(Decimal(base) * k), str(Decimal(base) * m), "<f4" if f32 else "<f8", lo, hi, -32767)
              for k, m in zip(ks, ms, strict=False)]
-    records = [{"packing": {"v": p}} for p in packs]
     files = [f"/f{i}" for i in range(len(packs))]
     try:
-        r = _repack("v", files, records)
+        r = repack("v", files, packs)
     except ValueError as exc:
         assert "packed differently" in str(exc) and files[0] in str(exc) and "mantissa" in str(exc)
         assert f32  # float64 always has room here

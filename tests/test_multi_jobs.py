@@ -16,6 +16,7 @@ import pytest
 import zarr
 
 from zopt import recompress, verify
+from zopt.io import files as ncfiles
 from zopt.io import multi
 from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.store.journal import JOURNAL_DIR, ResumeMismatchError
@@ -48,7 +49,7 @@ def test_70_files_on_worker_processes_read_their_metadata_there(tmp_path, cluste
     assert report.notes[0].startswith("src: 70 files")
     np.testing.assert_array_equal(zarr.open_array(dst, path="sst")[...], raw_concat(files, "sst"))
     np.testing.assert_array_equal(zarr.open_array(dst, path="count")[...], np.arange(210, dtype="i4") * 10)
-    assert all(n == 0 for n in client.run(lambda: len(multi._nc)).values())  # the workers closed every file
+    assert all(n == 0 for n in client.run(ncfiles.open_count).values())  # the workers closed every file
     monkeypatch.undo()
     assert verify(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", scheduler=cl.scheduler_address).ok
 

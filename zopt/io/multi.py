@@ -17,129 +17,40 @@ each returning a compact summary: the client keeps one schema and a few numbers 
 10^4–10^5 files fit in bounded client memory.
 
 CF packing (``scale_factor``/``add_offset``): files packed the same way keep their integers and
-attributes byte for byte. Files packed differently are re-expressed as one exact packing
-``q = k_i * p + m_i`` (integers ``k_i``, ``m_i`` per file; ``1/b`` the greatest common divisor of
-every scale factor and offset difference, taken as the decimals the attributes' floats stand for:
-``0.01``, ``273.15``) stored through ``scale_offset`` (``offset`` O, ``scale`` b, an integer) +
-``cast_value`` (an integer type holding every ``q`` of every file, from the files' actual value
-ranges, NaN ↔ a reserved integer): the array becomes the unpacked float type, and each value
-read is the chain's own decoding of ``q``, so the stored integers round-trip bit for bit. When
-no such packing exists (the integers would not fit in 64 bits, or in the float type's mantissa)
-the job is refused naming the two files. The decoded floats ``q / b + O`` equal each file's
-``p * s_i + o_i`` in those decimals; as floats, each is rounded its own way, so they can differ
-from a file's own CF decoding in the last place (one ulp).
-Spec: ``/work/shared/specs/scale_offset_cast_value.md``.
+attributes byte for byte; files packed differently are re-expressed in one exact ``scale_offset``
++ ``cast_value`` packing, or refused naming two files (``zopt.io.packing``). netCDF files are
+opened with netCDF4 directly (``zopt.io.files``).
 """
 
 from __future__ import annotations
 
 import bisect
-import collections
 import glob as globmod
 import hashlib
 import json
-import math
 import os
-import threading
 import uuid
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from zopt.io import locations as loc
+from zopt.io.files import file_variables, read_file
+from zopt.io.packing import PACKING, UNPACKED, Repack, decimal, repack
 from zopt.io.sources import (
     CombinedSource,
     SourceVariable,
     child_groups,
-    on_release,
     open_source,
-    read_source,
     release,
     source_identity,
 )
 
-__all__ = ["BATCH", "MultiSource", "Repack", "expand_sources", "open_multi"]
+__all__ = ["BATCH", "MultiSource", "expand_sources", "open_multi"]
 
 BATCH = 64  # files per summary task
-_PACKING = ("scale_factor", "add_offset")
-_INTS = (np.int8, np.int16, np.int32, np.int64)
 _MAX_GAP_NOTES = 5
-_MAX_NC = 32  # netCDF4 handles kept open per process (~0.7 MB each: HDF5's caches)
-_nc: collections.OrderedDict[tuple[str, str | None], Any] = collections.OrderedDict()
-_nc_guard = threading.Lock()  # the cache itself
-
-
-def _hdf5_lock() -> Any:
-    """xarray's lock around the HDF5 library (not thread-safe): our netCDF4 calls take the same one."""
-    from xarray.backends.locks import HDF5_LOCK
-
-    return HDF5_LOCK
-
-
-def _nc_handle(path: str, token: str | None) -> Any:
-    """A local netCDF4/HDF5 file opened with netCDF4 (no scaling, no masking), kept per ``(path,
-    token)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
-    netCDF4 directly opens a file about 6× faster than ``xarray.open_dataset`` (the summaries
-    and reads of 10^4 files are mostly opens). Call with the HDF5 lock held."""
-    key = (path, token)
-    with _nc_guard:
-        if key in _nc:
-            _nc.move_to_end(key)
-            return _nc[key]
-    if loc.is_url(path) or not os.path.isfile(path):
-        return None
-    try:
-        import netCDF4
-
-        nc = netCDF4.Dataset(path, "r")
-    except (ImportError, OSError):
-        return None
-    nc.set_auto_maskandscale(False)
-    with _nc_guard:
-        _nc[key] = nc
-        while len(_nc) > _MAX_NC:
-            _nc.popitem(last=False)[1].close()
-    return nc
-
-
-@on_release
-def _close(token: str | None) -> int:
-    with _nc_guard:
-        closing = [_nc.pop(k) for k in [k for k in _nc if k[1] == token]]
-    with _hdf5_lock():
-        for nc in closing:
-            nc.close()
-    return len(closing)
-
-
-def _read_file(path: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
-    """``region`` of variable ``name`` of one file, as stored (netCDF4 directly, else ``read_source``)."""
-    with _hdf5_lock():
-        nc = _nc_handle(path, token)
-        if nc is not None:
-            return np.asarray(nc.variables[name][region if region else ...])
-    return np.asarray(read_source(path, name, region, token))
-
-
-def _file_variables(path: str, token: str) -> tuple[dict[str, tuple], dict[str, int]]:
-    """``({name: (dims, dtype, shape, attrs, read)}, {dim: size})`` of one file, as xarray's
-    ``decode_cf=False`` view gives them (netCDF4 directly when it can)."""
-    with _hdf5_lock():
-        nc = _nc_handle(path, token)
-        if nc is not None:
-            out = {}
-            for name, v in nc.variables.items():
-                dtype = np.dtype(object) if v.dtype is str else np.dtype(v.dtype)
-                attrs = {k: v.getncattr(k) for k in v.ncattrs()}
-                out[name] = (tuple(v.dimensions), dtype, tuple(v.shape), attrs,
-                             lambda name=name: _read_file(path, name, (), token))
-            return out, {d: len(x) for d, x in nc.dimensions.items()}
-    ds = open_source(path, token)
-    return ({str(n): (tuple(map(str, v.dims)), v.dtype, tuple(v.shape), dict(v.attrs), lambda v=v: np.asarray(v.values))
-             for n, v in ds.variables.items()}, {str(d): int(n) for d, n in ds.sizes.items()})
 
 
 def expand_sources(src: Any) -> list[str]:
@@ -167,41 +78,6 @@ def expand_sources(src: Any) -> list[str]:
             raise ValueError(f"src: {text!r} matches no file")
         out.extend(found)
     return out
-
-
-@dataclass(frozen=True)
-class Repack:
-    """One variable's files re-expressed in one packing: per file ``q = k * p + m`` (``per_file``:
-    ``(k, m, packed fill or None)``), stored as ``dtype`` floats through scale_offset(``offset``,
-    ``scale``) + cast_value(``int_dtype``, NaN ↔ ``nan_code``)."""
-
-    dtype: str  # the unpacked float type
-    int_dtype: str
-    offset: float
-    scale: float  # 1/S
-    nan_code: int
-    per_file: tuple[tuple[int, int, Any], ...]
-
-    def filters(self) -> list[dict[str, Any]]:
-        """The two array → array codecs (JSON) before the chain's own."""
-        return [
-            {"name": "scale_offset", "configuration": {"offset": self.offset, "scale": self.scale}},
-            {"name": "cast_value", "configuration": {
-                "data_type": self.int_dtype,
-                "scalar_map": {"encode": [["NaN", self.nan_code]], "decode": [[self.nan_code, "NaN"]]}}},
-        ]
-
-    def decode(self, i: int, packed: np.ndarray) -> np.ndarray:
-        """File ``i``'s packed integers as the stored chain decodes them (NaN where the file's fill)."""
-        from zopt.codecs.scale_offset import scale_offset_decode
-
-        k, m, fill = self.per_file[i]
-        q = packed.astype(np.int64) * k + m
-        ft = np.dtype(self.dtype)
-        out = scale_offset_decode(q.astype(ft), ft.type(self.offset), ft.type(self.scale))
-        if fill is not None:
-            out[packed == fill] = np.nan
-        return out
 
 
 class MultiSource(CombinedSource):
@@ -240,7 +116,7 @@ class MultiSource(CombinedSource):
         if name == self.dim and self.coord is not None and name not in self.repacks:  # read by the summaries
             return np.asarray(self.coord[region])
         if self.dim not in dims:
-            return _read_file(self.files[0], name, region, token)
+            return read_file(self.files[0], name, region, token)
         axis = dims.index(self.dim)
         lo, hi = region[axis].start or 0, region[axis].stop
         hi = self.length if hi is None else hi
@@ -252,7 +128,7 @@ class MultiSource(CombinedSource):
                 break
             sub = list(region)
             sub[axis] = slice(max(lo, a) - a, min(hi, b) - a)
-            values = _read_file(self.files[i], name, tuple(sub), token)
+            values = read_file(self.files[i], name, tuple(sub), token)
             if name in self.repacks:
                 values = self.repacks[name].decode(i, values)
             parts.append(values)
@@ -273,7 +149,7 @@ class MultiSource(CombinedSource):
             sv = self.variables()[str(name)]
             attrs = dict(var.attrs)
             if name in self.repacks:
-                attrs = {k: v for k, v in attrs.items() if k not in (*_PACKING, "_FillValue", "missing_value")}
+                attrs = {k: v for k, v in attrs.items() if k not in (*PACKING, "_FillValue", "missing_value")}
             if name == self.dim and self.coord is not None:
                 data = np.asarray(self.coord, dtype=sv.dtype)
             else:
@@ -296,15 +172,16 @@ def _jsonable(value: Any) -> Any:
     return str(value) if not isinstance(value, str | int | float | bool | list | dict | type(None)) else value
 
 
-def _summary(path: str, dim: str, token: str) -> tuple[str, str, dict[str, Any]]:
-    """``(schema key, schema JSON, {n, coord, packing, identity, bytes})`` of one file."""
-    variables, sizes = _file_variables(path, token)
+def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
+    """``(schema key, schema JSON, length along dim, coordinate values or None, {variable: packing})``
+    of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
+    variables, sizes = file_variables(path, token)
     if dim not in sizes:
         raise ValueError(f"src: {path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
     schema: dict[str, Any] = {}
-    packing: dict[str, Any] = {}
+    packing: dict[str, tuple] = {}
     for name, (dims, dtype, shape, all_attrs, read) in variables.items():
-        attrs = {k: x for k, x in all_attrs.items() if k not in _PACKING}
+        attrs = {k: x for k, x in all_attrs.items() if k not in PACKING}
         entry = {"dims": list(dims), "dtype": dtype.str,
                  "shape": [int(s) for d, s in zip(dims, shape, strict=True) if d != dim],
                  "attrs": json.loads(json.dumps(attrs, default=_jsonable, sort_keys=True))}
@@ -313,47 +190,81 @@ def _summary(path: str, dim: str, token: str) -> tuple[str, str, dict[str, Any]]
             values = np.ascontiguousarray(read())
             raw = values.tobytes() if values.dtype.kind != "O" else repr(values.tolist()).encode()
             entry["values"] = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        if any(k in all_attrs for k in _PACKING):
+        if any(k in all_attrs for k in PACKING):
             values = read() if values is None else values
             fill = all_attrs.get("_FillValue")
             valid = values[values != fill] if fill is not None else values.ravel()
             scale, offset = all_attrs.get("scale_factor", 1.0), all_attrs.get("add_offset", 0.0)
             float_type = np.result_type(np.asarray(scale).dtype, np.asarray(offset).dtype, np.float32).str
-            packing[str(name)] = (_decimal(scale), _decimal(offset), float_type,
-                                  int(valid.min()) if valid.size else None, int(valid.max()) if valid.size else None,
-                                  None if fill is None else int(np.asarray(fill).item()))
+            packing[name] = (decimal(scale), decimal(offset), float_type,
+                             int(valid.min()) if valid.size else None, int(valid.max()) if valid.size else None,
+                             None if fill is None else int(np.asarray(fill).item()))
         schema[name] = entry
-    coord = np.asarray(variables[dim][4]()) if dim in variables else None
     key = hashlib.blake2b(json.dumps(schema, sort_keys=True).encode(), digest_size=16).hexdigest()
-    text = json.dumps(schema)  # the file's variable order: the combined store keeps it
-    ident = source_identity(path)
-    nbytes = loc.total_bytes(path)
-    return (key, text,
-            {"n": int(sizes[dim]), "coord": coord, "packing": packing, "identity": repr(ident), "bytes": nbytes})
-
-
-def _decimal(x: Any) -> str:
-    """The shortest decimal that gives back the attribute's float (``0.01`` for float32 0.01)."""
-    x = np.asarray(x).ravel()[0]
-    return np.format_float_positional(x, unique=True, trim="-") if np.asarray(x).dtype.kind == "f" else str(int(x))
+    coord = np.asarray(variables[dim][4]()).ravel() if dim in variables else None
+    return key, json.dumps(schema), int(sizes[dim]), coord, packing  # json: the file's variable order
 
 
 def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
-    """The summaries of ``paths``: each distinct schema once, then one small record per file."""
+    """The summaries of ``paths``, columnar: each distinct schema once, per file a schema index, a
+    length, its coordinate values (one array for the batch), its packing if any; one digest of
+    the batch's paths, sizes and modification times; its bytes."""
+    keys: list[str] = []
     schemas: dict[str, str] = {}
-    records = []
+    kind, n, coords, has_coord, packing = [], [], [], [], {}
+    h = hashlib.blake2b(digest_size=16)
+    nbytes = 0
     try:
-        for path in paths:
-            key, text, rec = _summary(path, dim, token)
-            schemas.setdefault(key, text)
-            rec["key"] = key
-            records.append(rec)
+        for i, path in enumerate(paths):
+            key, text, length, coord, packs = _summary(path, dim, token)
+            if key not in schemas:
+                schemas[key] = text
+                keys.append(key)
+            kind.append(keys.index(key))
+            n.append(length)
+            has_coord.append(coord is not None)
+            coords.append(coord if coord is not None else np.zeros(length))
+            if packs:
+                packing[i] = packs
+            h.update(f"{path}\0{source_identity(path)!r}\0".encode())
+            nbytes += loc.total_bytes(path)
     finally:
         release(token)
-    return {"schemas": schemas, "records": records}
+    return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
+            "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
+            "packing": packing, "identity": h.hexdigest(), "bytes": nbytes}
 
 
 # -- the client: combine and check ------------------------------------------------------------
+
+
+class _Summaries:
+    """Every file's summary, columnar (numpy arrays; schemas and packings by file index)."""
+
+    def __init__(self, batches: list[dict[str, Any]]) -> None:
+        self.schemas: dict[str, str] = {}
+        keys: list[str] = []
+        kinds, packing, h = [], {}, hashlib.blake2b(digest_size=16)
+        base = 0
+        for b in batches:
+            for k in b["keys"]:
+                self.schemas.setdefault(k, b["schemas"][k])
+                if k not in keys:
+                    keys.append(k)
+            kinds.append(np.array([keys.index(k) for k in b["keys"]], np.int32)[b["kind"]])
+            packing.update({base + i: p for i, p in b["packing"].items()})
+            h.update(b["identity"].encode())
+            base += len(b["n"])
+        self.keys, self.packing, self.identity = keys, packing, h.hexdigest()
+        self.kind = np.concatenate(kinds)
+        self.n = np.concatenate([b["n"] for b in batches])
+        self.coords = np.concatenate([b["coords"] for b in batches])
+        self.has_coord = bool(all(b["has_coord"].all() for b in batches))
+        self.offsets = np.concatenate([[0], np.cumsum(self.n)])
+        self.nbytes = sum(b["bytes"] for b in batches)
+
+    def coord(self, i: int) -> np.ndarray:
+        return self.coords[self.offsets[i]:self.offsets[i + 1]]
 
 
 def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> MultiSource:
@@ -374,45 +285,25 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> Multi
     tasks = [dask.delayed(_summarize_batch, pure=False)(files[i:i + BATCH], concat_dim, token)
              for i in range(0, len(files), BATCH)]
     try:
-        batches = compute(tasks, scheduler, None, token)
+        s = _Summaries(compute(tasks, scheduler, None, token))
     finally:
         release(token)
-    schemas: dict[str, str] = {}
-    records: list[dict[str, Any]] = []
-    for b in batches:
-        for k, v in b["schemas"].items():
-            schemas.setdefault(k, v)
-        records.extend(b["records"])
-    del batches
-    _check_schemas(files, records, schemas)
-    order, notes = _order(files, records, concat_dim)
-    files = [files[i] for i in order]
-    records = [records[i] for i in order]
-    schema = json.loads(schemas[records[0]["key"]])
-    starts = np.concatenate([[0], np.cumsum([r["n"] for r in records])]).tolist()
+    first = int(np.flatnonzero(s.kind != 0)[0]) if (s.kind != 0).any() else None
+    if first is not None:
+        a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
+        raise ValueError(f"src: {files[first]} differs from {files[0]}: {_difference(a, b)}")
+    order, notes = _order(files, s, concat_dim)
     repacks = {}
-    for name in sorted({n for r in records for n in r["packing"]}):
-        repack = _repack(name, files, records)
-        if repack is not None:
-            repacks[name] = repack
+    for name in sorted({n for p in s.packing.values() for n in p}):
+        packs = [s.packing.get(int(i), {}).get(name, UNPACKED) for i in order]
+        found = repack(name, [files[i] for i in order], packs)
+        if found is not None:
+            repacks[name] = found
             notes.append(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
-                         f"offset={repack.offset!r}, scale={repack.scale!r}; cast_value {repack.int_dtype})")
-    h = hashlib.blake2b(digest_size=16)
-    for f, r in zip(files, records, strict=True):
-        h.update(f"{f}\0{r['identity']}\0".encode())
-    coord = None
-    if all(r["coord"] is not None for r in records):
-        coord = np.concatenate([r["coord"] for r in records])
-    return MultiSource(files, concat_dim, starts, schema, coord, repacks, h.hexdigest(),
-                       sum(r["bytes"] for r in records), notes)
-
-
-def _check_schemas(files: list[str], records: list[dict[str, Any]], schemas: dict[str, str]) -> None:
-    first = records[0]["key"]
-    for f, r in zip(files, records, strict=True):
-        if r["key"] != first:
-            raise ValueError(f"src: {f} differs from {files[0]}: "
-                             f"{_difference(json.loads(schemas[first]), json.loads(schemas[r['key']]))}")
+                         f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
+    coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
+    return MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
+                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes)
 
 
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -436,79 +327,34 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "the variables differ"
 
 
-def _order(files: list[str], records: list[dict[str, Any]], dim: str) -> tuple[list[int], list[str]]:
+def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[str]]:
     """The files in combined order (by first coordinate value), the coordinate checked; gap notes."""
-    if any(r["coord"] is None for r in records):
-        return list(range(len(files))), [f"no {dim!r} coordinate: files combined in the order given"]
-    for f, r in zip(files, records, strict=True):
-        c = r["coord"]
-        if c.size and not np.all(np.diff(c) > 0):
-            bad = int(np.flatnonzero(np.diff(c) <= 0)[0])
-            raise ValueError(f"src: {f}: coordinate {dim!r} is not increasing inside the file "
-                             f"({c[bad]!r} then {c[bad + 1]!r} at index {bad + 1})")
-    order = sorted((i for i in range(len(files)) if records[i]["n"]), key=lambda i: records[i]["coord"][0])
-    steps = [np.diff(records[i]["coord"]) for i in order]
-    firsts = np.array([records[i]["coord"][0] for i in order])
-    lasts = np.array([records[i]["coord"][-1] for i in order])
+    if not s.has_coord:
+        return np.arange(len(files)), [f"no {dim!r} coordinate: files combined in the order given"]
+    steps = np.diff(s.coords)
+    inside = np.ones(steps.shape, bool)  # the steps between two values of one file
+    inside[s.offsets[1:-1][s.offsets[1:-1] > 0] - 1] = False
+    bad = np.flatnonzero(inside & ~(steps > 0))
+    if bad.size:
+        j = int(bad[0])
+        i = int(np.searchsorted(s.offsets, j, side="right") - 1)
+        raise ValueError(f"src: {files[i]}: coordinate {dim!r} is not increasing inside the file "
+                         f"({s.coords[j]!r} then {s.coords[j + 1]!r} at index {j + 1 - s.offsets[i]})")
+    full = np.flatnonzero(s.n > 0)
+    firsts, lasts = s.coords[s.offsets[full]], s.coords[s.offsets[full + 1] - 1]
+    rank = np.argsort(firsts, kind="stable")
+    order, firsts, lasts = full[rank], firsts[rank], lasts[rank]
     between = firsts[1:] - lasts[:-1]
     for j in np.flatnonzero(between <= 0)[:1]:
         a, b = files[order[j]], files[order[j + 1]]
         raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {firsts[j + 1]!r}, "
                          f"{a} ends at {lasts[j]!r}")
-    inside = np.concatenate(steps) if steps else np.array([])
-    typical = np.median(inside) if inside.size else (np.median(between) if between.size else 0)
+    typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)
     notes = []
-    gaps = np.flatnonzero(between > 1.5 * typical) if typical else []
+    gaps = np.flatnonzero(between > 1.5 * typical) if typical else np.zeros(0, int)
     for j in gaps[:_MAX_GAP_NOTES]:
         notes.append(f"gap along {dim!r}: {files[order[j]]} ends at {lasts[j]!r}, {files[order[j + 1]]} starts at "
                      f"{firsts[j + 1]!r} (typical step {typical!r})")
     if len(gaps) > _MAX_GAP_NOTES:
         notes.append(f"… and {len(gaps) - _MAX_GAP_NOTES} more gaps along {dim!r}")
-    empty = [i for i in range(len(files)) if not records[i]["n"]]
-    return order + empty, notes
-
-
-def _gcd(values: list[Fraction]) -> Fraction:
-    den = math.lcm(*(v.denominator for v in values))
-    return Fraction(math.gcd(*(int(v * den) for v in values)), den)
-
-
-def _repack(name: str, files: list[str], records: list[dict[str, Any]]) -> Repack | None:
-    """None if every file packs ``name`` the same way; else the one exact packing; else ValueError.
-
-    Exact in the attributes' decimal values (``_decimal``): with ``1/b`` the greatest common divisor
-    of every scale factor and offset difference, file ``i``'s ``p * s_i + o_i`` is
-    ``(k_i * p + m_i) / b + O`` for integers ``k_i = s_i * b``, ``m_i = (o_i - O) * b``; stored as
-    ``scale_offset(offset=O, scale=b)`` (an integer: exact as a float) + ``cast_value``."""
-    packs = [r["packing"].get(name, ("1", "0", "<f4", None, None, None)) for r in records]
-    if len({p[:3] for p in packs}) == 1 and len({p[5] for p in packs}) == 1:
-        return None
-    i0 = next(i for i, p in enumerate(packs) if p[:3] != packs[0][:3] or p[5] != packs[0][5])
-
-    def refuse(why: str) -> ValueError:
-        return ValueError(f"src: variable {name!r} is packed differently in {files[0]} (scale_factor={packs[0][0]}, "
-                          f"add_offset={packs[0][1]}) and {files[i0]} (scale_factor={packs[i0][0]}, "
-                          f"add_offset={packs[i0][1]}), and {why}: repack the files the same way first")
-
-    ftype = np.result_type(*(np.dtype(p[2]) for p in packs))
-    origin = Fraction(packs[0][1])
-    b = _gcd([Fraction(p[0]) for p in packs] + [abs(Fraction(p[1]) - origin) for p in packs
-                                                  if Fraction(p[1]) != origin]).denominator
-    per_file, lo, hi = [], 0, 0
-    for p in packs:
-        k, m = int(Fraction(p[0]) * b), int((Fraction(p[1]) - origin) * b)
-        per_file.append((k, m, p[5]))
-        if p[3] is not None:
-            ends = (k * p[3] + m, k * p[4] + m)
-            lo, hi = min(lo, *ends), max(hi, *ends)
-    mantissa = 2 ** (np.finfo(ftype).nmant + 1)
-    if max(abs(lo), abs(hi), b) >= mantissa:
-        raise refuse(f"no single exact packing keeps the values within {ftype}'s {np.finfo(ftype).nmant + 1}-bit "
-                     f"mantissa (integers {lo} … {hi} at scale 1/{b})")
-    int_dtype = next((t for t in _INTS if np.iinfo(t).min < lo and hi <= np.iinfo(t).max), None)
-    if int_dtype is None:
-        raise refuse("no 64-bit integer holds the re-expressed values")
-    return Repack(ftype.str, np.dtype(int_dtype).name, float(ftype.type(float(origin))), float(b),
-                  int(np.iinfo(int_dtype).min), tuple(per_file))
-def _raise(exc: Exception) -> Any:
-    raise exc
+    return np.concatenate([order, np.flatnonzero(s.n == 0)]), notes
