@@ -92,3 +92,46 @@ def test_a_sigkilled_multi_file_job_resumes_and_refuses_a_changed_file(tmp_path)
     assert "resumed" in out.stdout and not partial.exists()
     np.testing.assert_array_equal(zarr.open_array(dst, path="sst")[...], raw_concat(files, "sst"))
     np.testing.assert_array_equal(zarr.open_array(dst, path="count")[...], np.arange(120, dtype="i4") * 10)
+
+
+def test_a_worker_killed_mid_job_leaves_a_correct_result(tmp_path):
+    import threading
+
+    files = write_files(tmp_path / "nc", 30)
+    dst = tmp_path / "out.zarr"
+    done = Path(str(dst) + PARTIAL_SUFFIX) / JOURNAL_DIR / "done" / "sst"
+
+    def slow(chunk_index, codec, unencoded_chunk):
+        time.sleep(0.05)  # 30 shards of sst: a few seconds on two workers
+        return True
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        def run():
+            return recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", chunks="time=3", shards="time=3",
+                              decision=slow, scheduler=cl.scheduler_address)
+
+        outcome: dict = {}
+
+        def attempt():
+            try:
+                outcome["report"] = run()
+            except Exception as exc:  # noqa: BLE001 - inspected below
+                outcome["report"] = exc
+
+        pids = client.run(os.getpid)
+        job = threading.Thread(target=attempt)
+        job.start()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (done.exists() and len(list(done.rglob("*"))) >= 4):
+            time.sleep(0.01)
+        assert job.is_alive() and 4 <= len(list(done.rglob("*"))) < 30  # mid-job
+        os.kill(sorted(pids.values())[0], signal.SIGKILL)
+        job.join(180)
+        assert not job.is_alive()
+        report = outcome["report"]
+        if isinstance(report, BaseException):  # failed: says how to resume, and resuming finishes the job
+            assert "run the same command again to resume" in " ".join(getattr(report, "__notes__", [])), report
+            report = run()
+    np.testing.assert_array_equal(zarr.open_array(dst, path="sst")[...], raw_concat(files, "sst"))
+    assert not Path(str(dst) + PARTIAL_SUFFIX).exists()
