@@ -43,9 +43,11 @@ class _Location(click.ParamType):
     def convert(self, value, param, ctx):
         from zopt.io.locations import is_url, local_path
 
-        if is_url(value) or any(c in value for c in "*?["):  # a glob of several sources: expanded by the job
+        if is_url(value):
             return value
         path = local_path(value)
+        if not os.path.exists(path) and any(c in value for c in "*?["):  # a glob of several sources: the job expands it
+            return value
         if not os.path.exists(path):
             self.fail(f"Path {value!r} does not exist.", param, ctx)
         return path
