@@ -350,3 +350,13 @@ def test_zopt_xarray_recompress_takes_the_same_sources(tmp_path):
     report = xr_recompress([str(f) for f in files], tmp_path / "out.zarr", concat_dim="time", preset="archive")
     assert report.job.concat_dim == "time" and report.job.preset == "archive"
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr", path="sst")[...], raw_concat(files, "sst"))
+
+
+def test_variables_along_the_concat_dim_are_always_combined(tmp_path):
+    files = write_files(tmp_path / "nc", 3, shuffle_names=False)
+    report = recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "out.zarr", concat_dim="time", variables=["sst"])
+    assert any("variables: ['count', 'time'] are along 'time'" in n for n in report.notes)
+    g = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    np.testing.assert_array_equal(g["count"][...], np.arange(3 * STEPS, dtype="i4") * 10)
+    np.testing.assert_array_equal(g["sst"][...], raw_concat(files, "sst"))
+    np.testing.assert_array_equal(g["mask"][...], np.arange(NY * NX, dtype="i1").reshape(NY, NX))  # copied

@@ -47,7 +47,7 @@ from zopt.io.sources import (
     source_identity,
 )
 
-__all__ = ["BATCH", "MultiSource", "expand_sources", "open_multi"]
+__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "open_multi", "source_bytes", "source_files"]
 
 BATCH = 64  # files per summary task
 _MAX_GAP_NOTES = 5
@@ -358,3 +358,31 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     if len(gaps) > _MAX_GAP_NOTES:
         notes.append(f"… and {len(gaps) - _MAX_GAP_NOTES} more gaps along {dim!r}")
     return np.concatenate([order, np.flatnonzero(s.n == 0)]), notes
+
+
+# -- for the job: a source that may be several files ------------------------------------------
+
+
+def source_files(src: Any) -> list[str]:
+    """The files (paths or URLs) a resolved source reads: a ``MultiSource``'s, else ``[src]``."""
+    return list(src.files) if isinstance(src, MultiSource) else [src]
+
+
+def source_bytes(src: Any) -> int:
+    """Bytes of a resolved source (a ``MultiSource``'s files, or a file or store)."""
+    return src.nbytes if isinstance(src, MultiSource) else loc.total_bytes(src)
+
+
+def along_concat_dim(src: MultiSource, source: dict[str, SourceVariable], names: list[str],
+                     notes: list[str]) -> list[str]:
+    """``names`` and every other variable along the concat dimension: the tasks write them all (no
+    single file holds one); the numeric ones not asked for are added (a note), any other is
+    refused naming it (ValueError)."""
+    along = [n for n, v in source.items() if src.dim in v.dims and n not in names]
+    other = [n for n in along if source[n].dtype.kind not in "biufc"]
+    if other:
+        raise ValueError(f"src: variables {other} along {src.dim!r} are not numeric; combining several files "
+                         "writes every variable along the concat dimension through zopt: drop them first")
+    if along:
+        notes.append(f"variables: {along} are along {src.dim!r} and are combined from every file too")
+    return names + along

@@ -26,7 +26,7 @@ import numpy as np
 import zarr
 
 from zopt.io import locations as loc
-from zopt.io.multi import MultiSource
+from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_bytes, source_files
 from zopt.io.paths import (
     check_no_overlap,
     check_replaceable,
@@ -209,7 +209,7 @@ def run_job(job: RecompressJob) -> RecompressReport:
     for rep in prepared.reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
-                            source_bytes=_source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
+                            source_bytes=source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job)
 
 
 @dataclass
@@ -240,14 +240,15 @@ def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str
     store, path = destination(job.dst)
     if store is None:
         dst = resolve(path)
-        for one in _local_files(src):
-            check_no_overlap(one, dst)
+        for one in source_files(src):
+            if not loc.is_url(one):
+                check_no_overlap(one, dst)
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
         check_replaceable(dst, job.overwrite)
         return src, LocalTarget(dst), notes
-    for one in src.files if isinstance(src, MultiSource) else [src]:
+    for one in source_files(src):
         check_no_url_overlap(one, store)
     check_store_replaceable(store, job.overwrite, store_text(store))
     if job.layout == "fixed-slot":
@@ -257,23 +258,11 @@ def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str
 
 
 def _source(job: RecompressJob) -> tuple[Any, list[str]]:
-    """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``: their
-    metadata read by Dask tasks, checked), with its notes."""
+    """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
     if job.concat_dim is None:
         return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
-    from zopt.io.multi import open_multi
-
     multi = open_multi(job.src, job.concat_dim, job.scheduler)
     return multi, [f"src: {multi.text}", *multi.notes]
-
-
-def _local_files(src: Any) -> list[str]:
-    files = src.files if isinstance(src, MultiSource) else [src]
-    return [f for f in files if not loc.is_url(f)]
-
-
-def _source_bytes(src: Any) -> int:
-    return src.nbytes if isinstance(src, MultiSource) else loc.total_bytes(src)
 
 
 def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
@@ -295,7 +284,7 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
         if isinstance(src, MultiSource):
-            p.names = _along_concat_dim(src, p.source, p.names, notes)
+            p.names = along_concat_dim(src, p.source, p.names, notes)
         notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
@@ -383,7 +372,7 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
             a.name = f"{child}/{a.name}"
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=_source_bytes(p.src), notes=notes, job=job)
+                            source_bytes=source_bytes(p.src), notes=notes, job=job)
 
 
 def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
@@ -482,20 +471,6 @@ def _memory_message(w: ArrayWork, limit: int) -> str:
         f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
         "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
     )
-
-
-def _along_concat_dim(src: MultiSource, source: dict[str, SourceVariable], names: list[str],
-                      notes: list[str]) -> list[str]:
-    """Every variable along the concat dimension is written by the tasks (no single file holds it):
-    the numeric ones not asked for are added (a note), any other is refused naming it."""
-    along = [n for n, v in source.items() if src.dim in v.dims and n not in names]
-    other = [n for n in along if source[n].dtype.kind not in "biufc"]
-    if other:
-        raise ValueError(f"src: variables {other} along {src.dim!r} are not numeric; combining several files "
-                         "writes every variable along the concat dimension through zopt: drop them first")
-    if along and names != [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]:
-        notes.append(f"variables: {along} are along {src.dim!r} and are combined from every file too")
-    return names + along
 
 
 def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
