@@ -50,6 +50,8 @@ class _Location(click.ParamType):
         if is_url(value):
             return value
         path = local_path(value)
+        if not os.path.exists(path) and any(c in value for c in "*?["):  # a glob of several sources: the job expands it
+            return value
         if not os.path.exists(path):
             self.fail(f"Path {value!r} does not exist.", param, ctx)
         return path
@@ -228,6 +230,9 @@ def main() -> None:
               "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.planning.candidates).")
 @click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
               "(default 1: each extra default-encode-time must save 1 %% of size; larger favours size) or 'inf' (size first).")
+@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob such as 'archive/*.nc'), "
+              "combined along this dimension as xarray's open_mfdataset does, checked before anything is written "
+              "(docs/archives.md).")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
@@ -235,7 +240,7 @@ def main() -> None:
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
                max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
-               menu, budget, verify_first, skip_broken) -> None:
+               menu, budget, concat_dim, verify_first, skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -249,6 +254,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         raise click.UsageError("--verify compares a new DST with SRC before publishing it; " + (
             "--in-place keeps no copy of the old values to compare with (run zopt info --check to decode every chunk)"
             if in_place else "--dry-run writes nothing to verify"))
+    if in_place and concat_dim:
+        raise click.UsageError("--in-place rewrites one Zarr store; --concat-dim combines several files into a new DST.")
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
@@ -280,7 +287,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         from zopt.readback.verify import before_publish_check
 
         check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                                     done=verified, skip_broken=skip_broken)
+                                     done=verified, skip_broken=skip_broken, concat_dim=concat_dim)
     from zopt.job.api import run_job
     from zopt.job.options import RecompressJob
 
@@ -290,13 +297,13 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
         progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
         max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
-        before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget,
+        before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
     )
     try:
         with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
             report = run_job(job)
     except OSError as exc:
-        if is_disk_full(exc) and "://" not in dst:
+        if is_disk_full(exc) and "://" not in dst and not concat_dim:
             partial = dst.rstrip("/") + ".zopt-partial"
             kept = (f"the partial output {partial} is kept: free space and run the same command to resume"
                     if os.path.exists(partial) else "the partial output was removed")

@@ -49,8 +49,10 @@ def verify_table(report) -> Table:
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
               "status 3 when all else matches), as recompress --skip-broken did.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob) combined along this dimension, "
+              "as recompress --concat-dim combines them.")
 @click.pass_context
-def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress) -> None:
+def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress, concat_dim) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
     dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
     included) or within each array's recorded lossy bound (the zopt_lossy attribute, or the
@@ -73,7 +75,7 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
         check_finished(dst)  # a recompress killed while writing a store destination
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
                      progress=None if no_progress else RichProgress, bounds=stated or None,
-                     skip_broken=skip_broken)
+                     skip_broken=skip_broken, concat_dim=concat_dim)
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))

@@ -30,12 +30,14 @@ from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
 
 __all__ = [
+    "CombinedSource",
     "SourceVariable",
     "arrays_in",
     "cached_tokens",
     "child_groups",
     "children_to_copy",
     "is_zarr",
+    "on_release",
     "open_source",
     "read_source",
     "root_array_variable",
@@ -56,8 +58,26 @@ _MAX_ARRAYS = 64
 _arrays: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
 
 
+class CombinedSource:
+    """A source made of several files (``zopt.io.multi.MultiSource``): the functions of this module
+    take one wherever they take a path, and hand it these methods."""
+
+    text: str  # how messages and reports name it
+
+    def variables(self) -> dict[str, SourceVariable]:
+        raise NotImplementedError
+
+    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+        raise NotImplementedError
+
+    def template(self, token: str | None) -> xr.Dataset:
+        raise NotImplementedError
+
+
 def is_zarr(path: str) -> bool:
     """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root."""
+    if isinstance(path, CombinedSource):
+        return False
     if loc.is_url(path):
         return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
@@ -85,8 +105,10 @@ def open_source(src: str, token: str | None = None) -> xr.Dataset:
 
     Cached per process under the source's identity (``source_identity``) and ``token`` (a job's
     id: ``release(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
-    does not exist.
+    does not exist. A ``CombinedSource``: its combined template (lazy, nothing cached).
     """
+    if isinstance(src, CombinedSource):
+        return src.template(token)
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     key = (source_identity(src), token)
@@ -123,6 +145,16 @@ def _open(src: str) -> xr.Dataset:
         raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
 
 
+_closers: list[Any] = []  # other modules' caches of open files (zopt.io.multi), closed by release too
+
+
+def on_release(fn: Any) -> Any:
+    """Register ``fn(token) -> int`` to run whenever ``release(token)`` does (a decorator)."""
+    if fn not in _closers:
+        _closers.append(fn)
+    return fn
+
+
 @on_job_end
 def release(token: str | None) -> int:
     """Close and forget every dataset opened under ``token``. Returns how many."""
@@ -133,7 +165,7 @@ def release(token: str | None) -> int:
             del _arrays[k]
     for ds in closing:
         ds.close()
-    return len(closing)
+    return len(closing) + sum(int(fn(token) or 0) for fn in list(_closers))
 
 
 def cached_tokens() -> list[str | None]:
@@ -147,7 +179,7 @@ def root_array_metadata(src: str) -> dict | None:
     v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else."""
     import json
 
-    if not loc.is_url(src) and not os.path.isdir(src):
+    if isinstance(src, CombinedSource) or not loc.is_url(src) and not os.path.isdir(src):
         return None
     for doc in ("zarr.json", ".zarray"):
         try:
@@ -190,6 +222,8 @@ def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
     destination store that is not a local directory, a plan, which covers one group)."""
     from zopt.io.paths import store_text
 
+    if isinstance(src, CombinedSource):
+        return []  # each file's groups: refused when its summary is read (zopt.io.multi)
     children = child_groups(src)
     if not children:
         return []
@@ -253,6 +287,8 @@ def source_variables(src: str, group: zarr.Group | None = None, token: str | Non
     group already opened from ``src``, if the caller has it; ``token``: the job's id (see
     ``zopt.io.sources.open_source``).
     Raises FileNotFoundError if ``src`` does not exist."""
+    if isinstance(src, CombinedSource):
+        return src.variables()
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else zarr_v3_group(src)
@@ -279,8 +315,11 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
     A raw-stored array of a local Zarr v3 store is read with positional reads of just the
     covered rows of each stored chunk (``zopt.store.raw_read``), any other Zarr v3 array through zarr
     with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a torn read
-    retried once), anything else through xarray (``open_source(src, token)``).
+    retried once), anything else through xarray (``open_source(src, token)``); a ``CombinedSource``
+    from the files the region covers.
     """
+    if isinstance(src, CombinedSource):
+        return src.read(name, region, token)
     array, reader = _zarr_source(src, name, token)
     if reader is not None:
         return reader.read_region(region, array.fill_value)
@@ -321,6 +360,8 @@ def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
 
 def zarr_v3_group(src: str) -> zarr.Group | None:
     """``src`` (a local path or fsspec URL) opened read-only if it is a Zarr v3 group, else None."""
+    if isinstance(src, CombinedSource):
+        return None
     if not loc.isfile(loc.join(src, "zarr.json")):
         return None
     try:

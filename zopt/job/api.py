@@ -22,9 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import zarr
 
 from zopt.io import locations as loc
+from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_bytes, source_files
 from zopt.io.paths import (
     check_no_overlap,
     check_replaceable,
@@ -61,6 +63,7 @@ from zopt.job.targets import (
 from zopt.job.work import ArrayWork, build_work, layouts_for
 from zopt.planning.chains import menu_chains, split_chain, split_for, with_checksum
 from zopt.planning.chunking import unused_shape_notes
+from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint, keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -69,7 +72,7 @@ from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: t
 
 
 def recompress(
-    src: str | os.PathLike,
+    src: str | os.PathLike | Sequence[str | os.PathLike],
     dst: str | os.PathLike,
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
@@ -93,6 +96,7 @@ def recompress(
     skip_broken: bool = False,
     menu: Any = None,
     budget: Any = None,
+    concat_dim: str | None = None,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -101,7 +105,12 @@ def recompress(
     src : a Zarr v2/v3 store (a group, whose child groups are rewritten too, each like a store of
         its own; or a root array, giving a root array) or a netCDF/HDF5 file (without groups): a
         local path (resolved here, not on Dask workers) or an fsspec URL (``s3://…``, ``gs://…``,
-        ``memory://…``, ``file://…``; see ``zopt.io.locations``). Only read.
+        ``memory://…``, ``file://…``; see ``zopt.io.locations``). Only read. With ``concat_dim``:
+        several netCDF/HDF5 files (or Zarr stores) combined along that dimension — a glob
+        (``"archive/*.nc"``) or a list of paths, URLs or globs (``zopt.io.multi``: each file's
+        metadata read by Dask tasks; different variables, types, fill values or attributes, an
+        overlapping or non-increasing coordinate, a pattern matching nothing, or CF packing that
+        cannot be re-expressed exactly are refused naming the file, before anything is written).
     dst : the new Zarr v3 store: a local directory path (written under ``dst.zopt-partial`` and
         renamed into place at the end), or a ``zarr.abc.store.Store`` / fsspec URL such as
         ``s3://bucket/x.zarr`` or ``memory://x.zarr``. A store has no positional writes and no
@@ -160,6 +169,10 @@ def recompress(
         logical and source bytes, projected memory per task, and units an interrupted run of
         the same job already finished (``units_resumed``); ``stored_after`` stays 0.
 
+    concat_dim : the dimension several sources are combined along (required for a list or a glob;
+        not with ``lossy`` or ``plan``). Files packed differently (``scale_factor``/``add_offset``)
+        are re-expressed in one exact ``scale_offset`` + ``cast_value`` packing (a note says so).
+
     before_publish : called as ``before_publish(partial, names)`` once every write has finished
         and before the publish, with the partial store (a local path, or the zarr Store of a
         store destination) and the names of the arrays written (a child group's as
@@ -212,7 +225,7 @@ def run_job(job: RecompressJob) -> RecompressReport:
     for rep in prepared.reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
-                            source_bytes=loc.total_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job,
+                            source_bytes=source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job,
                             skipped=prepared.skipped)
 
 
@@ -221,6 +234,7 @@ class _Prepared:
     """The plan of work of one job, made in memory before anything is written."""
 
     job_id: str
+    src: Any  # the resolved source: a path or URL, or a zopt.io.multi.MultiSource
     source_group: Any
     root_meta: Any
     children: list[str]
@@ -241,24 +255,33 @@ class _Prepared:
 
 def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    src, notes = _source(job)
     store, path = destination(job.dst)
-    notes: list[str] = []
     if store is None:
         dst = resolve(path)
-        if not loc.is_url(src):
-            check_no_overlap(src, dst)
+        for one in source_files(src):
+            if not loc.is_url(one):
+                check_no_overlap(one, dst)
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
         check_replaceable(dst, job.overwrite)
         return src, LocalTarget(dst), notes
-    check_no_url_overlap(src, store)
+    for one in source_files(src):
+        check_no_url_overlap(one, store)
     check_store_replaceable(store, job.overwrite, store_text(store))
     if job.layout == "fixed-slot":
         notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                      "has none, so each shard was assembled packed inside one task and written with one put")
     return src, StoreTarget(store), notes
+
+
+def _source(job: RecompressJob) -> tuple[Any, list[str]]:
+    """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
+    if job.concat_dim is None:
+        return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
+    multi = open_multi(job.src, job.concat_dim, job.scheduler)
+    return multi, [f"src: {multi.text}", *multi.notes]
 
 
 def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
@@ -273,15 +296,17 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
 
         plan = Plan.load(plan)
     store = target.store if isinstance(target, StoreTarget) else None
-    skipped = check_store(src, job.skip_broken) if is_zarr(src) else []  # every metadata document, first
+    skipped = [] if isinstance(src, MultiSource) or not is_zarr(src) else check_store(src, job.skip_broken)
     if skipped:
         notes.append(f"skipped arrays with broken metadata: {skipped}")
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
-                  source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
+                  src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
                   children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        if isinstance(src, MultiSource):
+            p.names = along_concat_dim(src, p.source, p.names, notes)
         notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
@@ -316,7 +341,10 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     journal = target.journal
     if journal is None:
         return
-    p.fp = fingerprint(src, p.names, job.fingerprinted())
+    if isinstance(src, MultiSource):  # every file's path, size and mtime
+        p.fp = fingerprint(src.text, p.names, job.fingerprinted(), identity=src.identity)
+    else:
+        p.fp = fingerprint(src, p.names, job.fingerprinted())
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
@@ -340,11 +368,14 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     p.splits = {n: split_chain(chosen[n].chain) if n in chosen else split_for(p.source[n], job.codecs_used, split)
                 for n in p.names}
     p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
+    repacks = {n: r for n, r in src.repacks.items() if n in p.names} if isinstance(src, MultiSource) else {}
+    p.splits.update({n: split_chain(r.filters() + (chain or default_chain(np.dtype(r.int_dtype))))
+                     for n, r in repacks.items()})  # files packed differently: one exact packing
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
                         token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
-                        fills={n: lv.fill_value for n, lv in p.lossy_vars.items()})
+                        fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in repacks}})
     p.planned = target_arrays(p.spec)
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=_layout(job, target),
@@ -360,10 +391,9 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
              t0: float) -> RecompressReport:
     """The plan of work, with every child group's, and the graph built (never run)."""
     try:
-        write_tasks(p.work, target, os.fspath(job.src), job.decision_used, p.job_id, p.lossy_vars)
+        write_tasks(p.work, target, p.src, job.decision_used, p.job_id, p.lossy_vars)
     finally:
         release_sources(p.job_id)
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
     reports = dict(p.reports)
     for child in p.children:
         sub = run_job(dataclasses.replace(job.for_child(child, os.path.join(target.text, child)),
@@ -373,13 +403,13 @@ def _dry_run(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
             a.name = f"{child}/{a.name}"
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=loc.total_bytes(src), notes=notes, job=job, skipped=p.skipped)
+                            source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped)
 
 
 def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
     """Create (or resume) the target, run the graph, rewrite the child groups. Returns graph seconds.
     On an error the partial store is kept when the journal can resume it, else removed."""
-    src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
+    src = p.src
     partial = target.root
     try:
         target.start(fresh=p.record is None)

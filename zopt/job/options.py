@@ -63,7 +63,7 @@ class RecompressJob:
     are properties. Frozen: ``dataclasses.replace`` makes a changed copy.
     """
 
-    src: str | os.PathLike
+    src: str | os.PathLike | Sequence[str | os.PathLike]  # several: combined along concat_dim
     dst: Any  # a local path, an fsspec URL or a zarr Store
     codecs: Sequence[dict[str, Any]] | str | None = None
     preset: str | None = None
@@ -80,6 +80,7 @@ class RecompressJob:
     skip_broken: bool = False
     menu: Any = None  # without codecs: the candidates each variable's chain is chosen from
     budget: Any = None  # and the speed budget of that choice (zopt.planning.optimizer)
+    concat_dim: str | None = None  # several sources combined along this dimension (zopt.io.multi)
     scheduler: str | None = field(default=None, metadata=_HOW)
     overwrite: bool = field(default=False, metadata=_HOW)
     progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)
@@ -88,6 +89,7 @@ class RecompressJob:
     before_publish: Callable[[Any, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
 
     def __post_init__(self) -> None:
+        self._check_sources()
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout: {self.layout!r} is not one of {list(LAYOUTS)}")
         if self.plan is not None and self.decision not in (None, DEFAULT_DECISION):
@@ -123,6 +125,25 @@ class RecompressJob:
             _lossy_items(self.lossy)
             object.__setattr__(self, "lossy", list(self.lossy) or None)
         self.chain, self.chunk_spec, self.shard_spec, self.memory_limit  # noqa: B018 - parse now, fail early
+
+    def _check_sources(self) -> None:
+        """Several sources (a list, or a glob) need ``concat_dim``; ``lossy`` is not for them yet."""
+        several = not isinstance(self.src, str | os.PathLike)
+        if several:
+            object.__setattr__(self, "src", tuple(os.fspath(s) for s in self.src))
+        if self.concat_dim is None:
+            if several:
+                raise ValueError("concat_dim: several sources are combined along one dimension: give its name "
+                                 "(e.g. concat_dim='time', --concat-dim time)")
+            return
+        if not isinstance(self.concat_dim, str) or not self.concat_dim:
+            raise ValueError(f"concat_dim: {self.concat_dim!r} is not a dimension name")
+        if self.lossy:
+            raise ValueError("lossy: not supported with several sources (concat_dim) yet; recompress them "
+                             "losslessly, then run the lossy job on the combined store")
+        if self.plan is not None:
+            raise ValueError("plan: a plan is made for one source's arrays; with several sources (concat_dim) "
+                             "use a decision (or a preset)")
 
     # the parsed forms ------------------------------------------------------------------------
     @property

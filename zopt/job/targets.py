@@ -199,7 +199,8 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
     for name in names:
         inner, shard = layouts[name]
         var = ds[name]
-        template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
+        if name not in var.dims:  # an index coordinate keeps its values: placeholders would make a bogus index
+            template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
         template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}

@@ -153,7 +153,8 @@ class VerifyReport:
 def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
                          done: list[VerifyReport] | None = None,
-                         skip_broken: bool = False) -> Callable[[Any, list[str]], None]:
+                         skip_broken: bool = False,
+                         concat_dim: str | None = None) -> Callable[[Any, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -162,7 +163,8 @@ def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, sche
 
     def check(partial: Any, names: list[str]) -> None:
         target = partial if isinstance(partial, str) else os.fspath(dst)
-        report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken)
+        report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken,
+                        concat_dim=concat_dim)
         if not report.ok:
             raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
         report.dst = os.fspath(dst)  # what is published
@@ -384,6 +386,7 @@ def verify(
     limit: int = 5,
     bounds: dict[str, str] | None = None,
     skip_broken: bool = False,
+    concat_dim: str | None = None,
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -401,6 +404,7 @@ def verify(
         bound it used.
     skip_broken : source arrays with broken metadata are listed in ``VerifyReport.skipped``
         instead of raising ``zopt.io.source_check.BrokenMetadataError`` (a broken ``dst`` always raises).
+    concat_dim : ``src`` is several files (a glob or a list) combined along it, as recompress combines them.
 
     Without ``arrays``, the groups' attributes and the destination's consolidated metadata
     (against each node's own ``zarr.json``) are compared too (``zopt.readback.verify_nodes``;
@@ -421,19 +425,24 @@ def verify(
     from zopt.io.sources import is_zarr, release
     from zopt.lossy.check import record_problems, stated_record
 
-    src, dst = os.fspath(src), os.fspath(dst)
-    for what, path in (("src", src), ("dst", dst)):
+    if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
+        from zopt.io.multi import open_multi
+
+        src = open_multi(src, concat_dim, scheduler)
+    combined = concat_dim is not None
+    src, dst = src if combined else os.fspath(src), os.fspath(dst)
+    for what, path in (("src", src), ("dst", dst))[combined:]:
         if not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 
-    skipped = check_store(src, skip_broken) if is_zarr(src) else []
+    skipped = check_store(src, skip_broken) if not combined and is_zarr(src) else []
     check_store(dst)
-    shown = (src, dst)
+    shown = (src.text if combined else src, dst)
     # resolved here, on the client: Dask workers may run in another directory
-    src, dst = (p if loc.is_url(p) else resolve(p) for p in (src, dst))
+    src, dst = (p if combined or loc.is_url(p) else resolve(p) for p in (src, dst))
     token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
         theirs, ours = _metas(src, token), _metas(dst, token)

@@ -78,6 +78,8 @@ class AlignedChunkReader:
         import zarr
         from zarr.codecs import BytesCodec, ZstdCodec
 
+        if not isinstance(store, str | os.PathLike):  # e.g. several files combined (zopt.io.multi)
+            return None
         root = os.fspath(store)
         if not os.path.isfile(os.path.join(root, name, "zarr.json")):
             return None

@@ -96,11 +96,12 @@ def source_identity(src: str, names: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def fingerprint(src: str, names: Iterable[str], options: dict[str, Any]) -> dict[str, Any]:
+def fingerprint(src: str, names: Iterable[str], options: dict[str, Any], identity: str | None = None) -> dict[str, Any]:
     """The fingerprint of a job's plan of work: a JSON-able dict compared key by key on resume.
 
     options : the options that change the output (chain, chunks, shards, decision, variables,
-    layout, slot parts, plan); values are turned into stable text here."""
+    layout, slot parts, plan); values are turned into stable text here. identity : the source's
+    identity when the caller has it (several files combined: every file's), else ``source_identity``."""
     from zopt._version import __version__
 
     text = {}
@@ -113,7 +114,8 @@ def fingerprint(src: str, names: Iterable[str], options: dict[str, Any]) -> dict
             text[key] = "unset" if value is None else value
         else:
             text[key] = json.dumps(value, sort_keys=True, default=str)
-    return {"zopt": __version__, "source": src, "source identity": source_identity(src, names), "options": text}
+    return {"zopt": __version__, "source": src, "source identity": identity or source_identity(src, names),
+            "options": text}
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -1,0 +1,103 @@
+"""Local netCDF4/HDF5 files opened with netCDF4 directly, kept open per process and job.
+
+``zopt.io.multi`` reads 10^3–10^5 small files: there the cost is the opens, and netCDF4 opens a
+file about six times faster than ``xarray.open_dataset``. Handles are kept per ``(path, token)``
+(``MAX_OPEN`` of them, about 0.7 MB of HDF5 caches each) and closed by
+``zopt.io.sources.release(token)`` at the job's end (on every worker too). Every call into
+netCDF4 holds xarray's HDF5 lock: the library is not thread-safe, and xarray's own reads take
+the same lock.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from zopt.io import locations as loc
+from zopt.io.sources import on_release, open_source, read_source
+
+__all__ = ["MAX_OPEN", "file_variables", "open_count", "read_file"]
+
+MAX_OPEN = 32
+_nc: collections.OrderedDict[tuple[str, str | None], Any] = collections.OrderedDict()
+_nc_guard = threading.Lock()  # the cache itself
+
+
+def open_count() -> int:
+    """How many files this process holds open (tests, diagnostics)."""
+    with _nc_guard:
+        return len(_nc)
+
+
+def _hdf5_lock() -> Any:
+    """xarray's lock around the HDF5 library (not thread-safe): our netCDF4 calls take the same one."""
+    from xarray.backends.locks import HDF5_LOCK
+
+    return HDF5_LOCK
+
+
+def _nc_handle(path: str, token: str | None) -> Any:
+    """A local netCDF4/HDF5 file opened with netCDF4 (no scaling, no masking), kept per ``(path,
+    token)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
+    netCDF4 directly opens a file about 6× faster than ``xarray.open_dataset`` (the summaries
+    and reads of 10^4 files are mostly opens). Call with the HDF5 lock held."""
+    key = (path, token)
+    with _nc_guard:
+        if key in _nc:
+            _nc.move_to_end(key)
+            return _nc[key]
+    if loc.is_url(path) or not os.path.isfile(path):
+        return None
+    try:
+        import netCDF4
+
+        nc = netCDF4.Dataset(path, "r")
+    except (ImportError, OSError):
+        return None
+    nc.set_auto_maskandscale(False)
+    with _nc_guard:
+        _nc[key] = nc
+        while len(_nc) > MAX_OPEN:
+            _nc.popitem(last=False)[1].close()
+    return nc
+
+
+@on_release
+def _close(token: str | None) -> int:
+    with _nc_guard:
+        closing = [_nc.pop(k) for k in [k for k in _nc if k[1] == token]]
+    with _hdf5_lock():
+        for nc in closing:
+            nc.close()
+    return len(closing)
+
+
+def read_file(path: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+    """``region`` of variable ``name`` of one file, as stored (netCDF4 directly, else ``read_source``)."""
+    with _hdf5_lock():
+        nc = _nc_handle(path, token)
+        if nc is not None:
+            return np.asarray(nc.variables[name][region if region else ...])
+    return np.asarray(read_source(path, name, region, token))
+
+
+def file_variables(path: str, token: str) -> tuple[dict[str, tuple], dict[str, int]]:
+    """``({name: (dims, dtype, shape, attrs, read)}, {dim: size})`` of one file, as xarray's
+    ``decode_cf=False`` view gives them (netCDF4 directly when it can; ``read()`` loads the values)."""
+    with _hdf5_lock():
+        nc = _nc_handle(path, token)
+        if nc is not None:
+            out = {}
+            for name, v in nc.variables.items():
+                dtype = np.dtype(object) if v.dtype is str else np.dtype(v.dtype)
+                attrs = {k: v.getncattr(k) for k in v.ncattrs()}
+                out[name] = (tuple(v.dimensions), dtype, tuple(v.shape), attrs,
+                             lambda name=name: read_file(path, name, (), token))
+            return out, {d: len(x) for d, x in nc.dimensions.items()}
+    ds = open_source(path, token)
+    return ({str(n): (tuple(map(str, v.dims)), v.dtype, tuple(v.shape), dict(v.attrs), lambda v=v: np.asarray(v.values))
+             for n, v in ds.variables.items()}, {str(d): int(n) for d, n in ds.sizes.items()})

@@ -1,0 +1,388 @@
+"""Many sources, one store: files combined along one dimension, checked before anything is written.
+
+``open_multi(src, concat_dim)`` takes a glob (``"archive/*.nc"``), a list of paths or URLs (each may
+be a glob), and returns a ``MultiSource``: the files combined along ``concat_dim`` as
+``xarray.open_mfdataset(..., combine="by_coords")`` would (ordered by their first coordinate value,
+``combine="nested"`` order, the order given, when the files have no coordinate variable for it),
+with these checks, each refused with one line naming the file (ValueError, nothing written):
+
+- a pattern that matches no file;
+- the same variables, dimensions, data types, fill values, attributes and sizes on the other
+  dimensions in every file, and the same values for the variables without ``concat_dim``;
+- a strictly increasing ``concat_dim`` coordinate inside each file and no overlap between files (a
+  gap, a step more than 1.5 times the typical one, is a note).
+
+Per-file metadata is read by Dask tasks (one per ``BATCH`` files, on the workers of a cluster),
+each returning a compact summary: the client keeps one schema and a few numbers per file, so
+10^4–10^5 files fit in bounded client memory.
+
+CF packing (``scale_factor``/``add_offset``): files packed the same way keep their integers and
+attributes byte for byte; files packed differently are re-expressed in one exact ``scale_offset``
++ ``cast_value`` packing, or refused naming two files (``zopt.io.packing``). netCDF files are
+opened with netCDF4 directly (``zopt.io.files``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import glob as globmod
+import hashlib
+import json
+import os
+import uuid
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from zopt.io import locations as loc
+from zopt.io.files import file_variables, read_file
+from zopt.io.packing import PACKING, UNPACKED, Repack, decimal, repack
+from zopt.io.sources import (
+    CombinedSource,
+    SourceVariable,
+    child_groups,
+    open_source,
+    release,
+    source_identity,
+)
+
+__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "open_multi", "source_bytes", "source_files"]
+
+BATCH = 64  # files per summary task
+_MAX_GAP_NOTES = 5
+
+
+def expand_sources(src: Any) -> list[str]:
+    """The files of ``src`` (a glob, a path, or a list of them; local or fsspec URLs), each glob
+    sorted by name; local paths made absolute. ValueError naming a pattern that matches nothing."""
+    items = [src] if isinstance(src, str | os.PathLike) else list(src)
+    if not items:
+        raise ValueError("src: an empty list of sources")
+    out: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        if not any(c in text for c in "*?["):
+            if not loc.exists(text):
+                raise FileNotFoundError(f"src: {text!r} does not exist")
+            out.append(text if loc.is_url(text) else os.path.abspath(loc.local_path(text)))
+            continue
+        if loc.is_url(text) and not text.startswith("file://"):
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(text)
+            found = [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
+        else:
+            found = sorted(os.path.abspath(p) for p in globmod.glob(loc.local_path(text)) if os.path.isfile(p))
+        if not found:
+            raise ValueError(f"src: {text!r} matches no file")
+        out.extend(found)
+    return out
+
+
+class MultiSource(CombinedSource):
+    """Files combined along ``dim`` (see the module docstring). Plain class, not a dataclass, so
+    Dask never walks its fields when it is a task argument.
+
+    files : the files in combined order; starts : each file's first index along ``dim``;
+    schema : the first file's variables ``{name: {dims, dtype, shape, attrs}}``; coord : the
+    combined coordinate values (or None); repacks : ``{variable: Repack}``; identity : a digest of
+    every file's path, size and modification time; notes : gaps and re-expressions."""
+
+    def __init__(self, files: list[str], dim: str, starts: list[int], schema: dict[str, Any], coord: Any,
+                 repacks: dict[str, Repack], identity: str, nbytes: int, notes: list[str]) -> None:
+        self.files, self.dim, self.starts = tuple(files), dim, tuple(starts)
+        self.schema, self.coord, self.repacks = schema, coord, repacks
+        self.identity, self.nbytes, self.notes = identity, nbytes, notes
+        self.length = starts[-1]
+        self.text = f"{len(self.files)} files along {dim!r} ({self.files[0]} … {self.files[-1]})"
+
+    def __repr__(self) -> str:
+        return f"MultiSource({self.text})"
+
+    def variables(self) -> dict[str, SourceVariable]:
+        out = {}
+        for name, e in self.schema.items():
+            dims = tuple(e["dims"])
+            shape = _full_shape(dims, e["shape"], self.dim, self.length)
+            dtype = np.dtype(self.repacks[name].dtype) if name in self.repacks else np.dtype(e["dtype"])
+            out[name] = SourceVariable(shape, dtype, dims)
+        return out
+
+    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+        """The values of ``region`` of ``name``: from the files it covers along ``dim`` (re-expressed
+        for a repacked variable), from the first file for a variable without ``dim``."""
+        dims = tuple(self.schema[name]["dims"])
+        if name == self.dim and self.coord is not None and name not in self.repacks:  # read by the summaries
+            return np.asarray(self.coord[region])
+        if self.dim not in dims:
+            return read_file(self.files[0], name, region, token)
+        axis = dims.index(self.dim)
+        lo, hi = region[axis].start or 0, region[axis].stop
+        hi = self.length if hi is None else hi
+        parts = []
+        first = bisect.bisect_right(self.starts, lo) - 1
+        for i in range(first, len(self.files)):
+            a, b = self.starts[i], self.starts[i + 1]
+            if a >= hi:
+                break
+            sub = list(region)
+            sub[axis] = slice(max(lo, a) - a, min(hi, b) - a)
+            values = read_file(self.files[i], name, tuple(sub), token)
+            if name in self.repacks:
+                values = self.repacks[name].decode(i, values)
+            parts.append(values)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+    def template(self, token: str | None) -> xr.Dataset:
+        """The combined dataset, lazy: the first file's variables without ``dim`` and attributes, each
+        variable along ``dim`` a ``dask.array.empty`` of the combined shape (the coordinate with its
+        values); a repacked variable as its float type without the packing attributes."""
+        import dask.array as da
+
+        first = open_source(self.files[0], token)
+        out = xr.Dataset(attrs=dict(first.attrs))
+        for name, var in first.variables.items():
+            if self.dim not in var.dims:
+                out[name] = var
+                continue
+            sv = self.variables()[str(name)]
+            attrs = dict(var.attrs)
+            if name in self.repacks:
+                attrs = {k: v for k, v in attrs.items() if k not in (*PACKING, "_FillValue", "missing_value")}
+            if name == self.dim and self.coord is not None:
+                data = np.asarray(self.coord, dtype=sv.dtype)
+            else:
+                data = da.empty(sv.shape, dtype=sv.dtype, chunks=sv.shape or ())
+            out[name] = xr.Variable(var.dims, data, attrs)
+        return out.set_coords([c for c in first.coords if c in out.variables])
+
+
+def _full_shape(dims: tuple[str, ...], other: list[int], dim: str, length: int) -> tuple[int, ...]:
+    it = iter(other)
+    return tuple(length if d == dim else next(it) for d in dims)
+
+
+# -- summaries: read by Dask tasks ------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return str(value) if not isinstance(value, str | int | float | bool | list | dict | type(None)) else value
+
+
+def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
+    """``(schema key, schema JSON, length along dim, coordinate values or None, {variable: packing})``
+    of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
+    variables, sizes = file_variables(path, token)
+    if dim not in sizes:
+        raise ValueError(f"src: {path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
+    schema: dict[str, Any] = {}
+    packing: dict[str, tuple] = {}
+    for name, (dims, dtype, shape, all_attrs, read) in variables.items():
+        attrs = {k: x for k, x in all_attrs.items() if k not in PACKING}
+        entry = {"dims": list(dims), "dtype": dtype.str,
+                 "shape": [int(s) for d, s in zip(dims, shape, strict=True) if d != dim],
+                 "attrs": json.loads(json.dumps(attrs, default=_jsonable, sort_keys=True))}
+        values = None
+        if dim not in dims:  # must be the same in every file
+            values = np.ascontiguousarray(read())
+            raw = values.tobytes() if values.dtype.kind != "O" else repr(values.tolist()).encode()
+            entry["values"] = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if any(k in all_attrs for k in PACKING):
+            values = read() if values is None else values
+            fill = all_attrs.get("_FillValue")
+            valid = values[values != fill] if fill is not None else values.ravel()
+            scale, offset = all_attrs.get("scale_factor", 1.0), all_attrs.get("add_offset", 0.0)
+            float_type = np.result_type(np.asarray(scale).dtype, np.asarray(offset).dtype, np.float32).str
+            packing[name] = (decimal(scale), decimal(offset), float_type,
+                             int(valid.min()) if valid.size else None, int(valid.max()) if valid.size else None,
+                             None if fill is None else int(np.asarray(fill).item()))
+        schema[name] = entry
+    key = hashlib.blake2b(json.dumps(schema, sort_keys=True).encode(), digest_size=16).hexdigest()
+    coord = np.asarray(variables[dim][4]()).ravel() if dim in variables else None
+    return key, json.dumps(schema), int(sizes[dim]), coord, packing  # json: the file's variable order
+
+
+def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
+    """The summaries of ``paths``, columnar: each distinct schema once, per file a schema index, a
+    length, its coordinate values (one array for the batch), its packing if any; one digest of
+    the batch's paths, sizes and modification times; its bytes."""
+    keys: list[str] = []
+    schemas: dict[str, str] = {}
+    kind, n, coords, has_coord, packing = [], [], [], [], {}
+    h = hashlib.blake2b(digest_size=16)
+    nbytes = 0
+    try:
+        for i, path in enumerate(paths):
+            key, text, length, coord, packs = _summary(path, dim, token)
+            if key not in schemas:
+                schemas[key] = text
+                keys.append(key)
+            kind.append(keys.index(key))
+            n.append(length)
+            has_coord.append(coord is not None)
+            coords.append(coord if coord is not None else np.zeros(length))
+            if packs:
+                packing[i] = packs
+            h.update(f"{path}\0{source_identity(path)!r}\0".encode())
+            nbytes += loc.total_bytes(path)
+    finally:
+        release(token)
+    return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
+            "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
+            "packing": packing, "identity": h.hexdigest(), "bytes": nbytes}
+
+
+# -- the client: combine and check ------------------------------------------------------------
+
+
+class _Summaries:
+    """Every file's summary, columnar (numpy arrays; schemas and packings by file index)."""
+
+    def __init__(self, batches: list[dict[str, Any]]) -> None:
+        self.schemas: dict[str, str] = {}
+        keys: list[str] = []
+        kinds, packing, h = [], {}, hashlib.blake2b(digest_size=16)
+        base = 0
+        for b in batches:
+            for k in b["keys"]:
+                self.schemas.setdefault(k, b["schemas"][k])
+                if k not in keys:
+                    keys.append(k)
+            kinds.append(np.array([keys.index(k) for k in b["keys"]], np.int32)[b["kind"]])
+            packing.update({base + i: p for i, p in b["packing"].items()})
+            h.update(b["identity"].encode())
+            base += len(b["n"])
+        self.keys, self.packing, self.identity = keys, packing, h.hexdigest()
+        self.kind = np.concatenate(kinds)
+        self.n = np.concatenate([b["n"] for b in batches])
+        self.coords = np.concatenate([b["coords"] for b in batches])
+        self.has_coord = bool(all(b["has_coord"].all() for b in batches))
+        self.offsets = np.concatenate([[0], np.cumsum(self.n)])
+        self.nbytes = sum(b["bytes"] for b in batches)
+
+    def coord(self, i: int) -> np.ndarray:
+        return self.coords[self.offsets[i]:self.offsets[i + 1]]
+
+
+def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> MultiSource:
+    """``src`` (a glob, a path or URL, or a list of them) combined along ``concat_dim``; see the module
+    docstring for the checks (ValueError naming the file and what differs; FileNotFoundError)."""
+    import dask
+
+    from zopt.compat.scheduling import compute
+
+    if not isinstance(concat_dim, str) or not concat_dim:
+        raise ValueError(f"concat_dim: {concat_dim!r} is not a dimension name")
+    files = expand_sources(src)
+    groups = child_groups(files[0])
+    if groups:
+        raise ValueError(f"src: {files[0]} has groups {groups}, which combining files would drop: "
+                         "give files without groups")
+    token = f"summary-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_summarize_batch, pure=False)(files[i:i + BATCH], concat_dim, token)
+             for i in range(0, len(files), BATCH)]
+    try:
+        s = _Summaries(compute(tasks, scheduler, None, token))
+    finally:
+        release(token)
+    first = int(np.flatnonzero(s.kind != 0)[0]) if (s.kind != 0).any() else None
+    if first is not None:
+        a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
+        raise ValueError(f"src: {files[first]} differs from {files[0]}: {_difference(a, b)}")
+    order, notes = _order(files, s, concat_dim)
+    repacks = {}
+    for name in sorted({n for p in s.packing.values() for n in p}):
+        packs = [s.packing.get(int(i), {}).get(name, UNPACKED) for i in order]
+        found = repack(name, [files[i] for i in order], packs)
+        if found is not None:
+            repacks[name] = found
+            notes.append(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
+                         f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
+    coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
+    return MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
+                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes)
+
+
+def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """What differs between two schemas, in words (the first difference)."""
+    if set(a) != set(b):
+        only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        return "; ".join(x for x in (f"variables {only_b} only there" if only_b else "",
+                                     f"variables {only_a} missing there" if only_a else "") if x)
+    for name in a:
+        x, y = a[name], b[name]
+        for key, what in (("dims", "dimensions"), ("dtype", "data type"), ("shape", "sizes on the other dimensions")):
+            if x[key] != y[key]:
+                return f"variable {name!r}: {what} {y[key]} there, {x[key]} here"
+        if x["attrs"] != y["attrs"]:
+            for k in sorted(set(x["attrs"]) | set(y["attrs"])):
+                if x["attrs"].get(k) != y["attrs"].get(k):
+                    what = "fill value" if k in ("_FillValue", "missing_value") else f"attribute {k!r}"
+                    return f"variable {name!r}: {what} {y['attrs'].get(k)!r} there, {x['attrs'].get(k)!r} here"
+        if x.get("values") != y.get("values"):
+            return f"variable {name!r} (without the concat dimension) has other values there"
+    return "the variables differ"
+
+
+def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[str]]:
+    """The files in combined order (by first coordinate value), the coordinate checked; gap notes."""
+    if not s.has_coord:
+        return np.arange(len(files)), [f"no {dim!r} coordinate: files combined in the order given"]
+    steps = np.diff(s.coords)
+    inside = np.ones(steps.shape, bool)  # the steps between two values of one file
+    inside[s.offsets[1:-1][s.offsets[1:-1] > 0] - 1] = False
+    bad = np.flatnonzero(inside & ~(steps > 0))
+    if bad.size:
+        j = int(bad[0])
+        i = int(np.searchsorted(s.offsets, j, side="right") - 1)
+        raise ValueError(f"src: {files[i]}: coordinate {dim!r} is not increasing inside the file "
+                         f"({s.coords[j]!r} then {s.coords[j + 1]!r} at index {j + 1 - s.offsets[i]})")
+    full = np.flatnonzero(s.n > 0)
+    firsts, lasts = s.coords[s.offsets[full]], s.coords[s.offsets[full + 1] - 1]
+    rank = np.argsort(firsts, kind="stable")
+    order, firsts, lasts = full[rank], firsts[rank], lasts[rank]
+    between = firsts[1:] - lasts[:-1]
+    for j in np.flatnonzero(between <= 0)[:1]:
+        a, b = files[order[j]], files[order[j + 1]]
+        raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {firsts[j + 1]!r}, "
+                         f"{a} ends at {lasts[j]!r}")
+    typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)
+    notes = []
+    gaps = np.flatnonzero(between > 1.5 * typical) if typical else np.zeros(0, int)
+    for j in gaps[:_MAX_GAP_NOTES]:
+        notes.append(f"gap along {dim!r}: {files[order[j]]} ends at {lasts[j]!r}, {files[order[j + 1]]} starts at "
+                     f"{firsts[j + 1]!r} (typical step {typical!r})")
+    if len(gaps) > _MAX_GAP_NOTES:
+        notes.append(f"… and {len(gaps) - _MAX_GAP_NOTES} more gaps along {dim!r}")
+    return np.concatenate([order, np.flatnonzero(s.n == 0)]), notes
+
+
+# -- for the job: a source that may be several files ------------------------------------------
+
+
+def source_files(src: Any) -> list[str]:
+    """The files (paths or URLs) a resolved source reads: a ``MultiSource``'s, else ``[src]``."""
+    return list(src.files) if isinstance(src, MultiSource) else [src]
+
+
+def source_bytes(src: Any) -> int:
+    """Bytes of a resolved source (a ``MultiSource``'s files, or a file or store)."""
+    return src.nbytes if isinstance(src, MultiSource) else loc.total_bytes(src)
+
+
+def along_concat_dim(src: MultiSource, source: dict[str, SourceVariable], names: list[str],
+                     notes: list[str]) -> list[str]:
+    """``names`` and every other variable along the concat dimension: the tasks write them all (no
+    single file holds one); the numeric ones not asked for are added (a note), any other is
+    refused naming it (ValueError)."""
+    along = [n for n, v in source.items() if src.dim in v.dims and n not in names]
+    other = [n for n in along if source[n].dtype.kind not in "biufc"]
+    if other:
+        raise ValueError(f"src: variables {other} along {src.dim!r} are not numeric; combining several files "
+                         "writes every variable along the concat dimension through zopt: drop them first")
+    if along:
+        notes.append(f"variables: {along} are along {src.dim!r} and are combined from every file too")
+    return names + along
