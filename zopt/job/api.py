@@ -24,6 +24,7 @@ from typing import Any
 
 import zarr
 
+from zopt.compat.icechunk_compat import is_icechunk
 from zopt.io import locations as loc
 from zopt.io.paths import (
     check_no_overlap,
@@ -223,8 +224,10 @@ class _Prepared:
 def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
     src = os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))
-    store, path = destination(job.dst)
     notes: list[str] = []
+    if is_icechunk(job.dst):
+        return src, _icechunk_target(job, src, notes), notes
+    store, path = destination(job.dst)
     if store is None:
         dst = resolve(path)
         if not loc.is_url(src):
@@ -242,6 +245,17 @@ def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str
     return src, StoreTarget(store), notes
 
 
+def _icechunk_target(job: RecompressJob, src: str, notes: list[str]) -> StoreTarget:
+    from zopt.job.icechunk_target import IcechunkTarget
+
+    target = IcechunkTarget(job.dst, job.overwrite)
+    target.src_text = src
+    if job.layout == "fixed-slot":
+        notes.append(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
+                     "has none, so each shard was assembled packed inside one task and written with one put")
+    return target
+
+
 def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
     return "compact" if isinstance(target, StoreTarget) else job.layout
 
@@ -253,7 +267,7 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
         from zopt.planning.plan import Plan
 
         plan = Plan.load(plan)
-    store = target.store if isinstance(target, StoreTarget) else None
+    store = (target.store or target.text) if isinstance(target, StoreTarget) else None
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
                   children=children_to_copy(src, store, plan))
@@ -352,6 +366,7 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
     partial = target.root
     try:
         target.start(fresh=p.record is None)
+        partial = target.root  # an Icechunk target's session exists once started
         if p.record is None:
             create_target(p.spec, partial)
             if target.journal is not None:
@@ -361,8 +376,13 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
                 raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
-        tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
-        graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress, token=p.job_id)
+        if hasattr(target, "run"):  # Icechunk: waves of forked sessions, each committed (zopt.job.icechunk_target)
+            graph_seconds = target.run(p.work, src, job.decision_used, p.job_id, p.lossy_vars, p.reports,
+                                       job.scheduler, job.progress)
+        else:
+            tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
+            graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress,
+                                       token=p.job_id)
         target.after_writes()
         return graph_seconds + _write_children(job, p, partial, notes)
     except BaseException as exc:
@@ -390,7 +410,7 @@ def _publish(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
     """Consolidate, run ``before_publish`` over every array written, then publish atomically."""
     partial = target.root
     try:
-        if not p.root_meta:
+        if not p.root_meta and getattr(target, "consolidates", True):
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
@@ -399,10 +419,10 @@ def _publish(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
         raise
     if job.before_publish is not None:
         try:
-            job.before_publish(partial, list(p.reports))
+            job.before_publish(getattr(target, "root_text", partial), list(p.reports))
         except BaseException as exc:
             exc.add_note("before_publish refused the written store; it is kept in "
-                         f"{target.text if isinstance(target, StoreTarget) else partial}")
+                         f"{getattr(target, 'root_text', target.text) if isinstance(target, StoreTarget) else partial}")
             raise
     try:
         target.publish()
