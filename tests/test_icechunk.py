@@ -90,7 +90,7 @@ def test_cli_recompress_verify_and_info_on_a_branch(source, repo_path):
     assert out.exit_code == 0 and "t" in out.output, out.output
     out = runner.invoke(main, ["info", url])
     assert out.exit_code == 0, out.output
-    assert "packed" in out.output and "2/8" in out.output  # t: 2 shards of 4 inner chunks... of 8
+    assert "compact" in out.output and "8/8" in out.output  # t: 2 packed shards holding its 8 inner chunks
 
 
 def test_a_missing_repository_or_branch_is_one_line_and_nothing_is_created(source, tmp_path, repo_path):

@@ -318,16 +318,23 @@ def presets_command(as_json) -> None:
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store")
 @click.argument("arrays", nargs=-1)
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
               help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
 @click.option("--check", is_flag=True, help="Also decode every stored chunk (checksums, codecs); a corrupt one is named.")
 def info(store, arrays, png, check) -> None:
-    """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
+    """Show per array of a local Zarr store or an Icechunk repository (icechunk://PATH[@BRANCH]):
+    shard layout, slots, masks, stored vs logical bytes."""
+    from zopt.compat.icechunk_compat import is_icechunk
     from zopt.readback.info import arrays_in, store_info
 
-    if not os.path.isdir(store):
+    if is_icechunk(store):
+        if png:
+            raise click.UsageError("--png draws a local store's chunk files; for an Icechunk repository use info without it")
+    elif not os.path.exists(store):
+        raise click.BadParameter(f"Path {store!r} does not exist.", param_hint="'STORE'")
+    elif not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
     infos = store_info(store, arrays or None, check=check)

@@ -107,9 +107,11 @@ def open_ref(dst: Any, what: str = "dst") -> IcechunkRef:
     if not isinstance(dst, str):
         return IcechunkRef(dst, "main", None, f"{_repo_text(dst)}@main")
     scheme, location, ref = parse_url(dst)
-    storage = _storage(scheme, location)
     repo_text = f"{scheme}{location}"
-    if not ic.Repository.exists(storage):
+    # icechunk 1.1 makes the directory of a local storage it is asked about: not there, not asked
+    missing = scheme == "icechunk://" and not os.path.isdir(os.path.expanduser(location))
+    storage = None if missing else _storage(scheme, location)
+    if missing or not ic.Repository.exists(storage):
         raise RepositoryNotFoundError(f"{what}: no Icechunk repository at {repo_text}; create one first "
                                       "(icechunk.Repository.create), zopt does not")
     repo = ic.Repository.open(storage)
