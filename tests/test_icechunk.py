@@ -280,3 +280,14 @@ def test_parse_url_forms():
         with pytest.raises(ValueError, match="icechunk://PATH"):
             icc.parse_url(bad)
     assert json.dumps(icc.SCHEMES)
+
+
+def test_child_groups_and_a_snapshot_destination_are_refused_before_anything_is_written(source, repo_path):
+    src, _, _ = source
+    zarr.open_group(src, mode="a").create_group("sub").create_array("w", shape=(4,), dtype="i2")
+    with pytest.raises(ValueError, match=r"child groups \['sub'\]"):
+        recompress(src, f"icechunk://{repo_path}")
+    with pytest.raises(ValueError, match="names a snapshot"):
+        recompress(src, f"icechunk://{repo_path}@snapshot:1CECHNKREP0F1RSTCMT0")
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    assert repo.list_branches() == {"main"} and len(list(repo.ancestry(branch="main"))) == 1
