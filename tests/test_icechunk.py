@@ -291,3 +291,14 @@ def test_child_groups_and_a_snapshot_destination_are_refused_before_anything_is_
         recompress(src, f"icechunk://{repo_path}@snapshot:1CECHNKREP0F1RSTCMT0")
     repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
     assert repo.list_branches() == {"main"} and len(list(repo.ancestry(branch="main"))) == 1
+
+
+def test_cli_dry_run_writes_nothing_and_vs_default_is_refused(source, repo_path):
+    src, _, _ = source
+    runner = CliRunner()
+    out = runner.invoke(main, ["recompress", src, f"icechunk://{repo_path}", "--dry-run", "--chunks", "y=10"])
+    assert out.exit_code == 0 and "t" in out.output, out.output
+    out = runner.invoke(main, ["recompress", src, f"icechunk://{repo_path}", "--vs-default", "--no-progress"])
+    assert out.exit_code == 2 and "--vs-default" in out.output
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    assert repo.list_branches() == {"main"} and len(list(repo.ancestry(branch="main"))) == 1

@@ -224,7 +224,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
-    packed shards (no positional writes there, so no fixed slots). With --in-place and no DST,
+    packed shards (no positional writes there, so no fixed slots), or a branch of an Icechunk
+    repository (icechunk://PATH[@BRANCH], icechunk+s3://BUCKET/PREFIX[@BRANCH]; docs/icechunk.md),
+    written in one commit. With --in-place and no DST,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
@@ -255,6 +257,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             raise click.BadParameter(str(exc), param_hint="--preset") from exc
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
+    if vs_default and dst.startswith(("icechunk://", "icechunk+")):
+        raise click.UsageError("--vs-default reads a DST store's shards by path; not an Icechunk repository "
+                               "(compare with a local DST, or run zopt info on the repository).")
     verified: list = []
     check = None
     if verify_first:
