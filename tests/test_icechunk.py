@@ -23,6 +23,7 @@ from zopt import recompress, verify
 from zopt.cli.commands import main
 from zopt.compat import icechunk_compat as icc
 from zopt.job import icechunk_target
+from zopt.store.journal import ResumeMismatchError
 
 ic = pytest.importorskip("icechunk")
 V2 = icc.version() >= (2, 0)
@@ -254,6 +255,7 @@ def test_a_worker_killed_mid_job_on_a_local_cluster(source, repo_path, monkeypat
         while time.monotonic() < deadline and "zopt-work-main" not in repo.list_branches():
             time.sleep(0.01)
         time.sleep(0.3)  # mid-wave
+        assert repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0"  # not published yet
         os.kill(sorted(pids.values())[0], signal.SIGKILL)
         job.join(120)
         report = outcome["report"]
@@ -302,3 +304,31 @@ def test_cli_dry_run_writes_nothing_and_vs_default_is_refused(source, repo_path)
     assert out.exit_code == 2 and "--vs-default" in out.output
     repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
     assert repo.list_branches() == {"main"} and len(list(repo.ancestry(branch="main"))) == 1
+
+
+def test_an_interrupted_job_resumes_and_a_moved_base_is_refused(source, repo_path, monkeypatch):
+    src, t, _ = source
+    url = f"icechunk://{repo_path}"
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    monkeypatch.setattr(icechunk_target, "WAVE_UNITS", 3)
+
+    def interrupted(partial, names):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as e:
+        recompress(src, url, chunks="y=10", shards="y=20", before_publish=interrupted)
+    assert f"it is kept in icechunk://{repo_path}@snapshot:" in " ".join(e.value.__notes__)
+    assert repo.list_branches() == {"main", "zopt-work-main"} and repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0"
+    report = recompress(src, url, chunks="y=10", shards="y=20")  # every unit done: only published
+    assert any("resumed the interrupted job" in n for n in report.notes)
+    assert sum(a.units_resumed for a in report.arrays) == 8 and sum(a.chunks_written for a in report.arrays) == 16
+    assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+
+    with pytest.raises(KeyboardInterrupt):
+        recompress(src, url, overwrite=True, chunks="y=10", shards="y=40", before_publish=interrupted)
+    s = repo.writable_session("main")
+    zarr.open_group(s.store, mode="a").attrs["edited"] = True
+    s.commit("someone edits main")
+    with pytest.raises(ResumeMismatchError, match=r"branch 'main' of icechunk://.* moved since the interrupted job"):
+        recompress(src, url, overwrite=True, chunks="y=10", shards="y=40")
+    assert _main(repo).attrs["edited"] is True and "zopt-work-main" in repo.list_branches()

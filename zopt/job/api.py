@@ -435,7 +435,8 @@ def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, part
     """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
     journal = target.journal
     if journal is not None and keeps_partial(exc) and journal.read() is not None:
-        exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
+        exc.add_note(f"the finished shards are kept in {getattr(target, 'kept_text', partial)}: "
+                     "run the same command again to resume")
     else:
         target.discard()
 

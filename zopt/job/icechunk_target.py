@@ -77,6 +77,11 @@ class IcechunkTarget(StoreTarget):
         repo_text = self.text.rpartition("@")[0]
         return f"{repo_text}@snapshot:{self.snapshot}" if self.snapshot else self.text
 
+    @property
+    def kept_text(self) -> str:
+        """Where an interrupted job's work is kept, for its error note."""
+        return f"branch {self.work_branch!r} of {self.text.rpartition('@')[0]}"
+
     def start(self, fresh: bool) -> None:
         """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is."""
         if fresh:
