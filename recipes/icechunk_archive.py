@@ -1,4 +1,4 @@
-"""An archive of 240 monthly netCDF files (120 with ``--small``), one of them packed differently, into one Icechunk commit.
+"""An archive of 240 monthly netCDF files (200 with ``--small``), one of them packed differently, into one Icechunk commit.
 
 Data: 20 years of monthly air temperature over North America (A1B scenario) from
 ``iris-sample-data``, split into one CF-packed int16 netCDF file per month (``scale_factor`` 0.01,
@@ -52,7 +52,7 @@ def split_into_monthly_files(ds: xr.Dataset, folder: Path, odd: int) -> list[Pat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="10 years (120 files) instead of 20 (for CI)")
+    parser.add_argument("--small", action="store_true", help="200 months (200 files) instead of 240 (for CI)")
     parser.add_argument("--out", default="recipe-out", help="directory for the files and the repository (replaced)")
     args = parser.parse_args()
     out = Path(args.out)
@@ -61,7 +61,7 @@ def main() -> None:
 
     ds = xr.open_dataset(os.path.join(iris_sample_data.path, "A1B_north_america.nc"))[[VAR]].load()
     if args.small:
-        ds = ds.isel(time=slice(0, 120))
+        ds = ds.isel(time=slice(0, 200))
     odd = 100
     files = split_into_monthly_files(ds, out / "monthly", odd)
     assert xr.open_dataset(files[odd], mask_and_scale=False)[VAR].attrs["scale_factor"] == 0.02

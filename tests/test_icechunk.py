@@ -332,3 +332,14 @@ def test_an_interrupted_job_resumes_and_a_moved_base_is_refused(source, repo_pat
     with pytest.raises(ResumeMismatchError, match=r"branch 'main' of icechunk://.* moved since the interrupted job"):
         recompress(src, url, overwrite=True, chunks="y=10", shards="y=40")
     assert _main(repo).attrs["edited"] is True and "zopt-work-main" in repo.list_branches()
+
+
+def test_a_repository_object_is_a_destination_and_a_verify_target(source, repo_path):
+    src, t, _ = source
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    report = recompress(src, repo, chunks="y=10", shards="y=40", scheduler="processes")
+    assert report.dst.endswith("@main") and _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+    check = verify(src, repo)
+    assert check.ok and check.dst == report.dst
+    snap = repo.lookup_branch("main")
+    assert verify(src, f"icechunk://{repo_path}@snapshot:{snap}").ok
