@@ -343,3 +343,27 @@ def test_a_repository_object_is_a_destination_and_a_verify_target(source, repo_p
     assert check.ok and check.dst == report.dst
     snap = repo.lookup_branch("main")
     assert verify(src, f"icechunk://{repo_path}@snapshot:{snap}").ok
+
+
+def test_one_progress_bar_over_every_wave(source, repo_path, monkeypatch):
+    src, _, _ = source
+    monkeypatch.setattr(icechunk_target, "WAVE_UNITS", 3)
+    bars = []
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.entered, self.watched = total, 0, []
+            bars.append(self)
+
+        def __enter__(self):
+            self.entered += 1
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def watch_keys(self, keys):
+            self.watched.append(len(keys))
+
+    recompress(src, f"icechunk://{repo_path}", chunks="y=10", shards="y=20", progress=Bar)
+    assert [(b.total, b.entered) for b in bars] == [(8, 1)] and bars[0].watched == [3, 3, 2]

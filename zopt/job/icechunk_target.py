@@ -24,6 +24,7 @@ falls back to that, with a note, as for ``StoreTarget``). Consolidated metadata 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -144,12 +145,27 @@ class IcechunkTarget(StoreTarget):
     def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
         """Write every pending unit of ``work`` in waves of ``WAVE_UNITS`` (each merged and committed),
-        the last one marked complete. Returns the graph seconds."""
+        the last one marked complete; one progress bar (``progress(n_units)``) over all waves.
+        Returns the graph seconds."""
+        units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
+        bar = progress(len(units)) if progress is not None and units else None
+        with bar if bar is not None else contextlib.nullcontext():
+            seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        if not units and not self.record["complete"] and icc.version() >= (2, 0):
+            self.record["complete"] = True  # resumed after its last wave: the commit message says so
+            self._commit()
+        self.snapshot = self.repo.lookup_branch(self.work_branch)
+        for name, rep in reports.items():
+            rep.stored_after, rep.allocated_after = self.stored_sizes(name)
+        self.session = None  # --verify and publish read the committed snapshot
+        return seconds
+
+    def _waves(self, units: list, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
+               reports: dict[str, ArrayReport], scheduler: str | None, bar: Any) -> float:
         import time
 
         import dask
 
-        units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
         seconds = 0.0
         for start in range(0, len(units), WAVE_UNITS):
             wave = units[start:start + WAVE_UNITS]
@@ -158,7 +174,7 @@ class IcechunkTarget(StoreTarget):
                 _unit_job(work, name, coords, src, decision, job, lossy), fork, coords,
                 dask_key_name=unit_key("ice", name, coords, job)) for name, coords in wave]
             t0 = time.perf_counter()
-            results = compute(tasks, scheduler, progress, job)
+            results = compute(tasks, scheduler, None if bar is None else lambda n: _WaveBar(bar), job)
             seconds += time.perf_counter() - t0
             self.session.merge(*(f for _, _, f in results))
             for (name, coords), (masks, n, _) in zip(wave, results, strict=True):
@@ -168,14 +184,28 @@ class IcechunkTarget(StoreTarget):
                     {str(k): v for k, v in masks.items()}, n]
             self.record["complete"] = start + WAVE_UNITS >= len(units)  # the last wave's commit is the job's
             self._commit()
-        if not units and not self.record["complete"] and icc.version() >= (2, 0):
-            self.record["complete"] = True  # resumed after its last wave: the commit message says so
-            self._commit()
-        self.snapshot = self.repo.lookup_branch(self.work_branch)
-        for name, rep in reports.items():
-            rep.stored_after, rep.allocated_after = self.stored_sizes(name)
-        self.session = None  # --verify and publish read the committed snapshot
         return seconds
+
+
+class _WaveBar:
+    """The job's one progress bar as each wave's ``compute`` sees it: entered and left once, by ``run``."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    def __enter__(self) -> _WaveBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def watch_keys(self, keys: frozenset[str]) -> None:
+        if hasattr(self.bar, "watch_keys"):
+            self.bar.watch_keys(keys)
+
+    def advance(self, n: int = 1) -> None:
+        if hasattr(self.bar, "advance"):
+            self.bar.advance(n)
 
 
 def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: Any, job: str,
@@ -195,7 +225,7 @@ def _write_unit(unit: tuple, fork: Any, coords: tuple[int, ...]) -> tuple[collec
         masks, n = write_packed_shard(dataclasses.replace(unit[1], store=mine.store), coords)
     else:
         _, src, name, region, decision, plan, job, lossy = unit
-        masks, n = write_region(src, name, mine.store, region, decision, plan, None, lossy=lossy)
+        masks, n = write_region(src, name, mine.store, region, decision, plan, job, lossy=lossy)
     return masks, n, mine
 
 
