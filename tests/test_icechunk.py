@@ -367,3 +367,23 @@ def test_one_progress_bar_over_every_wave(source, repo_path, monkeypatch):
 
     recompress(src, f"icechunk://{repo_path}", chunks="y=10", shards="y=20", progress=Bar)
     assert [(b.total, b.entered) for b in bars] == [(8, 1)] and bars[0].watched == [3, 3, 2]
+
+
+def test_verify_before_publish_reads_the_job_commit_and_a_difference_publishes_nothing(source, repo_path, tmp_path):
+    from zopt.readback.verify import VerifyError, before_publish_check
+
+    src, t, u = source
+    other = tmp_path / "other.zarr"
+    g = zarr.open_group(other, mode="w", attributes={"title": "test"})
+    g.create_array("t", shape=t.shape, chunks=(10, 40), dtype="f4", dimension_names=("y", "x"),
+                   attributes={"units": "K"})[:] = t + 1
+    g.create_array("u", shape=u.shape, chunks=(10,), dtype="i2", dimension_names=("y",))[:] = u
+    url = f"icechunk://{repo_path}"
+    with pytest.raises(VerifyError, match=r"\bt\b") as e:
+        recompress(src, url, chunks="y=10", before_publish=before_publish_check(other, url))
+    assert f"icechunk://{repo_path}@snapshot:" in str(e.value)  # what was compared: the job's commit
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    assert repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0" and "zopt-work-main" in repo.list_branches()
+    done: list = []
+    recompress(src, url, chunks="y=10", before_publish=before_publish_check(src, url, done=done))
+    assert done[0].ok and _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
