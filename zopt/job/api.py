@@ -104,7 +104,12 @@ def recompress(
         rename: it is written in place (cleared first, and again on failure), and a
         ``fixed-slot`` layout falls back to packed shards assembled inside one task each, which
         ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
-        threaded or synchronous scheduler with it.
+        threaded or synchronous scheduler with it. Or a branch of an Icechunk repository:
+        ``icechunk://PATH[@BRANCH]``, ``icechunk+s3://BUCKET/PREFIX[@BRANCH]`` or an
+        ``icechunk.Repository`` (its ``main``), written on a work branch in one commit and
+        published by moving the branch (``zopt.job.icechunk_target``, docs/icechunk.md);
+        ``zopt.compat.icechunk_compat.RepositoryNotFoundError`` for a missing repository or
+        branch, ``BranchMovedError`` if the branch moved during the job.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
         ``sharding_indexed`` when sharded. Default: ``zopt.planning.menu.default_chain`` of each
         variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
