@@ -387,3 +387,15 @@ def test_verify_before_publish_reads_the_job_commit_and_a_difference_publishes_n
     done: list = []
     recompress(src, url, chunks="y=10", before_publish=before_publish_check(src, url, done=done))
     assert done[0].ok and _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+
+
+def test_a_work_branch_left_by_a_published_job_is_not_resumed(source, repo_path):
+    src, t, _ = source
+    url = f"icechunk://{repo_path}"
+    recompress(src, url, chunks="y=10")
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    published = repo.lookup_branch("main")
+    repo.create_branch("zopt-work-main", published)  # as if killed between the branch move and the cleanup
+    report = recompress(src, url, chunks="y=10", shards="y=40", overwrite=True)
+    assert not any("resumed" in n for n in report.notes) and repo.list_branches() == {"main"}
+    assert _main(repo)["t"].shards == (40, 40) and _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()

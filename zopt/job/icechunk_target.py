@@ -240,6 +240,8 @@ class _CommitJournal:
         if t.work_branch not in t.repo.list_branches():
             return None
         tip = t.repo.lookup_branch(t.work_branch)
+        if tip == t.base:  # a job published, then killed before removing its work branch: nothing to resume
+            return None
         record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
         if not isinstance(record, dict) or record.get("format") != _FORMAT:
             return None
