@@ -399,3 +399,15 @@ def test_a_work_branch_left_by_a_published_job_is_not_resumed(source, repo_path)
     report = recompress(src, url, chunks="y=10", shards="y=40", overwrite=True)
     assert not any("resumed" in n for n in report.notes) and repo.list_branches() == {"main"}
     assert _main(repo)["t"].shards == (40, 40) and _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+
+
+def test_the_cli_shows_no_icechunk_storage_warnings(source, repo_path):
+    src, _, _ = source
+    env = {k: v for k, v in os.environ.items() if k != "ICECHUNK_LOG"}
+    env["PYTHONPATH"] = os.getcwd()
+    for args in (["recompress", src, f"icechunk://{repo_path}", "--chunks", "y=10", "--no-progress"],
+                 ["info", f"icechunk://{repo_path}"], ["verify", src, f"icechunk://{repo_path}", "--no-progress"]):
+        out = subprocess.run([sys.executable, "-c", "from zopt.cli import main; main()", *args], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "WARN" not in out.stdout + out.stderr, args

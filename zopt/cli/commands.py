@@ -257,9 +257,13 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             raise click.BadParameter(str(exc), param_hint="--preset") from exc
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
-    if vs_default and dst.startswith(("icechunk://", "icechunk+")):
-        raise click.UsageError("--vs-default reads a DST store's shards by path; not an Icechunk repository "
-                               "(compare with a local DST, or run zopt info on the repository).")
+    if dst.startswith(("icechunk://", "icechunk+")):
+        if vs_default:
+            raise click.UsageError("--vs-default reads a DST store's shards by path; not an Icechunk repository "
+                                   "(compare with a local DST, or run zopt info on the repository).")
+        from zopt.compat.icechunk_compat import quiet_logs
+
+        quiet_logs(dst)
     verified: list = []
     check = None
     if verify_first:
@@ -331,10 +335,11 @@ def presets_command(as_json) -> None:
 def info(store, arrays, png, check) -> None:
     """Show per array of a local Zarr store or an Icechunk repository (icechunk://PATH[@BRANCH]):
     shard layout, slots, masks, stored vs logical bytes."""
-    from zopt.compat.icechunk_compat import is_icechunk
+    from zopt.compat.icechunk_compat import is_icechunk, quiet_logs
     from zopt.readback.info import arrays_in, store_info
 
     if is_icechunk(store):
+        quiet_logs(store)
         if png:
             raise click.UsageError("--png draws a local store's chunk files; for an Icechunk repository use info without it")
     elif not os.path.exists(store):

@@ -54,6 +54,9 @@ def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
     from zopt.job.progress import RichProgress
     from zopt.readback.verify import verify as run
 
+    from zopt.compat.icechunk_compat import quiet_logs
+
+    quiet_logs(src, dst)
     try:
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
                      progress=None if no_progress else RichProgress)

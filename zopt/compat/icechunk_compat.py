@@ -30,7 +30,7 @@ from zopt.errors import ZoptError
 
 __all__ = [
     "BranchMovedError", "IcechunkRef", "RepositoryNotFoundError", "commit_wave", "fresh_fork", "is_icechunk",
-    "is_icechunk_url", "lookup_branch", "open_ref", "parse_url", "readonly_store", "require", "version",
+    "is_icechunk_url", "lookup_branch", "open_ref", "parse_url", "quiet_logs", "readonly_store", "require", "version",
 ]
 
 SCHEMES = ("icechunk://", "icechunk+s3://")
@@ -51,6 +51,14 @@ def require() -> Any:
     except ImportError as exc:  # pragma: no cover - the test extra installs it
         raise ImportError("an icechunk:// destination needs the icechunk package: pip install 'zopt[icechunk]'") from exc
     return icechunk
+
+
+def quiet_logs(*locations: Any) -> None:
+    """For the command line: icechunk's own log shown from errors up when one of ``locations`` is an
+    Icechunk repository, unless ``ICECHUNK_LOG`` says otherwise. (A local repository warns that its
+    storage is unsafe for concurrent commits; a zopt job commits from its client only.)"""
+    if any(is_icechunk_url(x) for x in locations) and "ICECHUNK_LOG" not in os.environ:
+        require().set_logs_filter("error")
 
 
 def version() -> tuple[int, ...]:
