@@ -50,11 +50,10 @@ def verify(src, dst, arrays, variables, scheduler, no_progress) -> None:
     Chunking and codecs are not compared. ARRAY: GROUP/NAME inside child groups.
     Exits 1 on any difference."""
     from zopt.cli.tables import console
+    from zopt.compat.icechunk_compat import quiet_logs
     from zopt.errors import ZoptError
     from zopt.job.progress import RichProgress
     from zopt.readback.verify import verify as run
-
-    from zopt.compat.icechunk_compat import quiet_logs
 
     quiet_logs(src, dst)
     try:
