@@ -70,3 +70,13 @@ def test_ml_low_precision(tmp_path):
     pytest.importorskip("sklearn")
     out = run("ml_low_precision.py", tmp_path)
     assert "int4" in out and (tmp_path / "weights.zarr" / "int4" / "layer0" / "zarr.json").exists()
+
+
+def test_icechunk_archive(tmp_path):
+    pytest.importorskip("icechunk")
+    out = run("icechunk_archive.py", tmp_path)
+    assert "200 files → icechunk://" in out and "verified bit for bit" in out
+    assert "every month equals its own file decoded" in out
+    log = [line for line in out.split("commit log of main:")[1].splitlines() if line.startswith("  ")]
+    assert "zopt recompress" in log[0] and "[zopt:" in log[0] and "Repository initialized" in log[-1]
+    assert len(list((tmp_path / "monthly").glob("air_*.nc"))) == 200

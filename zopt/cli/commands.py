@@ -244,7 +244,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
-    packed shards (no positional writes there, so no fixed slots). With --in-place and no DST,
+    packed shards (no positional writes there, so no fixed slots), or a branch of an Icechunk
+    repository (icechunk://PATH[@BRANCH], icechunk+s3://BUCKET/PREFIX[@BRANCH]; docs/icechunk.md),
+    written in one commit. With --in-place and no DST,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
@@ -281,6 +283,13 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                                "published by one rename and needs none.")
     if dst is None:
         raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
+    if dst.startswith(("icechunk://", "icechunk+")):
+        if vs_default:
+            raise click.UsageError("--vs-default reads a DST store's shards by path; not an Icechunk repository "
+                                   "(compare with a local DST, or run zopt info on the repository).")
+        from zopt.compat.icechunk_compat import quiet_logs
+
+        quiet_logs(dst)
     verified: list = []
     check = None
     if verify_first:
@@ -358,16 +367,24 @@ def presets_command(as_json) -> None:
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True))
+@click.argument("store")
 @click.argument("arrays", nargs=-1)
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
               help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
 @click.option("--check", is_flag=True, help="Also decode every stored chunk (checksums, codecs); a corrupt one is named.")
 def info(store, arrays, png, check) -> None:
-    """Show per array of a local Zarr store: shard layout, slots, masks, stored vs logical bytes."""
+    """Show per array of a local Zarr store or an Icechunk repository (icechunk://PATH[@BRANCH]):
+    shard layout, slots, masks, stored vs logical bytes."""
+    from zopt.compat.icechunk_compat import is_icechunk, quiet_logs
     from zopt.readback.info import arrays_in, store_info
 
-    if not os.path.isdir(store):
+    if is_icechunk(store):
+        quiet_logs(store)
+        if png:
+            raise click.UsageError("--png draws a local store's chunk files; for an Icechunk repository use info without it")
+    elif not os.path.exists(store):
+        raise click.BadParameter(f"Path {store!r} does not exist.", param_hint="'STORE'")
+    elif not os.path.isdir(store):
         raise click.ClickException(f"{store!r} is a file, not a Zarr store: info shows how a Zarr store's arrays are "
                                    "chunked, sharded and compressed (zopt analyze and plan read netCDF files too)")
     from zopt.io.unfinished import describe_unfinished, read_unfinished

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from zopt.compat.icechunk_compat import is_icechunk
 from zopt.io import locations as loc
 from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_bytes, source_files
 from zopt.io.paths import (
@@ -117,7 +118,12 @@ def recompress(
         rename: it is written in place (cleared first, and again on failure), and a
         ``fixed-slot`` layout falls back to packed shards assembled inside one task each, which
         ``RecompressReport.notes`` says. A ``MemoryStore`` is shared by threads only: use the
-        threaded or synchronous scheduler with it.
+        threaded or synchronous scheduler with it. Or a branch of an Icechunk repository:
+        ``icechunk://PATH[@BRANCH]``, ``icechunk+s3://BUCKET/PREFIX[@BRANCH]`` or an
+        ``icechunk.Repository`` (its ``main``), written on a work branch in one commit and
+        published by moving the branch (``zopt.job.icechunk_target``, docs/icechunk.md);
+        ``zopt.compat.icechunk_compat.RepositoryNotFoundError`` for a missing repository or
+        branch, ``BranchMovedError`` if the branch moved during the job.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
         ``sharding_indexed`` when sharded. Default: ``zopt.planning.menu.default_chain`` of each
         variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
@@ -256,6 +262,8 @@ class _Prepared:
 def _parse(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
     src, notes = _source(job)
+    if is_icechunk(job.dst):
+        return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
     store, path = destination(job.dst)
     if store is None:
         dst = resolve(path)
@@ -282,6 +290,15 @@ def _source(job: RecompressJob) -> tuple[Any, list[str]]:
         return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
     multi = open_multi(job.src, job.concat_dim, job.scheduler)
     return multi, [f"src: {multi.text}", *multi.notes]
+def _icechunk_target(job: RecompressJob, src: str, notes: list[str]) -> StoreTarget:
+    from zopt.job.icechunk_target import IcechunkTarget
+
+    target = IcechunkTarget(job.dst, job.overwrite)
+    target.src_text = src
+    if job.layout == "fixed-slot":
+        notes.append(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
+                     "has none, so each shard was assembled packed inside one task and written with one put")
+    return target
 
 
 def _layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
@@ -295,7 +312,7 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
         from zopt.planning.plan import Plan
 
         plan = Plan.load(plan)
-    store = target.store if isinstance(target, StoreTarget) else None
+    store = (target.store or target.text) if isinstance(target, StoreTarget) else None
     skipped = [] if isinstance(src, MultiSource) or not is_zarr(src) else check_store(src, job.skip_broken)
     if skipped:
         notes.append(f"skipped arrays with broken metadata: {skipped}")
@@ -413,6 +430,7 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
     partial = target.root
     try:
         target.start(fresh=p.record is None)
+        partial = target.root  # an Icechunk target's session exists once started
         if p.record is None:
             create_target(p.spec, partial)
             if target.journal is not None:
@@ -424,8 +442,13 @@ def _write(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget, 
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
                 raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
-        tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
-        graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress, token=p.job_id)
+        if hasattr(target, "run"):  # Icechunk: waves of forked sessions, each committed (zopt.job.icechunk_target)
+            graph_seconds = target.run(p.work, src, job.decision_used, p.job_id, p.lossy_vars, p.reports,
+                                       job.scheduler, job.progress)
+        else:
+            tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
+            graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress,
+                                       token=p.job_id)
         target.after_writes()
         return graph_seconds + _write_children(job, p, partial, notes)
     except BaseException as exc:
@@ -453,7 +476,7 @@ def _publish(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
     """Consolidate, run ``before_publish`` over every array written, then publish atomically."""
     partial = target.root
     try:
-        if not p.root_meta:
+        if not p.root_meta and getattr(target, "consolidates", True):
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
@@ -462,10 +485,10 @@ def _publish(job: RecompressJob, p: _Prepared, target: LocalTarget | StoreTarget
         raise
     if job.before_publish is not None:
         try:
-            job.before_publish(partial, list(p.reports))
+            job.before_publish(getattr(target, "root_text", partial), list(p.reports))
         except BaseException as exc:
             exc.add_note("before_publish refused the written store; it is kept in "
-                         f"{target.text if isinstance(target, StoreTarget) else partial}")
+                         f"{getattr(target, 'root_text', target.text) if isinstance(target, StoreTarget) else partial}")
             raise
     try:
         target.publish()
@@ -478,7 +501,8 @@ def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, part
     """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
     journal = target.journal
     if journal is not None and keeps_partial(exc) and journal.read() is not None:
-        exc.add_note(f"the finished shards are kept in {partial}: run the same command again to resume")
+        exc.add_note(f"the finished shards are kept in {getattr(target, 'kept_text', partial)}: "
+                     "run the same command again to resume")
     else:
         target.discard()
 

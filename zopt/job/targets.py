@@ -285,6 +285,9 @@ def check_no_url_overlap(src: str, store: Any) -> None:
                            "choose a DST outside SRC")
 
 
+_METADATA_DOCS = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+
+
 def copy_array_files(source_dir: str, target: Any, name: str) -> None:
     """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
     if isinstance(target, str | os.PathLike) and not loc.is_url(source_dir):
@@ -293,7 +296,8 @@ def copy_array_files(source_dir: str, target: Any, name: str) -> None:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    for rel, _ in loc.files(source_dir):
+    # metadata documents first: Icechunk takes a chunk key only once its array exists
+    for rel, _ in sorted(loc.files(source_dir), key=lambda f: (f[0].rsplit("/", 1)[-1] not in _METADATA_DOCS, f[0])):
         if name == "" and rel.split("/")[0] == JOURNAL_DIR:
             continue
         data = loc.read_bytes(loc.join(source_dir, rel))

@@ -1,4 +1,4 @@
-"""``zopt info``: what a local Zarr v3 store's arrays look like on disk.
+"""``zopt info``: what a local Zarr v3 store's arrays look like on disk (or in an Icechunk repository).
 
 Per array: shard layout (``fixed-slot``, ``compact``, ``mixed``, ``unsharded``; see
 ``zopt.store.shards``), slot size, how full the slots of the stored inner chunks are, the histogram
@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,7 @@ from zopt.store.shards import (
     allocated_bytes,
     classify,
     layout_of,
-    read_index,
-    read_shard,
+    shard_table,
 )
 
 __all__ = ["ArrayInfo", "arrays_in", "chunk_files", "chunk_grids", "inner_chunk_shape", "store_info"]
@@ -67,7 +66,41 @@ class ArrayInfo:
     temp_files: int = 0
 
 
-def _temp_files(store: str | os.PathLike, array: zarr.Array) -> int:
+def _stored(store: Any, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
+    """``(coords, key, size, allocated bytes, read)`` of every stored chunk (shard) of ``array``:
+    the files of a local store, or the keys of a zarr Store (an Icechunk snapshot; allocated = size)."""
+    if isinstance(store, str | os.PathLike):
+        for coords, path in chunk_files(store, array):
+            yield coords, os.path.relpath(path, store), os.path.getsize(path), allocated_bytes(path), path.read_bytes
+        return
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    meta = array.metadata
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, meta.chunk_grid.chunk_shape, strict=True))
+    for coords in np.ndindex(*grid):
+        key = "/".join(p for p in (array.path, meta.encode_chunk_key(coords)) if p)
+        buf = sync(store.get(key, default_buffer_prototype()))
+        if buf is not None:
+            data = buf.to_bytes()
+            yield coords, key, len(data), len(data), lambda data=data: data
+
+
+def _arrays(store: Any, names: Sequence[str] | None) -> list[zarr.Array]:
+    if isinstance(store, str | os.PathLike):
+        return arrays_in(store, names)
+    node = zarr.open(store, mode="r")
+    found = {"": node} if isinstance(node, zarr.Array) else {
+        p: a for p, a in node.members(max_depth=None) if isinstance(a, zarr.Array)}
+    missing = [n for n in names or () if n not in found]
+    if missing:
+        raise ValueError(f"arrays: {missing} not in the store; it has {sorted(found)}")
+    return [found[n] for n in names] if names else [found[k] for k in sorted(found)]
+
+
+def _temp_files(store: Any, array: zarr.Array) -> int:
+    if not isinstance(store, str | os.PathLike):
+        return 0  # a store's keys are put whole
     root = Path(os.fspath(store)) / array.path
     return sum(1 for p in root.rglob(f"*{TMP_MARK}*") if p.is_file())
 
@@ -103,13 +136,12 @@ def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayo
     except ValueError:
         info.slot_size = None
     slot_used = slot_chunks = 0
-    for _, path in chunk_files(store, array):
-        key = os.path.relpath(path, store)
+    for _, key, size, allocated, read in _stored(store, array):
         info.shard_files += 1
-        size = os.path.getsize(path)
         info.apparent_bytes += size
-        info.allocated_bytes += allocated_bytes(path)
-        table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
+        info.allocated_bytes += allocated
+        blob = read()  # one read: index and chunks of the same file
+        table = shard_table(blob, layout, key)
         kind = classify(table, layout, size)
         info.layouts[kind] += 1
         used = np.flatnonzero(table[:, 0] != EMPTY)
@@ -129,7 +161,8 @@ def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayo
 
 
 def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
-    """``ArrayInfo`` for each array of a local Zarr v3 store (or the named ``arrays``).
+    """``ArrayInfo`` for each array of a local Zarr v3 store or an Icechunk repository
+    (``icechunk://PATH[@BRANCH]``, ``…@snapshot:ID``) (or the named ``arrays``).
 
     check : also decode every stored chunk (``zopt.store.checked_read``: a chunk that fails twice in a
         row is named), so checksums and codecs are verified, not only the shard indexes.
@@ -138,8 +171,12 @@ def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None, ch
     file; ChunkDecodeError naming the chunk (shard and inner chunk) and the codec when a stored
     chunk does not decode.
     """
+    from zopt.compat.icechunk_compat import is_icechunk, readonly_store
+
+    if is_icechunk(store):  # a branch's tip or a snapshot, read only
+        store, _ = readonly_store(store, "store")
     out = []
-    for array in arrays_in(store, arrays):
+    for array in _arrays(store, arrays):
         meta = array.metadata
         itemsize = array.dtype.itemsize
         info = ArrayInfo(
@@ -178,13 +215,13 @@ def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo
     reader = None
     if codecs is not None:
         reader = _MaskReader(codecs, chunk_spec(meta.chunk_grid.chunk_shape, meta.data_type, meta.fill_value))
-    for _, path in chunk_files(store, array):
+    for _, key, size, allocated, read in _stored(store, array):
         info.shard_files += 1
         info.chunks_stored += 1
-        info.apparent_bytes += os.path.getsize(path)
-        info.allocated_bytes += allocated_bytes(path)
+        info.apparent_bytes += size
+        info.allocated_bytes += allocated
         if reader is not None and reader.codec is not None:
-            info.masks[reader.mask(path.read_bytes(), os.path.relpath(path, store))] += 1
+            info.masks[reader.mask(read(), key)] += 1
 
 
 def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> None:
@@ -192,9 +229,9 @@ def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> None:
     from zopt.store.checked_read import read_region
 
     step = tuple(array.metadata.chunk_grid.chunk_shape)
-    for coords, _ in chunk_files(store, array):
+    for coords, *_ in _stored(store, array):
         region = tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, step, array.shape, strict=True))
-        read_region(array, region, os.fspath(store))
+        read_region(array, region, os.fspath(store) if isinstance(store, str | os.PathLike) else str(store))
 
 
 def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
@@ -213,12 +250,9 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
     layout = layout_of(array)
     if layout is not None:
         reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
-        for shard, path in chunk_files(store, array):
-            key = os.path.relpath(path, store)
-            if reader.codec is not None:
-                table, blob = read_shard(path, layout, key)  # one read: index and chunks of the same file
-            else:
-                table, blob = read_index(path, layout, key), b""
+        for shard, key, _, _, read in _stored(store, array):
+            blob = read()  # one read: index and chunks of the same file
+            table = shard_table(blob, layout, key)
             for i in np.flatnonzero(table[:, 0] != EMPTY):
                 local = np.unravel_index(int(i), layout.chunks_per_shard)
                 index = tuple(s * n + c for s, n, c in zip(shard, layout.chunks_per_shard, local, strict=True))
@@ -231,9 +265,9 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
     codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
     reader = _MaskReader(codecs, chunk_spec(inner, meta.data_type, meta.fill_value)) if codecs is not None else None
     has_masks = reader is not None and reader.codec is not None
-    for coords, path in chunk_files(store, array):
-        data = path.read_bytes()
+    for coords, key, _, _, read in _stored(store, array):
+        data = read()
         ratios[coords] = raw / max(len(data), 1)
         if has_masks:
-            masks[coords] = reader.mask(data, os.path.relpath(path, store))
+            masks[coords] = reader.mask(data, key)
     return (masks if has_masks else None), ratios

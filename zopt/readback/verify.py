@@ -236,7 +236,8 @@ def _zarr_metas(store: str) -> dict[str, _Meta]:
 
     with warnings.catch_warnings():  # a partial store's .zopt-journal, a store's .zopt-lock: not Zarr nodes
         warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
-        if root_array_metadata(store) is not None:
+        if (root_array_metadata(store) is not None if isinstance(store, str)
+                else isinstance(zarr.open(store, mode="r"), zarr.Array)):  # a zarr Store (Icechunk)
             found = {"": zarr.open_array(store, mode="r")}
         else:  # not consolidated metadata: what each array's own document says now
             group = zarr.open_group(store, mode="r", use_consolidated=False)
@@ -273,7 +274,7 @@ def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
 def _metas(store: str, token: str) -> dict[str, _Meta]:
     from zopt.io.sources import is_zarr
 
-    return _zarr_metas(store) if is_zarr(store) else _xarray_metas(store, token)
+    return _zarr_metas(store) if not isinstance(store, str) or is_zarr(store) else _xarray_metas(store, token)
 
 
 def _compare_metadata(s: _Meta, d: _Meta) -> list[str]:
@@ -303,9 +304,9 @@ def _read(store: str, name: str, region: tuple[slice, ...], token: str) -> np.nd
     from zopt.compat.zarr_compat import open_array
     from zopt.io.sources import is_zarr, read_source
 
-    if is_zarr(store):
+    if not isinstance(store, str) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
         array = open_array(store, path=name, mode="r")
-        if array.metadata.zarr_format == 2:  # a v2 array of a child group has no xarray view
+        if array.metadata.zarr_format == 2 or not isinstance(store, str):  # a v2 array of a child group has no xarray view
             return np.asarray(array[region])
     return np.asarray(read_source(store, name, region, token))
 
@@ -419,6 +420,7 @@ def verify(
     import dask
 
     from zopt.codecs.grid import regions
+    from zopt.compat.icechunk_compat import is_icechunk, readonly_store
     from zopt.compat.scheduling import compute
     from zopt.io import locations as loc
     from zopt.io.paths import resolve
@@ -430,19 +432,26 @@ def verify(
 
         src = open_multi(src, concat_dim, scheduler)
     combined = concat_dim is not None
-    src, dst = src if combined else os.fspath(src), os.fspath(dst)
+    src, dst = (x if combined and x is src or is_icechunk(x) else os.fspath(x) for x in (src, dst))
     for what, path in (("src", src), ("dst", dst))[combined:]:
-        if not loc.exists(path):
+        if not is_icechunk(path) and not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
-    if not is_zarr(dst):
+    if not is_icechunk(dst) and not is_zarr(dst):
         raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 
-    skipped = check_store(src, skip_broken) if not combined and is_zarr(src) else []
-    check_store(dst)
-    shown = (src.text if combined else src, dst)
-    # resolved here, on the client: Dask workers may run in another directory
-    src, dst = (p if combined or loc.is_url(p) else resolve(p) for p in (src, dst))
+    skipped = check_store(src, skip_broken) if not combined and not is_icechunk(src) and is_zarr(src) else []
+    if not is_icechunk(dst):
+        check_store(dst)
+
+    def opened(p: Any, what: str) -> tuple[Any, Any]:
+        # resolved here, on the client: Dask workers may run in another directory; Icechunk: a read-only snapshot
+        if combined and what == "src":
+            return p, p.text
+        return readonly_store(p, what) if is_icechunk(p) else (p if loc.is_url(p) else resolve(p), p)
+
+    (src, src_text), (dst, dst_text) = opened(src, "src"), opened(dst, "dst")
+    shown = (src_text, dst_text)
     token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
         theirs, ours = _metas(src, token), _metas(dst, token)
@@ -457,7 +466,7 @@ def verify(
         if unknown:
             raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
-        if not arrays:
+        if not arrays and isinstance(src, str) and isinstance(dst, str):  # groups of two local/URL stores
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
             report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)

@@ -428,11 +428,17 @@ def read_shard(path: str | os.PathLike, layout: ShardLayout, key: str | None = N
     key = key or os.fspath(path)
     with open(path, "rb") as f:
         blob = f.read()
+    return shard_table(blob, layout, key), blob
+
+
+def shard_table(blob: bytes, layout: ShardLayout, key: str) -> np.ndarray:
+    """The checked index table of the whole shard ``blob`` (from a file or a store key ``key``).
+    Errors as ``read_index``."""
     n = layout.index_nbytes
     if len(blob) < n:
         raise ShardIndexError(key, f"file has {len(blob)} bytes, fewer than its {n}-byte index (truncated or empty shard)")
     raw = blob[len(blob) - n :] if layout.index_location == "end" else blob[:n]
-    return check_table(layout.decode_index(raw, key), layout, len(blob), key), blob
+    return check_table(layout.decode_index(raw, key), layout, len(blob), key)
 
 
 #: most padding bytes a safe rewrite (``zopt.store.rewrite.place``) puts before one inner chunk

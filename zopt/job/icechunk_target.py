@@ -1,0 +1,271 @@
+"""An Icechunk branch as a recompress destination: written on a work branch, published by moving the branch.
+
+``IcechunkTarget`` (``dst`` = ``icechunk://PATH[@BRANCH]``, ``icechunk+s3://BUCKET/PREFIX[@BRANCH]``
+or an ``icechunk.Repository``; see ``zopt.compat.icechunk_compat``):
+
+1. ``start``: the work branch ``zopt-work-<BRANCH>`` is made at the target branch's tip (the
+   job's *base*); the target metadata is written there and committed with the job's record
+   (fingerprint: zopt version, source identity, options; layouts; base) in the commit metadata.
+2. ``run``: the write units go in *waves*; each wave's tasks write through their own copy of a
+   ``ForkSession`` (Icechunk's session for Dask workers) and return it; the client merges the
+   forks and commits the wave, with the units done so far in the commit metadata (on icechunk
+   2.x by amending the job's one commit, on 1.1 as one more commit). A killed job resumes from
+   the work branch's last commit: only units it does not list are written again.
+3. ``publish``: ``reset_branch(BRANCH, job commit, from_snapshot_id=base)``: the target branch
+   moves in one step, only if it still points at the base (else ``BranchMovedError``, nothing
+   published); readers of the branch see the old snapshot or the new one, never part of a job.
+   ``--verify`` reads the job's commit before that (``root_text``: ``…@snapshot:ID``).
+
+Icechunk has no positional writes: shards are packed and put whole (``layout="fixed-slot"``
+falls back to that, with a note, as for ``StoreTarget``). Consolidated metadata is not written
+(Icechunk serves metadata from its snapshot and refuses it).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+from typing import Any
+
+from zopt.compat import icechunk_compat as icc
+from zopt.compat.scheduling import compute
+from zopt.io.paths import check_store_replaceable
+from zopt.job.graph import unit_key
+from zopt.job.reports import ArrayReport
+from zopt.job.targets import StoreTarget
+from zopt.job.tasks import ShardJob, write_packed_shard, write_region
+from zopt.job.work import Work
+from zopt.store.journal import ResumeMismatchError
+
+__all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY"]
+
+RECORD_KEY = "zopt"
+WAVE_UNITS = 256  # write units per wave (one commit each): what a killed job redoes at most
+_FORMAT = 1
+
+
+class IcechunkTarget(StoreTarget):
+    """A branch of an Icechunk repository (see the module docstring)."""
+
+    consolidates = False
+
+    def __init__(self, dst: Any, overwrite: bool) -> None:
+        ref = icc.open_ref(dst)  # RepositoryNotFoundError: nothing touched
+        if ref.branch is None:
+            raise ValueError(f"dst: {ref.text} names a snapshot; a destination is a branch (icechunk://PATH@BRANCH)")
+        self.repo, self.branch, self.text = ref.repo, ref.branch, ref.text
+        self.work_branch = f"zopt-work-{self.branch}"
+        self.base = self.repo.lookup_branch(self.branch)
+        self.session: Any = None
+        self.snapshot: str | None = None  # the job's commit, once written
+        self.journal = _CommitJournal(self)
+        self.src_text = ""
+        check_store_replaceable(self.repo.readonly_session(snapshot_id=self.base).store, overwrite, self.text)
+
+    # -- the interface of LocalTarget / StoreTarget -----------------------------------------
+    @property
+    def store(self) -> Any:  # type: ignore[override]
+        return None if self.session is None else self.session.store
+
+    @property
+    def root(self) -> Any:  # type: ignore[override]
+        return self.store
+
+    @property
+    def root_text(self) -> str:
+        """The job's commit as a URL ``zopt verify`` reads (``…@snapshot:ID``), else the branch."""
+        repo_text = self.text.rpartition("@")[0]
+        return f"{repo_text}@snapshot:{self.snapshot}" if self.snapshot else self.text
+
+    @property
+    def kept_text(self) -> str:
+        """Where an interrupted job's work is kept, for its error note."""
+        return f"branch {self.work_branch!r} of {self.text.rpartition('@')[0]}"
+
+    def start(self, fresh: bool) -> None:
+        """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is."""
+        if fresh:
+            if self.work_branch in self.repo.list_branches():
+                self.repo.delete_branch(self.work_branch)
+            self.repo.create_branch(self.work_branch, self.base)
+            self.session = self.repo.writable_session(self.work_branch)
+            from zarr.core.sync import sync
+
+            sync(self.session.store.delete_dir(""))
+        else:
+            self.session = self.repo.writable_session(self.work_branch)
+
+    def stored_sizes(self, name: str) -> tuple[int, int]:
+        from zarr.core.sync import sync
+
+        store = self.repo.readonly_session(branch=self.work_branch).store
+        chunks = f"{name}/c/" if name else "c/"
+
+        async def total() -> int:  # icechunk lists whole nodes only: the array's keys, then its chunk keys
+            return sum([await store.getsize(k) async for k in store.list_prefix(name) if k.startswith(chunks)])
+
+        n = sync(total())
+        return n, n
+
+    def publish(self) -> None:
+        """Move the target branch to the job's commit, only if it still points at the base."""
+        ic = icc.require()
+        tip = self.repo.lookup_branch(self.branch)
+        if tip != self.base:
+            raise icc.BranchMovedError(self._moved(tip))
+        try:
+            self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
+        except ic.IcechunkError as exc:  # moved between the lookup and the reset
+            raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
+        self.repo.delete_branch(self.work_branch)
+
+    def discard(self) -> None:
+        if self.work_branch in self.repo.list_branches():
+            self.repo.delete_branch(self.work_branch)
+
+    def _moved(self, tip: str) -> str:
+        return (f"dst: branch {self.branch!r} of {self.text} moved since the job started ({self.base} → {tip}); "
+                "nothing was published: run the job again on the new tip")
+
+    # -- the job's commits ------------------------------------------------------------------
+    def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
+        self.record = {"format": _FORMAT, "fingerprint": fp, "job": job, "base": self.base, "branch": self.branch,
+                       "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()},
+                       "done": {}, "complete": False}
+        self._commit(first=True)
+
+    def _commit(self, first: bool = False) -> None:
+        message = (f"zopt recompress {self.src_text} → {self.text}" if self.record["complete"] else
+                   f"zopt recompress {self.src_text} → {self.text} (in progress: "
+                   f"{sum(map(len, self.record['done'].values()))} units written)")
+        self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
+        self.session = self.repo.writable_session(self.work_branch)
+
+    def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
+            reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
+        """Write every pending unit of ``work`` in waves of ``WAVE_UNITS`` (each merged and committed),
+        the last one marked complete; one progress bar (``progress(n_units)``) over all waves.
+        Returns the graph seconds."""
+        units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
+        bar = progress(len(units)) if progress is not None and units else None
+        with bar if bar is not None else contextlib.nullcontext():
+            seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        if not units and not self.record["complete"] and icc.version() >= (2, 0):
+            self.record["complete"] = True  # resumed after its last wave: the commit message says so
+            self._commit()
+        self.snapshot = self.repo.lookup_branch(self.work_branch)
+        for name, rep in reports.items():
+            rep.stored_after, rep.allocated_after = self.stored_sizes(name)
+        self.session = None  # --verify and publish read the committed snapshot
+        return seconds
+
+    def _waves(self, units: list, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
+               reports: dict[str, ArrayReport], scheduler: str | None, bar: Any) -> float:
+        import time
+
+        import dask
+
+        seconds = 0.0
+        for start in range(0, len(units), WAVE_UNITS):
+            wave = units[start:start + WAVE_UNITS]
+            fork = self.session.fork()
+            tasks = [dask.delayed(_write_unit, pure=False)(
+                _unit_job(work, name, coords, src, decision, job, lossy), fork, coords,
+                dask_key_name=unit_key("ice", name, coords, job)) for name, coords in wave]
+            t0 = time.perf_counter()
+            results = compute(tasks, scheduler, None if bar is None else lambda n: _WaveBar(bar), job)
+            seconds += time.perf_counter() - t0
+            self.session.merge(*(f for _, _, f in results))
+            for (name, coords), (masks, n, _) in zip(wave, results, strict=True):
+                reports[name].masks.update(masks)
+                reports[name].chunks_written += n
+                self.record["done"].setdefault(name, {})[".".join(map(str, coords)) or "0"] = [
+                    {str(k): v for k, v in masks.items()}, n]
+            self.record["complete"] = start + WAVE_UNITS >= len(units)  # the last wave's commit is the job's
+            self._commit()
+        return seconds
+
+
+class _WaveBar:
+    """The job's one progress bar as each wave's ``compute`` sees it: entered and left once, by ``run``."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    def __enter__(self) -> _WaveBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def watch_keys(self, keys: frozenset[str]) -> None:
+        if hasattr(self.bar, "watch_keys"):
+            self.bar.watch_keys(keys)
+
+    def advance(self, n: int = 1) -> None:
+        if hasattr(self.bar, "advance"):
+            self.bar.advance(n)
+
+
+def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: Any, job: str,
+              lossy: dict[str, Any]) -> tuple:
+    w = work.arrays[name]
+    if w.layout == "unsharded":
+        return ("region", src, name, w.region(coords), decision, w.plan, job, lossy.get(name))
+    return ("shard", ShardJob(src, name, name, w.shard_layout, w.shape, decision, job, w.chunk_key_encoding, w.plan,
+                              None, lossy.get(name)))
+
+
+def _write_unit(unit: tuple, fork: Any, coords: tuple[int, ...]) -> tuple[collections.Counter, int, Any]:
+    """Dask task: one write unit through a fresh copy of the job's ``ForkSession``; returns it with
+    ``(masks, chunks written)`` for the client to merge. Idempotent: a re-run writes the same keys."""
+    mine = icc.fresh_fork(fork)
+    if unit[0] == "shard":
+        masks, n = write_packed_shard(dataclasses.replace(unit[1], store=mine.store), coords)
+    else:
+        _, src, name, region, decision, plan, job, lossy = unit
+        masks, n = write_region(src, name, mine.store, region, decision, plan, job, lossy=lossy)
+    return masks, n, mine
+
+
+class _CommitJournal:
+    """The journal interface (``zopt.store.journal.Journal``) over the work branch's last commit."""
+
+    def __init__(self, target: IcechunkTarget) -> None:
+        self.target = target
+
+    def read(self) -> dict[str, Any] | None:
+        t = self.target
+        if t.work_branch not in t.repo.list_branches():
+            return None
+        tip = t.repo.lookup_branch(t.work_branch)
+        if tip == t.base:  # a job published, then killed before removing its work branch: nothing to resume
+            return None
+        record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
+        if not isinstance(record, dict) or record.get("format") != _FORMAT:
+            return None
+        t.record = record
+        return record
+
+    def check(self, record: dict[str, Any], fp: dict[str, Any], dst: str) -> None:
+        from zopt.store.journal import Journal
+
+        t = self.target
+        if record.get("base") != t.base:
+            raise ResumeMismatchError(
+                f"resume: branch {t.branch!r} of {t.text} moved since the interrupted job started "
+                f"({record.get('base')} → {t.base}); delete branch {t.work_branch!r} to start over")
+        journal = Journal(f"{t.text} (branch {t.work_branch!r})")
+        journal.check(record, fp, dst)
+
+    def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
+        self.target.begin(fp, job, layouts)
+
+    def marker(self, name: str, coords: Any) -> None:
+        return None
+
+    def done(self, name: str) -> dict[str, tuple[collections.Counter, int]]:
+        found = self.target.record.get("done", {}).get(name, {})
+        return {k: (collections.Counter({int(m): c for m, c in masks.items()}), int(n)) for k, (masks, n) in found.items()}
+
