@@ -72,6 +72,16 @@ def test_invalid_json_names_the_file_and_the_byte_offset(tmp_path, content, offs
     assert code == 1 and f"{doc}: invalid JSON at byte {offset}" in out
 
 
+@pytest.mark.parametrize("command", ["info", "analyze", "compact"])
+def test_every_command_names_the_file_of_invalid_json(tmp_path, command):
+    src = _store(tmp_path)
+    doc = src / "sub" / "zarr.json"
+    doc.write_bytes(b'{"zarr_format": 3, "node_type": "gro')
+    r = CliRunner().invoke(main, [command, str(src)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"{doc}: invalid JSON at byte 32 of 36: Unterminated string" in out, out
+
+
 @pytest.mark.parametrize("content", [b"null", b"[]", b'"x"'])
 def test_a_document_that_is_not_an_object_is_named(tmp_path, content):
     src = _store(tmp_path)

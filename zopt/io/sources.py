@@ -28,6 +28,7 @@ import zarr
 from zopt.compat.cluster import on_job_end
 from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
+from zopt.io.source_check import check_store, load_json
 
 __all__ = [
     "CombinedSource",
@@ -177,15 +178,16 @@ def cached_tokens() -> list[str | None]:
 def root_array_metadata(src: str) -> dict | None:
     """The metadata document of a store whose root is an array (``zarr.create_array("x.zarr", …)``),
     v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else."""
-    import json
-
     if isinstance(src, CombinedSource) or not loc.is_url(src) and not os.path.isdir(src):
         return None
     for doc in ("zarr.json", ".zarray"):
         try:
-            meta = json.loads(loc.read_bytes(loc.join(src, doc)))
+            where = loc.join(src, doc)
+            meta = load_json(loc.read_bytes(where), where)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
+        if not isinstance(meta, dict):
+            return None
         return meta if doc == ".zarray" or meta.get("node_type") == "array" else None
     return None
 
@@ -194,12 +196,12 @@ def child_groups(src: str) -> list[str]:
     """Names of the groups directly inside ``src``'s root group: subdirectories of a Zarr store
     holding group metadata, or the groups of a netCDF4/HDF5 file (``[]`` for other formats)."""
     if loc.is_url(src) or os.path.isdir(src):
-        import json
-
         found = []
         for name in loc.subdirs(src):
             try:
-                if json.loads(loc.read_bytes(loc.join(src, name, "zarr.json"))).get("node_type") == "group":
+                where = loc.join(src, name, "zarr.json")
+                doc = load_json(loc.read_bytes(where), where)
+                if isinstance(doc, dict) and doc.get("node_type") == "group":
                     found.append(name)
             except FileNotFoundError:
                 if loc.exists(loc.join(src, name, ".zgroup")):
@@ -243,8 +245,11 @@ def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
 def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
     """The Zarr arrays of a local store (the store itself if it is an array), by path.
 
-    Raises ValueError naming the arrays that ``names`` asks for and the store lacks.
+    Raises ValueError naming the arrays that ``names`` asks for and the store lacks, and
+    ``zopt.io.source_check.BrokenMetadataError`` naming a metadata document that is not valid JSON
+    (with the byte offset) or a broken array document (``check_store``).
     """
+    check_store(os.fspath(store))
     node = zarr.open(os.fspath(store), mode="r")
     if isinstance(node, zarr.Array):
         found = {"": node}

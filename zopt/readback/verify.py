@@ -25,11 +25,8 @@ chunk grid), in grid (C) order.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import math
 import os
-import struct
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -40,6 +37,9 @@ import numpy as np
 
 from zopt.errors import ZoptError
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
+from zopt.readback.verify_nodes import compare_metadata as _compare_metadata
+from zopt.readback.verify_nodes import decode_fill as _decode_fill
+from zopt.readback.verify_nodes import plain as _plain
 
 __all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
 
@@ -190,45 +190,6 @@ class _Meta:
     zarr_fill: Any = None  # Zarr's own fill_value (the lossy sentinels start from it)
 
 
-def _plain(value: Any) -> Any:
-    """An attribute value as JSON would hold it (numpy values and arrays from netCDF included)."""
-    if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()] if value.ndim else _plain(value.item())
-    if isinstance(value, np.generic):
-        return _plain(value.item())
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
-def _decode_fill(value: Any, dtype: np.dtype) -> Any:
-    """xarray's ``_FillValue`` attribute in a Zarr store (floats as base64 of a little-endian double)."""
-    if dtype.kind == "f" and isinstance(value, str) and value not in ("NaN", "Infinity", "-Infinity"):
-        with contextlib.suppress(ValueError, struct.error):
-            return struct.unpack("<d", base64.standard_b64decode(value))[0]
-    if dtype.kind == "c" and isinstance(value, list) and all(isinstance(v, str) for v in value):
-        with contextlib.suppress(ValueError, struct.error):
-            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
-            return complex(re, im)
-    return value
-
-
-def _same_fill(a: Any, b: Any, dtype: np.dtype) -> bool:
-    if dtype.kind in "OUS" or dtype.hasobject:
-        return a == b
-    try:
-        x, y = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
-    except (TypeError, ValueError, OverflowError):
-        return a == b
-    return x.tobytes() == y.tobytes()
-
-
 def _zarr_metas(store: str) -> dict[str, _Meta]:
     import zarr
 
@@ -275,26 +236,6 @@ def _metas(store: str, token: str) -> dict[str, _Meta]:
     from zopt.io.sources import is_zarr
 
     return _zarr_metas(store) if not isinstance(store, str) or is_zarr(store) else _xarray_metas(store, token)
-
-
-def _compare_metadata(s: _Meta, d: _Meta) -> list[str]:
-    out = []
-    if s.shape != d.shape:
-        out.append(f"shape {s.shape} in src, {d.shape} in dst")
-    if s.dtype != d.dtype:
-        out.append(f"dtype {s.dtype} in src, {d.dtype} in dst")
-    elif s.fill is not None and (d.fill is None or not _same_fill(s.fill, d.fill, d.dtype)):
-        out.append(f"fill value {_plain(s.fill)} in src, {_plain(d.fill)} in dst")
-    if s.dims != d.dims:
-        out.append(f"dimension names {s.dims} in src, {d.dims} in dst")
-    for key in sorted(set(s.attrs) | set(d.attrs)):
-        if key not in d.attrs:
-            out.append(f"attribute {key!r} only in src")
-        elif key not in s.attrs:
-            out.append(f"attribute {key!r} only in dst")
-        elif s.attrs[key] != d.attrs[key]:
-            out.append(f"attribute {key!r}: {s.attrs[key]!r} in src, {d.attrs[key]!r} in dst")
-    return out
 
 
 # -- values ---------------------------------------------------------------------------------

@@ -11,21 +11,91 @@ metadata copy against each node's own document.
   consolidated see. Each entry must equal the node's own document (shape, data type, fill value,
   codecs, attributes, dimension names: the whole document), and every node must have one.
 Each difference is one text naming the node's path.
+
+Also the comparison of one array's metadata that ``zopt.verify`` uses: ``compare_metadata``
+(shape, data type, fill value bit for bit, dimension names, attributes), ``plain`` (a value as
+JSON holds it) and ``decode_fill`` (xarray's base64 ``_FillValue``).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import math
+import struct
 import warnings
 from typing import Any
 
-__all__ = ["consolidated_differences", "group_differences"]
+import numpy as np
+
+__all__ = ["compare_metadata", "consolidated_differences", "decode_fill", "group_differences", "plain", "same_fill"]
 
 
 def _json(value: Any) -> str:
-    """A canonical JSON text of a metadata document or attribute value (numpy values as
-    Python's, NaN as ``NaN``)."""
-    return json.dumps(value, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    """A canonical JSON text of a metadata document or attribute value."""
+    return json.dumps(plain(value), sort_keys=True, default=str)
+
+
+def plain(value: Any) -> Any:
+    """An attribute value as JSON would hold it (numpy values and arrays from netCDF included)."""
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()] if value.ndim else plain(value.item())
+    if isinstance(value, np.generic):
+        return plain(value.item())
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def decode_fill(value: Any, dtype: np.dtype) -> Any:
+    """xarray's ``_FillValue`` attribute in a Zarr store (floats as base64 of a little-endian double)."""
+    if dtype.kind == "f" and isinstance(value, str) and value not in ("NaN", "Infinity", "-Infinity"):
+        with contextlib.suppress(ValueError, struct.error):
+            return struct.unpack("<d", base64.standard_b64decode(value))[0]
+    if dtype.kind == "c" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        with contextlib.suppress(ValueError, struct.error):
+            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
+            return complex(re, im)
+    return value
+
+
+def same_fill(a: Any, b: Any, dtype: np.dtype) -> bool:
+    """Are two fill values the same bits in ``dtype`` (NaN payloads and -0.0 count)?"""
+    if dtype.kind in "OUS" or dtype.hasobject:
+        return a == b
+    try:
+        x, y = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        return a == b
+    return x.tobytes() == y.tobytes()
+
+
+def compare_metadata(s: Any, d: Any) -> list[str]:
+    """One text per difference between two arrays' metadata (``zopt.verify``'s ``_Meta``)."""
+    out = []
+    if s.shape != d.shape:
+        out.append(f"shape {s.shape} in src, {d.shape} in dst")
+    if s.dtype != d.dtype:
+        out.append(f"dtype {s.dtype} in src, {d.dtype} in dst")
+    elif s.fill is not None and (d.fill is None or not same_fill(s.fill, d.fill, d.dtype)):
+        out.append(f"fill value {plain(s.fill)} in src, {plain(d.fill)} in dst")
+    if s.dims != d.dims:
+        out.append(f"dimension names {s.dims} in src, {d.dims} in dst")
+    for key in sorted(set(s.attrs) | set(d.attrs)):
+        if key not in d.attrs:
+            out.append(f"attribute {key!r} only in src")
+        elif key not in s.attrs:
+            out.append(f"attribute {key!r} only in dst")
+        elif s.attrs[key] != d.attrs[key]:
+            out.append(f"attribute {key!r}: {s.attrs[key]!r} in src, {d.attrs[key]!r} in dst")
+    return out
 
 
 def _zarr_groups(store: str) -> dict[str, dict[str, Any]]:
