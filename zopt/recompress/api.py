@@ -35,7 +35,14 @@ from zopt.paths import (
     resolve,
     store_text,
 )
-from zopt.recompress.chains import menu_chains, parse_chain, split_chain, split_for, with_checksum
+from zopt.recompress.chains import (
+    chains_to_check,
+    menu_chains,
+    parse_chain,
+    split_chain,
+    split_for,
+    with_checksum,
+)
 from zopt.recompress.dask_graph import in_place_tasks, run_writes, write_tasks
 from zopt.recompress.reports import ArrayReport, RecompressReport
 from zopt.recompress.targets import (
@@ -235,9 +242,7 @@ def recompress(
         if readers:
             from zopt.readers import check_readers
 
-            explicit = codecs is not None or plan is not None  # else readers narrow the menu (zopt.candidates)
-            check_readers({n: lossy_vars[n].chain(chain) if n in lossy_vars else chain for n in names
-                           if explicit or n in lossy_vars}, readers)
+            check_readers(chains_to_check(names, chain, lossy_vars, codecs, plan), readers)
         if journal is not None:
             fp = fingerprint(src, names, {"codecs": chain, "chunks": chunks, "shards": shards, "decision": decision,
                                           "variables": variables, "layout": layout, "slot_parts": slot_parts,
