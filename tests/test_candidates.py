@@ -207,7 +207,9 @@ def test_cli_budget_and_readers_refuse_bad_values_in_one_line(tmp_path):
     src = _store(tmp_path, {"dem": _smooth_int16()}, (64, 256))
     runner = CliRunner()
     res = runner.invoke(main, ["recompress", src, str(tmp_path / "a.zarr"), "--budget", "0", "--no-progress"])
-    assert res.exit_code != 0 and "budget: 0.0 is not allowed; allowed: a number > 0" in res.output
+    assert res.exit_code != 0 and "budget: '0' is not allowed; allowed: a number > 0" in res.output
+    res = runner.invoke(main, ["recompress", src, str(tmp_path / "a.zarr"), "--budget", "fast", "--no-progress"])
+    assert res.exit_code != 0 and "budget: 'fast' is not allowed" in res.output
     res = runner.invoke(main, ["recompress", src, str(tmp_path / "a.zarr"), "--readers", "zarrs,h5py", "--no-progress"])
     assert res.exit_code != 0 and "readers: ['h5py'] are not among" in res.output
     res = runner.invoke(main, ["recompress", src, str(tmp_path / "a.zarr"), "--menu", "zfp", "--no-progress"])

@@ -136,3 +136,22 @@ def test_a_plan_that_chose_a_chain_without_masks_is_refused_where_masks_would_be
     recompress(store, tmp_path / "fast.zarr", variables=["dem"], decision="never")  # a store written fast: masks 0
     with pytest.raises(PlanMismatchError, match="chose the chain pcodec-8"):
         recompress_in_place(tmp_path / "fast.zarr", plan=tmp_path / "p.zarr")
+
+
+def test_xarray_encoding_with_a_menu_chooses_per_variable_and_xarray_reads_it_back(tmp_path):
+    import xarray as xr
+
+    import zopt.xarray as zx
+
+    noise = np.random.default_rng(0).integers(-(2**15), 2**15, (256, 256), dtype=np.int16)
+    ds = xr.Dataset({"dem": (("y", "x"), _dem()), "noise": (("y", "x"), noise)})
+    enc = zx.encoding(ds, chunks={"y": 64}, menu="default")
+    assert enc["dem"]["serializer"].to_dict() == {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
+    assert enc["dem"]["compressors"] is None
+    assert enc["noise"]["compressors"][0].to_dict()["name"] == "conditional"  # nothing pays for time on noise
+    ds.to_zarr(tmp_path / "o.zarr", zarr_format=3, encoding=enc, consolidated=False)
+    xr.testing.assert_identical(xr.open_zarr(tmp_path / "o.zarr", consolidated=False).load(), ds)
+    narrowed = zx.encoding(ds, chunks={"y": 64}, menu="default", readers="tensorstore")["dem"]
+    assert narrowed["serializer"].to_dict()["name"] == "bytes" and narrowed["compressors"][0].to_dict()["name"] == "blosc"
+    with pytest.raises(ValueError, match="menu: it chooses each variable's chain"):
+        zx.encoding(ds, menu="default", preset="fast")

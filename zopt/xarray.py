@@ -80,6 +80,9 @@ def encoding(
     preset: str | None = None,
     plan: Any = None,
     decision: Any = None,
+    menu: Any = None,
+    budget: Any = None,
+    readers: Any = None,
 ) -> dict[Hashable, dict[str, Any]]:
     """The ``encoding`` dict of ``ds.to_zarr(store, zarr_format=3, encoding=...)``.
 
@@ -101,6 +104,12 @@ def encoding(
         arrays that are not data variables of ``ds``. Variables it does not cover use the preset.
     decision : overrides the preset's decision for variables without a plan (see
         ``zopt.codecs.decisions``: ``"compress_if_smaller"``, ``"always"``, ``"never"``, a mask …).
+    menu, budget, readers : choose each variable's chain from this codec menu instead of the
+        preset's (``zopt.planning.candidates``: ``"default"``, ``"archive"`` or candidate names), by trial
+        encodings of up to 4 of its chunks (read from ``ds``) within ``budget``
+        (``zopt.planning.optimizer``); ``readers`` narrows the menu. Variables that xarray CF-packs to
+        another dtype, plan variables and zopt's ML types keep the preset's chain. Not with
+        ``preset`` or ``decision`` (ValueError naming ``menu``).
 
     Returns ``{name: {"chunks", "serializer", "compressors", "filters"[, "shards"]}}`` for every
     data variable of one dimension or more with a numeric or bool dtype, and
@@ -114,6 +123,8 @@ def encoding(
     shard_arg = parse_shape(dict(shards) if isinstance(shards, Mapping) else shards, "shards")
     if preset is not None:
         get_preset(preset)  # a bad name fails even if no variable would use it
+    if menu is not None and (preset is not None or decision is not None):
+        raise ValueError("menu: it chooses each variable's chain; give menu, or preset/decision, not both")
     if plan is not None:
         from zopt.planning.plan import PlanMismatchError
 
@@ -138,6 +149,8 @@ def encoding(
             set_element_size(chain, dtype.itemsize)
             split = split_chain(chain)
             split["compressors"] = list(with_decision_in(split["compressors"] or (), ap)) or None
+        elif menu is not None and dtype == var.dtype and dtype.kind in "biuf":
+            split = _menu_split(var.variable, inner, menu, budget, readers)
         else:
             split = get_preset(_preset_name(preset, dtype)).array_codecs(dtype.itemsize, decision)
         enc = {**_cf_encoding(var.variable), "chunks": inner, "serializer": split["serializer"],
@@ -153,6 +166,30 @@ def encoding(
         if coord.ndim:
             out[name] = {**_cf_encoding(coord.variable), "chunks": tuple(coord.shape)}
     return out
+
+
+def _menu_split(var: xr.Variable, inner: tuple[int, ...], menu: Any, budget: Any, readers: Any) -> dict[str, Any]:
+    """``filters``/``serializer``/``compressors`` of the chain the menu chooses for ``var``
+    (``zopt.planning.optimizer``: trial encodings of up to 4 of its chunks, read from the variable)."""
+    from zopt.codecs.conditional import with_decision_in
+    from zopt.codecs.grid import padded
+    from zopt.planning.candidates import menu_for
+    from zopt.planning.optimizer import choose, trial_encode, trial_indices, zarr_data_type
+
+    chains = menu_for(var.dtype, menu, readers)
+    chain = next(iter(chains.values()))
+    if len(chains) > 1:
+        chunks = []
+        for index in trial_indices(var.shape, inner, itemsize=var.dtype.itemsize):
+            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, inner, var.shape, strict=True))
+            values = np.ascontiguousarray(var[region].values)
+            chunks.append(np.ascontiguousarray(padded(values, inner, np.zeros((), var.dtype))))
+        zero = np.zeros((), var.dtype)
+        chain = choose(trial_encode(chunks, chains, zarr_data_type(var.dtype), zero), chains, budget).chain
+    set_element_size(chain, var.dtype.itemsize)
+    split = split_chain(chain)
+    split["compressors"] = list(with_decision_in(split["compressors"] or (), "compress_if_smaller")) or None
+    return split
 
 
 def dask_chunks(ds: xr.Dataset, enc: Mapping[Hashable, Mapping[str, Any]]) -> xr.Dataset:

@@ -62,7 +62,7 @@ from zopt.job.targets import (
     target_arrays,
 )
 from zopt.job.work import ArrayWork, build_work, layouts_for
-from zopt.planning.chains import menu_chains, split_chain, split_for, with_checksum
+from zopt.planning.chains import chains_to_check, menu_chains, split_chain, split_for, with_checksum
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint, keeps_partial
@@ -246,6 +246,7 @@ class _Prepared:
     children: list[str]
     notes: list[str]
     skipped: list[str] = field(default_factory=list)
+    plan: Any = None  # the job's Plan, loaded
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
     lossy_vars: dict[str, Any] = field(default_factory=dict)
@@ -319,6 +320,7 @@ def _plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarge
     p = _Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
                   children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
+    p.plan = plan
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
@@ -348,9 +350,7 @@ def _attach_lossy(job: RecompressJob, src: str, p: _Prepared) -> None:
     if job.readers:
         from zopt.planning.readers import check_readers
 
-        explicit = job.codecs_used is not None or job.plan is not None  # else readers narrow the menu
-        check_readers({n: p.lossy_vars[n].chain(chain) if n in p.lossy_vars else chain for n in p.names
-                       if explicit or n in p.lossy_vars}, job.readers)
+        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs_used, p.plan), job.readers)
 
 
 def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: _Prepared) -> None:

@@ -15,7 +15,7 @@ from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
-__all__ = ["DEFAULT_CHAIN", "menu_chains", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
+__all__ = ["DEFAULT_CHAIN", "chains_to_check", "menu_chains", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
 
 #: the default target chain for types of 2 bytes and more (``zopt.planning.menu.default_chain`` gives
 #: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
@@ -144,3 +144,21 @@ def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], l
     return choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
                          masks_only=explicit_decision, bounded_only=layout == "fixed-slot", scheduler=scheduler,
                          token=job_id)
+
+
+def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,
+                    plan: Any) -> dict[str, list[dict[str, Any]]]:
+    """``{name: chain}`` that ``--readers`` must be able to read before anything is written: a
+    lossy variable's own chain, a given chain (``codecs``), or the chain a plan records (its
+    ``classic`` default when it records none); variables whose chain the menu chooses are left
+    out (``readers`` narrows the menu instead, ``zopt.planning.candidates.menu_for``)."""
+    out = {}
+    for n in names:
+        if n in lossy_vars:
+            out[n] = lossy_vars[n].chain(chain)
+        elif codecs is not None:
+            out[n] = chain
+        elif plan is not None:
+            ap = plan.arrays.get(n)
+            out[n] = ap.chain if ap is not None and ap.chain is not None else chain
+    return out

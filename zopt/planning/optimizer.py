@@ -51,18 +51,19 @@ def parse_budget(budget: Any) -> float:
     ``DEFAULT_BUDGET``. Raises ValueError naming ``budget`` and the allowed values."""
     if budget is None:
         return DEFAULT_BUDGET
+    given, value = budget, budget
     if isinstance(budget, str):
         text = budget.strip().lower()
         if text in ("inf", "size"):
             return math.inf
         try:
-            budget = float(text)
+            value = float(text)
         except ValueError:
-            budget = None
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or math.isnan(budget) or budget <= 0:
-        raise ValueError(f"budget: {budget!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
+        raise ValueError(f"budget: {given!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
                          "favours size, smaller favours encode speed) or 'inf'/'size' (size first)")
-    return float(budget)
+    return float(value)
 
 
 def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRIAL_CHUNKS,
