@@ -1,0 +1,270 @@
+"""Before anything is written: a job's source and destination parsed, and its plan of work made.
+
+``parse_job`` resolves SRC (a path, a URL or several files combined, ``zopt.io.multi``) and makes
+DST a target (a local directory, a store, an Icechunk branch), refusing overlaps; ``plan_of_work``
+describes the source, attaches lossy variables, checks readers and the journal, chooses each
+variable's chain from the codec menu and builds the work (``zopt.job.work``), refusing what
+cannot be honoured. Nothing here writes; ``zopt.job.api.run_job`` runs the phases.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zopt.compat.icechunk_compat import is_icechunk
+from zopt.io import locations as loc
+from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_files
+from zopt.io.paths import (
+    check_no_overlap,
+    check_replaceable,
+    check_store_replaceable,
+    recover,
+    resolve,
+    store_text,
+)
+from zopt.io.source_check import check_store
+from zopt.io.sources import (
+    SourceVariable,
+    children_to_copy,
+    is_zarr,
+    root_array_metadata,
+    root_array_variable,
+    source_variables,
+    zarr_v3_group,
+)
+from zopt.io.sources import release as release_sources
+from zopt.job.options import RecompressJob
+from zopt.job.reports import ArrayReport
+from zopt.job.targets import (
+    LocalTarget,
+    StoreTarget,
+    TargetSpec,
+    check_no_url_overlap,
+    destination,
+    stored_bytes_of,
+    target_arrays,
+)
+from zopt.job.work import ArrayWork, build_work, layouts_for
+from zopt.planning.chains import chains_to_check, menu_chains, split_chain, split_for, with_checksum
+from zopt.planning.chunking import unused_shape_notes
+from zopt.planning.menu import default_chain
+from zopt.store.journal import Journal, fingerprint
+
+__all__ = ["Prepared", "job_layout", "parse_job", "plan_of_work"]
+
+
+@dataclass
+class Prepared:
+    """The plan of work of one job, made in memory before anything is written."""
+
+    job_id: str
+    src: Any  # the resolved source: a path or URL, or a zopt.io.multi.MultiSource
+    source_group: Any
+    root_meta: Any
+    children: list[str]
+    notes: list[str]
+    skipped: list[str] = field(default_factory=list)
+    plan: Any = None  # the job's Plan, loaded
+    names: list[str] = field(default_factory=list)
+    source: dict[str, SourceVariable] = field(default_factory=dict)
+    lossy_vars: dict[str, Any] = field(default_factory=dict)
+    layouts: dict[str, Any] = field(default_factory=dict)
+    splits: dict[str, Any] = field(default_factory=dict)
+    spec: TargetSpec | None = None
+    planned: dict[str, Any] = field(default_factory=dict)
+    work: Any = None
+    reports: dict[str, ArrayReport] = field(default_factory=dict)
+    fp: dict[str, Any] | None = None
+    record: dict[str, Any] | None = None
+
+
+def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
+    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
+    src, notes = _source(job)
+    if is_icechunk(job.dst):
+        return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
+    store, path = destination(job.dst)
+    if store is None:
+        dst = resolve(path)
+        for one in source_files(src):
+            if not loc.is_url(one):
+                check_no_overlap(one, dst)
+        recovered = recover(dst)
+        if recovered:
+            notes.append(recovered)
+        check_replaceable(dst, job.overwrite)
+        return src, LocalTarget(dst), notes
+    for one in source_files(src):
+        check_no_url_overlap(one, store)
+    check_store_replaceable(store, job.overwrite, store_text(store))
+    if job.layout == "fixed-slot":
+        notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
+                     "has none, so each shard was assembled packed inside one task and written with one put")
+    return src, StoreTarget(store), notes
+
+
+def _source(job: RecompressJob) -> tuple[Any, list[str]]:
+    """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
+    if job.concat_dim is None:
+        return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
+    multi = open_multi(job.src, job.concat_dim, job.scheduler)
+    return multi, [f"src: {multi.text}", *multi.notes]
+def _icechunk_target(job: RecompressJob, src: str, notes: list[str]) -> StoreTarget:
+    from zopt.job.icechunk_target import IcechunkTarget
+
+    target = IcechunkTarget(job.dst, job.overwrite)
+    target.src_text = src
+    if job.layout == "fixed-slot":
+        notes.append(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
+                     "has none, so each shard was assembled packed inside one task and written with one put")
+    return target
+
+
+def job_layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
+    return "compact" if isinstance(target, StoreTarget) else job.layout
+
+
+def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, notes: list[str]) -> Prepared:
+    """Describe the source, attach lossy and plan, check readers and the journal, build the work."""
+    plan = job.plan
+    if isinstance(plan, str | os.PathLike):
+        from zopt.planning.plan import Plan
+
+        plan = Plan.load(plan)
+    store = (target.store or target.text) if isinstance(target, StoreTarget) else None
+    skipped = [] if isinstance(src, MultiSource) or not is_zarr(src) else check_store(src, job.skip_broken)
+    if skipped:
+        notes.append(f"skipped arrays with broken metadata: {skipped}")
+    p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
+                  src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
+                  children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
+    p.plan = plan
+    try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
+        p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
+        p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        if isinstance(src, MultiSource):
+            p.names = along_concat_dim(src, p.source, p.names, notes)
+        notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
+        if p.root_meta and not p.names:
+            notes.append("the source is a root array that is not numeric; copied as it is")
+        _attach_lossy(job, src, p)
+        _check_journal(job, src, target, p)
+        _build_work(job, src, target, p, plan)
+    except BaseException:
+        release_sources(p.job_id)
+        raise
+    return p
+
+
+def _attach_lossy(job: RecompressJob, src: str, p: Prepared) -> None:
+    """``zopt.lossy``: analysed here; each lossy variable gets its own chain, attributes and check."""
+    chain = job.chain
+    own = job.own_lossy()
+    if own:
+        from zopt.lossy.prepare import prepare_for_recompress
+
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
+                                              job.scheduler, job.variables, readers=job.readers, base=chain)
+    if job.readers:
+        from zopt.planning.readers import check_readers
+
+        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs_used, p.plan), job.readers)
+
+
+def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared) -> None:
+    """The job's fingerprint; an interrupted run of a different job is refused (nothing touched)."""
+    journal = target.journal
+    if journal is None:
+        return
+    if isinstance(src, MultiSource):  # every file's path, size and mtime
+        p.fp = fingerprint(src.text, p.names, job.fingerprinted(), identity=src.identity)
+    else:
+        p.fp = fingerprint(src, p.names, job.fingerprinted())
+    p.record = journal.read()
+    if p.record is not None:
+        journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
+
+
+def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared, plan: Any) -> None:
+    """Layouts, chains, the target metadata in memory and the plan of work; ``max_memory`` checked."""
+    if p.record is not None:
+        p.layouts = Journal.layouts(p.record)
+    else:
+        p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
+                                job.variables)
+    chain = job.chain
+    split = split_chain(chain)
+    chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
+                         job.budget_used, job.readers, job.decision_used, job_layout(job, target), job.scheduler,
+                         p.job_id, partial=target.root if p.record is not None else None)
+    if any(c.trials for c in chosen.values()):
+        p.notes.append("chains chosen from the menu (zopt.planning.candidates): "
+                       + ", ".join(f"{n}={chosen[n].name}" for n in p.names if n in chosen))
+    p.splits = {n: split_chain(chosen[n].chain) if n in chosen else split_for(p.source[n], job.codecs_used, split)
+                for n in p.names}
+    p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
+    repacks = {n: r for n, r in src.repacks.items() if n in p.names} if isinstance(src, MultiSource) else {}
+    p.splits.update({n: split_chain(r.filters() + (chain or default_chain(np.dtype(r.int_dtype))))
+                     for n, r in repacks.items()})  # files packed differently: one exact packing
+    if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
+        p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
+    p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
+                        token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
+                        fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in repacks}})
+    p.planned = target_arrays(p.spec)
+    journal = target.journal
+    p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
+                        slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
+    limit = job.memory_limit
+    over = p.work.over_memory(limit)
+    if over is not None:
+        raise ValueError(_memory_message(over, limit))
+    p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+
+
+def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:
+    """The report of one array before its run: its plan of work, and what an interrupted run did."""
+    rep = ArrayReport(
+        name=w.name, shape=tuple(var.shape), dtype=str(var.dtype),
+        chunks=math.prod(math.ceil(s / c) for s, c in zip(var.shape, w.inner, strict=True)),
+        chunks_written=w.resumed_chunks, logical_bytes=int(var.size * var.dtype.itemsize), stored_before=stored_before,
+        layout=w.layout, projected_task_bytes=w.projected_task_bytes, units=w.units, units_resumed=w.units_resumed,
+        tasks=w.tasks,
+    )
+    rep.masks.update(w.resumed_masks)
+    return rep
+
+
+def _memory_message(w: ArrayWork, limit: int) -> str:
+    from dask.utils import format_bytes
+
+    return (
+        f"max_memory: a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
+        f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
+        "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
+    )
+
+
+def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str] | None,
+                      children: list[str]) -> list[str]:
+    """The root group's variables to rewrite: ``variables`` without the ``child/…`` paths (which
+    the child groups' jobs take), or every numeric variable of one dimension or more. ValueError
+    naming a variable or child group the source lacks."""
+    if variables is None:
+        return [n for n, v in source.items() if v.ndim >= 1 and v.dtype.kind in "biufc"]
+    names = [v for v in variables if "/" not in v]
+    missing = [n for n in names if n not in source]
+    missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
+    if missing:
+        where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
+        raise ValueError(f"variables: {missing} not in the source{where}")
+    return names
+
+
