@@ -268,3 +268,14 @@ def test_every_non_zopt_chain_of_the_menu_is_read_by_plain_zarr_python_and_zarrs
             with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}), warnings.catch_warnings():
                 warnings.filterwarnings("error", message=".*unsupported by ZarrsCodecPipeline")  # no fallback
                 np.testing.assert_array_equal(zarr.open_array(dst, path=dt)[...], arrays[dt])
+
+
+def test_the_menus_candidates_are_charged_their_fixed_cost_not_the_trials_timing():
+    """The same data gets the same chain whatever the machine's load: a menu candidate's time is
+    its fixed ``encode_cost``, so a trial timed 100× slower (or faster) chooses the same way."""
+    chains = {"classic": [], "pcodec-8": []}
+    for slow in (0.01, 1.0, 100.0):  # pcodec-8 costs 2× classic: 1 % of size per extra classic time
+        assert choose({"classic": (1000, 1.0), "pcodec-8": (985, slow)}, chains, 1).name == "pcodec-8"
+        assert choose({"classic": (1000, 1.0), "pcodec-8": (995, slow)}, chains, 1).name == "classic"
+    assert CANDIDATES["classic"].encode_cost == 1.0
+    assert all(c.encode_cost >= 1.0 for c in CANDIDATES.values() if c.name not in ("classic", "shuffle-zstd-3"))

@@ -115,7 +115,11 @@ class Candidate:
         ``tests/test_candidates.py``).
     keeps_mask : True when the chain has a ``conditional`` codec, so a plan keeps a mask per chunk.
     bounded : True when its encoded size has a known bound (``zopt.codecs.chain``), as
-        ``fixed-slot`` shards need (pcodec has none).
+        ``fixed-slot`` shards need.
+    encode_cost : its encode CPU time relative to ``classic`` (a fixed figure, measured by
+        ``benchmarks/menu_costs.py`` on the corpus and in ``benchmarks/recompress.py``): the cost
+        model charges this, not the trial's own timing, so the same data always gets the same
+        chain whatever else the machine is doing.
     """
 
     name: str
@@ -124,6 +128,7 @@ class Candidate:
     readers: frozenset[str]
     keeps_mask: bool
     bounded: bool = True
+    encode_cost: float = 1.0
 
     def chain(self, dtype: Any) -> list[dict[str, Any]] | None:
         """The codec chain (a new JSON list) for ``dtype`` (anything ``numpy.dtype`` accepts, or a
@@ -143,16 +148,19 @@ CANDIDATES: dict[str, Candidate] = {
         Candidate("shuffle-zstd-3", f"conditional([shuffle, zstd {WIDE_LEVEL}])",
                   _shuffle_zstd(WIDE_LEVEL), _ZOPT, True),
         Candidate("zstd-10", f"conditional([zstd {BYTE_LEVEL}]): the default of 1-byte and bool types",
-                  _zstd_only(BYTE_LEVEL), _ZOPT, True),
-        Candidate("shuffle-zstd-19", "conditional([shuffle, zstd 19]): slow, small", _shuffle_zstd(19), _ZOPT, True),
-        Candidate("zstd-19", "conditional([zstd 19]): slow, small, for 1-byte types", _zstd_only(19), _ZOPT, True),
+                  _zstd_only(BYTE_LEVEL), _ZOPT, True, encode_cost=3.0),
+        Candidate("shuffle-zstd-19", "conditional([shuffle, zstd 19]): slow, small", _shuffle_zstd(19), _ZOPT, True,
+                  encode_cost=40.0),
+        Candidate("zstd-19", "conditional([zstd 19]): slow, small, for 1-byte types", _zstd_only(19), _ZOPT, True,
+                  encode_cost=40.0),
         Candidate("blosc-shuffle-5", "blosc(zstd, 5, byte shuffle): read by every Zarr v3 reader",
-                  _blosc("shuffle"), _CORE, False),
+                  _blosc("shuffle"), _CORE, False, encode_cost=2.0),
         Candidate("blosc-bitshuffle-5", "blosc(zstd, 5, bit shuffle): read by every Zarr v3 reader",
-                  _blosc("bitshuffle"), _CORE, False),
+                  _blosc("bitshuffle"), _CORE, False, encode_cost=2.0),
         Candidate("pcodec-8", "numcodecs.pcodec level 8: numeric compression (16/32/64-bit numbers)",
-                  _pcodec(8), _PCODEC_READERS, False, False),
-        Candidate("pcodec-12", "numcodecs.pcodec level 12: slower, smaller", _pcodec(12), _PCODEC_READERS, False, False),
+                  _pcodec(8), _PCODEC_READERS, False, False, encode_cost=2.0),
+        Candidate("pcodec-12", "numcodecs.pcodec level 12: slower, smaller", _pcodec(12), _PCODEC_READERS, False, False,
+                  encode_cost=2.5),
     )
 }
 

@@ -7,13 +7,16 @@ bytes and the encode seconds. ``menu_trial_task`` does it as one Dask task per a
 (``zopt.planning.analysis`` adds it to its graph; ``recompress`` runs it without a plan).
 
 The cost model (``choose``): each candidate's stored size is estimated as ``raw × (trial bytes /
-trial raw bytes)`` and its encode time likewise. The reference is the first candidate of the
-menu that applies (``classic``, zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
+trial raw bytes)``; its encode time is its fixed ``Candidate.encode_cost`` (CPU time relative to
+``classic``, measured on the corpus by ``benchmarks/menu_costs.py``), not the trial's own timing,
+which varied several-fold with the machine's load and made the same data get different chains
+from run to run. The reference is the first candidate of the menu that applies (``classic``,
+zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
 
     size(c) / size(ref) + (t(c) / t(ref) − 1)⁺ × 0.01 / budget
 
 so with ``budget = 1`` every extra reference-encode-time of CPU must buy at least 1 % of stored
-size (pcodec level 8, ~3× slower than shuffle+zstd 3, must be > 2 % smaller), with ``budget =
+size (pcodec level 8 and Blosc, ~2× the CPU of shuffle+zstd 3, must be > 1 % smaller), with ``budget =
 4`` 0.25 %; ``budget = inf`` (``--preset archive``) is size first. The smallest cost wins; ties
 go to the earlier candidate. When ``blosc-shuffle-5`` (``FLOOR``) is on the menu, no candidate
 larger than it on the trials is chosen: the budget trades speed only among chains at least as
@@ -157,11 +160,16 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     ref_time = max(trials[ref][1], 1e-9) if ref in trials else 1e-9
     limit = trials[FLOOR][0] if FLOOR in trials and FLOOR in chains else math.inf
     best, best_cost = ref, math.inf
+    from zopt.planning.candidates import CANDIDATES
+
     for name in names:
         if name not in trials or trials[name][0] > limit:
             continue
         size, seconds = trials[name]
-        extra = max(seconds / ref_time - 1.0, 0.0)
+        if name in CANDIDATES and ref in CANDIDATES:  # the menu's fixed costs: the same data, the same chain
+            extra = max(CANDIDATES[name].encode_cost / CANDIDATES[ref].encode_cost - 1.0, 0.0)
+        else:  # candidates without a measured cost: the trial's own timing
+            extra = max(seconds / ref_time - 1.0, 0.0)
         cost = size / ref_size + (0.0 if math.isinf(b) else extra * 0.01 / b)
         if cost < best_cost:
             best, best_cost = name, cost
