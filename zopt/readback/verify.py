@@ -232,10 +232,18 @@ def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
     return out
 
 
+def _is_store(store: Any) -> bool:
+    """A zarr Store object (an Icechunk snapshot), read through zarr; not a path, a URL or several
+    files combined (``zopt.io.multi.MultiSource``, read through xarray like one file)."""
+    from zarr.abc.store import Store
+
+    return isinstance(store, Store)
+
+
 def _metas(store: str, token: str) -> dict[str, _Meta]:
     from zopt.io.sources import is_zarr
 
-    return _zarr_metas(store) if not isinstance(store, str) or is_zarr(store) else _xarray_metas(store, token)
+    return _zarr_metas(store) if _is_store(store) or is_zarr(store) else _xarray_metas(store, token)
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -245,9 +253,9 @@ def _read(store: str, name: str, region: tuple[slice, ...], token: str) -> np.nd
     from zopt.compat.zarr_compat import open_array
     from zopt.io.sources import is_zarr, read_source
 
-    if not isinstance(store, str) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
+    if _is_store(store) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
         array = open_array(store, path=name, mode="r")
-        if array.metadata.zarr_format == 2 or not isinstance(store, str):  # a v2 array of a child group has no xarray view
+        if array.metadata.zarr_format == 2 or _is_store(store):  # a v2 array of a child group has no xarray view
             return np.asarray(array[region])
     return np.asarray(read_source(store, name, region, token))
 
