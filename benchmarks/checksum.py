@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import zarr
+
+sys.path.insert(0, str(Path(__file__).parent))
+from field2d import sine_field  # noqa: E402
 
 
 def main() -> None:
@@ -28,11 +32,7 @@ def main() -> None:
     args = ap.parse_args()
     from zopt import recompress
 
-    rows = args.mb * 2**20 // 4 // 4096
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 40, rows, dtype="f4")[:, None]
-    x = np.linspace(0, 60, 4096, dtype="f4")[None]
-    field = np.round(np.sin(y) * np.cos(x) * 100 + rng.standard_normal((rows, 4096), dtype="f4"), 1).astype("f4")
+    field = sine_field(args.mb)
     _per_chunk(field[:256, :256], args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src.zarr"
@@ -52,7 +52,7 @@ def main() -> None:
                 z[:]
                 reads.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                for y in range(0, min(rows, 2048), 256):
+                for y in range(0, min(field.shape[0], 2048), 256):
                     z[y : y + 256, :256]
                 partial.append(time.perf_counter() - t)
             stored = rep.arrays[0].allocated_after  # fixed-slot files are sparse: disk blocks, not sizes

@@ -38,3 +38,15 @@ def make_source(path: Path, size_gib: float) -> tuple[int, int]:
         arr[r0 : r0 + SHARD[0]] = block
     zarr.consolidate_metadata(str(path))
     return shape
+
+
+def sine_field(mb: int, seed: int = 0):
+    """A float32 field of ``mb`` MiB, 4096 wide: sin·cos waves × 100 plus unit noise, rounded to
+    0.1 (the source of ``benchmarks/checksum.py`` and ``benchmarks/icechunk_write.py``)."""
+    import numpy as np
+
+    rows = mb * 2**20 // 4 // 4096
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0, 40, rows, dtype="f4")[:, None]
+    x = np.linspace(0, 60, 4096, dtype="f4")[None]
+    return np.round(np.sin(y) * np.cos(x) * 100 + rng.standard_normal((rows, 4096), dtype="f4"), 1).astype("f4")

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import icechunk
-import numpy as np
 import xarray as xr
 import zarr
 
@@ -42,16 +42,16 @@ def _dir_bytes(repo_path) -> int:
     return sum(f.stat().st_size for f in Path(repo_path, "chunks").rglob("*") if f.is_file())
 
 
+sys.path.insert(0, str(Path(__file__).parent))
+from field2d import sine_field  # noqa: E402
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=64, help="size of the float32 field in MB")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    rows = args.mb * 2**20 // 4 // 4096
-    rng = np.random.default_rng(0)
-    y = np.linspace(0, 40, rows, dtype="f4")[:, None]
-    x = np.linspace(0, 60, 4096, dtype="f4")[None]
-    field = np.round(np.sin(y) * np.cos(x) * 100 + rng.standard_normal((rows, 4096), dtype="f4"), 1).astype("f4")
+    field = sine_field(args.mb)
     layout = {"chunks": (256, 256), "shards": (512, 4096)}
     print(f"icechunk {icechunk.__version__}, zarr {zarr.__version__}, field {field.shape} float32 "
           f"({field.nbytes / 2**20:.0f} MiB), {field.shape[0] // 512} shards")
