@@ -175,3 +175,43 @@ def test_dry_run_plans_the_child_groups_and_prints_the_job(tmp_path):
     assert result.exit_code == 0, result.output
     assert "job: chunks=y=10, dry_run=True" in result.output and "child/T" in result.output
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_naming_only_root_variables_leaves_the_child_groups_as_they_were(tmp_path):
+    src, dst = tmp_path / "src.zarr", tmp_path / "out.zarr"
+    _tree(src)
+    report = zopt.recompress(str(src), str(dst), variables=["T"])
+    assert [a.name for a in report.arrays] == ["T"]
+    raw = json.dumps(zarr.open_array(str(src), path="child/T").metadata.to_dict()["codecs"])
+    assert _child_codecs(dst) == raw and _child_codecs(dst, "child/U") == raw
+
+
+def test_lossy_for_a_group_the_source_lacks_is_refused_before_writing(tmp_path):
+    src = tmp_path / "src.zarr"
+    _tree(src)
+    with pytest.raises(ValueError, match=r"lossy: \['zz'\] are not child groups"):
+        zopt.recompress(str(src), str(tmp_path / "o.zarr"), lossy=["zz/T=abs:0.1"])
+    assert not (tmp_path / "o.zarr").exists() and not (tmp_path / "o.zarr.zopt-partial").exists()
+
+
+def test_a_presets_menu_and_budget_are_each_kept_unless_given():
+    archive = RecompressJob("a", "b", preset="archive", budget=2)
+    assert archive.menu_used == "archive" and archive.budget_used == 2
+    assert RecompressJob("a", "b", preset="archive", menu="default").budget_used == float("inf")
+    with pytest.raises(ValueError, match="menu, budget"):  # fast names a chain: a menu would be ignored
+        RecompressJob("a", "b", preset="fast", menu="archive")
+
+
+def test_a_plan_rewritten_at_the_same_path_is_a_different_job(tmp_path, monkeypatch):
+    """The journal fingerprints the loaded plan's content, not the path it was given as."""
+    import zopt.job.prepare
+
+    src = tmp_path / "src.zarr"  # one group: a plan covers the arrays of one group
+    data = np.cumsum(np.random.default_rng(1).normal(size=(40, 64)), axis=1).astype("f4")
+    zarr.create_array(str(src), name="T", shape=data.shape, dtype="f4", chunks=(20, 64), compressors=None)[:] = data
+    zopt.plan(str(src), ["T"], output=tmp_path / "p.zarr")
+    seen = []
+    real = zopt.job.prepare.fingerprint
+    monkeypatch.setattr(zopt.job.prepare, "fingerprint", lambda *a, **k: seen.append(a[2]) or real(*a, **k))
+    zopt.recompress(str(src), str(tmp_path / "o.zarr"), plan=str(tmp_path / "p.zarr"), variables=["T"], dry_run=True)
+    assert isinstance(seen[0]["plan"], zopt.Plan)  # hashed by content (zopt.store.journal.fingerprint)

@@ -360,3 +360,24 @@ def test_variables_along_the_concat_dim_are_always_combined(tmp_path):
     np.testing.assert_array_equal(g["count"][...], np.arange(3 * STEPS, dtype="i4") * 10)
     np.testing.assert_array_equal(g["sst"][...], raw_concat(files, "sst"))
     np.testing.assert_array_equal(g["mask"][...], np.arange(NY * NX, dtype="i1").reshape(NY, NX))  # copied
+
+
+def test_several_files_into_a_store_url_are_marked_unfinished_then_published(tmp_path):
+    """A store destination is marked unfinished with the sources' text (a MultiSource is not JSON:
+    the job failed there, after clearing the store it had been told to overwrite)."""
+    write_files(tmp_path / "nc", 3)
+    url = "memory://multi-into-store.zarr"
+    report = recompress(str(tmp_path / "nc" / "*.nc"), url, concat_dim="time")
+    from zopt.io.unfinished import read_unfinished
+
+    store = zarr.storage.FsspecStore.from_url(url, read_only=True)
+    assert zarr.open_array(store, path="sst").shape == report.arrays[0].shape
+    assert read_unfinished(store) is None  # published: the marker is gone
+
+
+def test_readers_see_the_chain_of_a_re_expressed_variable(tmp_path):
+    """Files packed differently get scale_offset + cast_value + a tail: --readers checks that chain."""
+    write_files(tmp_path / "nc", 4, packing=lambda i: (0.01, 0.0) if i % 2 else (0.02, 10.0))
+    with pytest.raises(ValueError, match="readers.*sst.*tensorstore"):
+        recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "o.zarr", concat_dim="time", readers="tensorstore")
+    assert not (tmp_path / "o.zarr").exists()

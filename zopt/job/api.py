@@ -172,8 +172,9 @@ def recompress(
     Returns a ``RecompressReport``. Raises OverlapError (before anything is written) if ``src``
     and ``dst`` overlap; FileExistsError if ``dst`` exists and not ``overwrite``;
     NotAZarrStoreError if it exists and is not a Zarr store; ValueError for a bad codec chain, shape or layout (also for ``fixed-slot``
-    with an inner chain whose encoded size has no known bound, naming the codec, before the destination exists). On any error the partial store is
-    removed and ``dst`` is left as it was.
+    with an inner chain whose encoded size has no known bound, naming the codec, before the destination exists).
+    ``dst`` is left as it was on any error; the partial store is removed, except when the job can
+    resume (see Resuming) or ``before_publish`` refused it (it is kept for inspection).
     """
     options = dict(locals())
     return run_job(RecompressJob(**options))
@@ -182,8 +183,10 @@ def recompress(
 def run_job(job: RecompressJob) -> RecompressReport:
     """Run one recompress job: parse → plan of work → validate → target → graph → run → publish → report.
 
-    Everything refused is refused before the destination or its partial store exists. Errors and
-    the report as ``zopt.job``.
+    Everything the root group's job refuses is refused before the destination or its partial
+    store exists; a child group's job (``RecompressJob.for_child``) checks its own variables when
+    it runs, after the root group's arrays are written (the partial store is then removed).
+    Errors and the report as ``zopt.recompress``.
     """
     t0 = time.perf_counter()
     src, target, notes = parse_job(job)
@@ -235,7 +238,7 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
             if target.journal is not None:
                 target.journal.begin(p.fp, p.job_id, p.layouts)
             else:
-                target.begin(p.job_id, src)  # a Store: marked unfinished until published
+                target.begin(p.job_id, getattr(src, "text", src))  # a Store: marked unfinished until published
         else:
             notes.append(f"resumed the interrupted job in {partial}")
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same

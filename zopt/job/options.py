@@ -108,17 +108,17 @@ class RecompressJob:
             if self.codecs is not None:
                 raise ValueError("preset: names a codec chain; give preset or codecs, not both")
             get_preset(self.preset)  # ValueError naming the known presets
-        if (self.menu is not None or self.budget is not None) and (self.codecs is not None or self.plan is not None):
+        if (self.menu is not None or self.budget is not None) and (self.codecs_used is not None or self.plan is not None):
             raise ValueError("menu, budget: they choose a chain per variable when none is given; give them or "
-                             "codecs/plan, not both")
+                             "codecs/plan (or a preset naming a chain), not both")
         if self.budget is not None:
             from zopt.planning.optimizer import parse_budget
 
             parse_budget(self.budget)  # ValueError naming budget and the allowed values
         if isinstance(self.variables, str):
             object.__setattr__(self, "variables", [self.variables])
-        if self.variables is not None:
-            object.__setattr__(self, "variables", list(self.variables) or None)
+        if self.variables is not None:  # [] rewrites nothing (a child group none of whose arrays was named)
+            object.__setattr__(self, "variables", list(self.variables))
         if isinstance(self.lossy, str | Mapping) or (self.lossy is not None and not isinstance(self.lossy, list)):
             object.__setattr__(self, "lossy", [f"{k}={v}" for k, v in _lossy_items(self.lossy)] or None)
         elif self.lossy is not None:
@@ -167,7 +167,7 @@ class RecompressJob:
     @property
     def menu_used(self) -> Any:
         """The codec menu: as given, else the preset's (``default``, ``archive``), else None (the default menu)."""
-        if self.menu is None and self.budget is None and self.preset is not None:
+        if self.menu is None and self.preset is not None:
             from zopt.planning.presets import get_preset
 
             return get_preset(self.preset).menu
@@ -176,7 +176,7 @@ class RecompressJob:
     @property
     def budget_used(self) -> Any:
         """The speed budget of the menu choice: as given, else the preset's, else None (the default, 1)."""
-        if self.menu is None and self.budget is None and self.preset is not None:
+        if self.budget is None and self.preset is not None:
             from zopt.planning.presets import get_preset
 
             return get_preset(self.preset).budget
@@ -245,6 +245,10 @@ class RecompressJob:
         return dataclasses.replace(
             self, src=os.path.join(os.fspath(self.src), child), dst=dst, variables=variables,
             lossy=lossy or None, overwrite=False, before_publish=None)
+
+    def lossy_groups(self) -> set[str]:
+        """The child groups named by ``lossy`` entries (``child/VAR=…``)."""
+        return {v.split("/", 1)[0] for v, _ in _lossy_items(self.lossy) if "/" in v}
 
     def own_lossy(self) -> list[str] | None:
         """``lossy`` without the child groups' ``child/VAR=…`` entries (their jobs take them)."""

@@ -52,7 +52,14 @@ from zopt.job.targets import (
     target_arrays,
 )
 from zopt.job.work import ArrayWork, build_work, layouts_for
-from zopt.planning.chains import chains_to_check, menu_chains, split_chain, split_for, with_checksum
+from zopt.planning.chains import (
+    chains_to_check,
+    menu_chains,
+    parse_chain,
+    split_chain,
+    split_for,
+    with_checksum,
+)
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint
@@ -149,6 +156,9 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
         p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        unknown = sorted(job.lossy_groups() - set(p.children))
+        if unknown:  # a child job would never receive them: refused, not ignored
+            raise ValueError(f"lossy: {unknown} are not child groups of the source; it has {p.children or 'none'}")
         if isinstance(src, MultiSource):
             p.names = along_concat_dim(src, p.source, p.names, notes)
         notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
@@ -183,10 +193,11 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     journal = target.journal
     if journal is None:
         return
+    options = {**job.fingerprinted(), "plan": p.plan}  # the loaded plan's content, not only its path
     if isinstance(src, MultiSource):  # every file's path, size and mtime
-        p.fp = fingerprint(src.text, p.names, job.fingerprinted(), identity=src.identity)
+        p.fp = fingerprint(src.text, p.names, options, identity=src.identity)
     else:
-        p.fp = fingerprint(src, p.names, job.fingerprinted())
+        p.fp = fingerprint(src, p.names, options)
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
@@ -211,8 +222,14 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
                 for n in p.names}
     p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
     repacks = {n: r for n, r in src.repacks.items() if n in p.names} if isinstance(src, MultiSource) else {}
-    p.splits.update({n: split_chain(r.filters() + (chain or default_chain(np.dtype(r.int_dtype))))
-                     for n, r in repacks.items()})  # files packed differently: one exact packing
+    # files packed differently: one exact packing, then the chain given, else the integers' default
+    repack_chains = {n: r.filters() + (parse_chain(job.codecs_used) if job.codecs_used is not None
+                                       else default_chain(np.dtype(r.int_dtype))) for n, r in repacks.items()}
+    if job.readers and repack_chains:
+        from zopt.planning.readers import check_readers
+
+        check_readers(repack_chains, job.readers)  # ValueError naming the variable, codec and reader
+    p.splits.update({n: split_chain(c) for n, c in repack_chains.items()})
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
