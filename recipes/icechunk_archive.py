@@ -5,10 +5,13 @@ Data: 20 years of monthly air temperature over North America (A1B scenario) from
 ``add_offset`` 273.15), the way such archives are distributed; one month is packed with other
 parameters, as happens when a producer changes its settings.
 
-1. Combine the files along ``time``. This branch of zopt takes one source per job, so the files
-   are combined by ``xarray.open_mfdataset`` into one netCDF first; each file is decoded with its
-   own packing, and the combined file stores the decoded (float64) values (keeping the first
-   file's packing would silently re-pack the odd month wrongly).
+1. Combine the files along ``time`` with ``xarray.open_mfdataset`` into one netCDF first; each
+   file is decoded with its own packing, and the combined file stores the decoded (float64)
+   values (keeping the first file's packing would silently re-pack the odd month wrongly).
+   zopt combines files itself (``zopt.recompress(files, dst, concat_dim="time")``, re-expressing
+   the odd month in one exact packing), but on zarr-python >= 3.4 a sharded array refuses that
+   packing when 0.0 does not survive it (offset 273.15 here; docs/archives.md, "Limits"),
+   so this recipe keeps xarray's combine until that is fixed.
 2. ``zopt.recompress(combined, "icechunk://…")``: one job, one commit on ``main`` with zopt's
    options and plan in its metadata; ``--verify`` (``before_publish``) compares the commit bit
    for bit before ``main`` moves to it.
@@ -16,7 +19,7 @@ parameters, as happens when a producer changes its settings.
 
     python recipes/icechunk_archive.py [--small] [--out DIR]
 
-Needs ``pip install "zopt[icechunk,data]"``.
+Needs, from a zopt clone, ``pip install ".[icechunk,data]"``.
 """
 
 from __future__ import annotations

@@ -381,3 +381,4 @@ def test_readers_see_the_chain_of_a_re_expressed_variable(tmp_path):
     with pytest.raises(ValueError, match="readers.*sst.*tensorstore"):
         recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "o.zarr", concat_dim="time", readers="tensorstore")
     assert not (tmp_path / "o.zarr").exists()
+
