@@ -382,3 +382,25 @@ def test_readers_see_the_chain_of_a_re_expressed_variable(tmp_path):
         recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "o.zarr", concat_dim="time", readers="tensorstore")
     assert not (tmp_path / "o.zarr").exists()
 
+
+
+def test_200_files_into_one_icechunk_commit(archive, tmp_path):
+    """Many sources and an Icechunk destination together: one job, one commit on main, verified
+    against the files before main moves, the packed integers kept byte for byte."""
+    icechunk = pytest.importorskip("icechunk")
+    repo_path = tmp_path / "repo"
+    icechunk.Repository.create(icechunk.local_filesystem_storage(str(repo_path)))
+    url = f"icechunk://{repo_path}@main"
+    assert len(archive) >= 200
+    from zopt.readback.verify import before_publish_check
+
+    checked: list = []
+    sources = [str(p) for p in archive]
+    recompress(sources, url, concat_dim="time", before_publish=before_publish_check(sources, url, done=checked,
+                                                                                      concat_dim="time"))
+    assert checked and checked[0].ok
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(repo_path)))
+    store = repo.readonly_session(branch="main").store
+    stored = zarr.open_array(store, path="sst", mode="r")[...]
+    np.testing.assert_array_equal(stored, raw_concat(archive, "sst"))  # the packed integers, byte for byte
+    assert [s.message for s in repo.ancestry(branch="main")][-1] == "Repository initialized"
