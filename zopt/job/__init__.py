@@ -1,13 +1,17 @@
 """One recompress job, one module per step of its data path (``docs/architecture.md``):
 
 - ``options``: ``RecompressJob``, every option of a job, validated once;
-- ``api``: ``recompress`` and ``recompress_in_place``, parse → plan of work → validate → target →
-  graph → run → publish → report;
+- ``api``: ``recompress`` and ``run_job``: parse → plan of work → validate → target → graph → run
+  → publish → report; ``prepare``: ``parse_job`` and ``plan_of_work``, everything before the
+  first write; ``in_place``: ``recompress_in_place``;
 - ``work``: the pure plan of work per array, built and checked before anything is written;
-- ``targets``: a local directory or a store; creating, measuring, publishing, discarding;
+- ``targets``: a local directory or a store; ``icechunk_target``: a branch of an Icechunk
+  repository; creating, measuring, publishing, discarding;
 - ``dask_graph``: the Dask graph of the work and its run; ``graph``: the Dask keys;
 - ``tasks``: the worker functions; ``reports``: ``ArrayReport`` and ``RecompressReport``;
-- ``compact``: packing fixed-slot shards; ``progress``: the progress bar.
+- ``analyze``: ``zopt.analyze`` and ``zopt.plan`` on any source; ``compact``: packing
+  fixed-slot shards; ``progress``: the progress bar.
 
-The public functions are ``zopt.recompress`` and ``zopt.recompress_in_place``.
+The public functions are ``zopt.recompress``, ``zopt.recompress_in_place``, ``zopt.analyze``,
+``zopt.plan`` and ``zopt.compact``.
 """
