@@ -139,3 +139,27 @@ def test_selected_by_zarr_config_when_another_implementation_shares_the_name():
         if added is not None:
             registry.pop(added, None)
     assert get_codec_class("cast_value") is CastValueCodec
+
+
+def test_sharded_packing_that_misses_zero_is_not_refused_but_a_bad_real_fill_is(tmp_path):
+    """zarr >= 3.4 validates a shard's inner codecs against a fill of 0, not the array's: an
+    offset of 273.15 with step 0.01 (0.0 not on the grid) was refused at creation there."""
+    from zopt.codecs.scale_offset import scale_offset_decode
+
+    def filters():
+        return [{"name": "scale_offset", "configuration": {"offset": 273.15, "scale": 100}},
+                {"name": "cast_value", "configuration": {"data_type": "int16", "scalar_map": {
+                    "encode": [["NaN", -32768]], "decode": [[-32768, "NaN"]]}}}]
+
+    a = zarr.create_array(LocalStore(tmp_path), name="k", shape=(8, 8), chunks=(4, 4), shards=(8, 8),
+                          dtype="float64", fill_value=np.nan, filters=filters(), compressors=None)
+    x = scale_offset_decode(np.arange(-2000, -1936, dtype=np.float64).reshape(8, 8), np.float64(273.15),
+                            np.float64(100))
+    x[0, 0] = np.nan
+    a[:4] = x[:4]
+    b = zarr.open_array(LocalStore(tmp_path), path="k")
+    np.testing.assert_array_equal(b[:4], x[:4])
+    assert np.isnan(b[4:]).all()  # the inner chunks never written read as the array's fill
+    with pytest.raises(ValueError, match="fill_value.*does not survive"):
+        zarr.create_array(LocalStore(tmp_path), name="bad", shape=(8,), chunks=(4,), shards=(8,), dtype="float64",
+                          fill_value=0.5, filters=filters(), compressors=None)[:] = 1.0

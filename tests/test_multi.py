@@ -158,6 +158,26 @@ def test_files_packed_differently_are_re_expressed_exactly(tmp_path):
     assert verify(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time").ok
 
 
+def test_a_re_expression_whose_packing_misses_zero_writes_into_shards(tmp_path):
+    """Offset 273.15 with step 0.01: 0.0 is not on the packed grid. zarr 3.4 validates a shard's
+    inner codecs against a fill of 0, not the array's NaN; that 0 must not refuse the array
+    (it did: the iris A1B files of recipes/icechunk_archive.py)."""
+    files = write_files(tmp_path / "nc", 4, packing=lambda i: (0.02, 250.0) if i == 1 else (0.01, 273.15))
+    dst = tmp_path / "out.zarr"
+    report = recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", chunks="time=3", shards="time=6")
+    assert any("re-expressed" in n and "sst" in n for n in report.notes)
+    meta = json.loads((dst / "sst" / "zarr.json").read_text())
+    assert meta["codecs"][0]["name"] == "sharding_indexed"
+    inner = [c["name"] for c in meta["codecs"][0]["configuration"]["codecs"]]
+    assert inner[:2] == ["scale_offset", "cast_value"]
+    values = zarr.open_array(dst, path="sst")[...]
+    expect = raw_concat(files, "sst", scale=True)
+    np.testing.assert_array_equal(np.isnan(values), np.isnan(expect))
+    ok = ~np.isnan(expect)
+    assert np.max(np.abs(values[ok] - expect[ok])) <= 2 * np.spacing(300.0)
+    assert verify(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time").ok
+
+
 @pytest.mark.parametrize("packing", [
     lambda i: (0.01 if i else 1 / 3, 0.0),  # 1/3 is 0.3333333333333333: a common step of 1e-16 overflows
     lambda i: (np.float32(0.001) if i else np.float32(1 / 3), np.float32(0)),  # float32: beyond its 24-bit mantissa

@@ -21,7 +21,10 @@ Configuration (``rounding`` defaults to ``nearest-even``; ``out_of_range`` absen
 
 The fill value is encoded with the same rules and must decode back to itself (NaN to NaN, −0.0
 to −0.0); otherwise the array is refused when zopt's codec pipeline opens or creates it, or at
-the first write.
+the first write. One exception: zarr >= 3.4 validates a shard's inner codecs against a fill of
+0 that is not the array's (``zopt.compat.zarr_compat.placeholder_fill_validation``); that 0 is
+not refused, and the array's real fill is checked when the shard's inner chain is built for
+its first read or write.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
+from zopt.compat.zarr_compat import placeholder_fill_validation
 from zopt.dtypes.numeric import numeric_info, zarr_dtype
 
 if TYPE_CHECKING:
@@ -150,16 +154,18 @@ class CastValueCodec(ArrayArrayCodec):
         except ValueError as exc:
             raise ValueError(f"cast_value: only real number data types can be cast, not {source}") from exc
         fill = np.asarray(chunk_spec.fill_value).astype(source.to_native_dtype()).reshape(())
+        target = self.target
         try:
             encoded = self.encode_array(fill, source)
             back = self.decode_array(encoded, source)
         except CastError as exc:
+            if placeholder_fill_validation():  # zarr 3.4's fill 0 for a shard's inner codecs
+                return replace(chunk_spec, dtype=target, fill_value=target.default_scalar())
             raise ValueError(f"fill_value: {fill[()]!r} cannot be cast by cast_value to {self.data_type}: {exc}") from exc
-        if not _same_value(back, fill):
+        if not _same_value(back, fill) and not placeholder_fill_validation():
             raise ValueError(f"fill_value: {fill[()]!r} does not survive cast_value to {self.data_type}: it encodes "
                              f"to {encoded[()]!r}, which decodes to {back[()]!r}; choose a fill value the target "
                              "represents exactly or map it with scalar_map")
-        target = self.target
         return replace(chunk_spec, dtype=target, fill_value=target.cast_scalar(encoded[()]))
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:

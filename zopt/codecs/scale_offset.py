@@ -36,6 +36,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, cast_error
+from zopt.compat.zarr_compat import placeholder_fill_validation
 from zopt.dtypes.numeric import NumericInfo, numeric_info
 
 if TYPE_CHECKING:
@@ -219,6 +220,8 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         try:
             encoded = scale_offset_encode(fill, off, s)[()]
         except CastError as exc:
+            if placeholder_fill_validation():  # zarr 3.4's fill 0 for a shard's inner codecs
+                return chunk_spec
             raise ValueError(f"fill_value: {fill[()]!r} cannot be encoded by scale_offset: {exc}") from exc
         return replace(chunk_spec, fill_value=chunk_spec.dtype.cast_scalar(encoded))
 

@@ -28,6 +28,9 @@ synchronous codecs (3.3+)              wrappers report ``_sync_capable``; ``supp
                                        there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
 zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation is selected through
 ``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt.codecs.zarr_config``).
+a shard's inner codecs validated       3.4 resolves them against the data type's default (0),
+with a placeholder fill (3.4+)         not the array's fill: ``placeholder_fill_validation``
+                                       tells zopt's value codecs not to refuse that 0.
 =====================================  =========================================================
 
 This module imports only zarr and the leaf ``zopt.errors``, so any zopt module may import it.
@@ -36,6 +39,7 @@ This module imports only zarr and the leaf ``zopt.errors``, so any zopt module m
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import zarr
@@ -55,6 +59,7 @@ __all__ = [
     "first_unservable_codec",
     "joined_results",
     "open_array",
+    "placeholder_fill_validation",
     "unservable_array_error",
     "regular_chunk_shape",
     "resolve_codec",
@@ -75,6 +80,28 @@ ZARR_VERSION: tuple[int, int] = _parse_version(zarr.__version__)
 def zarr_version_string() -> str:
     """``"zarr-python 3.4.2"``: for error messages."""
     return f"zarr-python {zarr.__version__}"
+
+
+def placeholder_fill_validation() -> bool:
+    """True when the caller runs inside zarr >= 3.4's ``ShardingCodec._validate_inner_codecs``.
+
+    That check resolves a shard's inner codecs against ``dtype.default_scalar()`` (0), not the
+    array's fill value, so a codec that refuses a fill it cannot round trip (``scale_offset``,
+    ``cast_value``; spec: "SHOULD validate fill value survives round-trip") would refuse every
+    sharded array whose packing does not represent 0 exactly, e.g. offset 273.15 with step 0.01.
+    The real fill is checked when the shard's inner chain is built for a read or write.
+    Only called on a refusal path: it walks at most 12 frames.
+    """
+    if ZARR_VERSION < (3, 4):
+        return False
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "_validate_inner_codecs" and frame.f_globals.get("__name__") == "zarr.codecs.sharding":
+            return True
+        frame = frame.f_back
+    return False
 
 
 # -- pipeline return values ---------------------------------------------------------------------
