@@ -26,7 +26,11 @@ from ``getrusage`` belong to that run alone), repetitions interleaved, medians r
 - ``zopt-default-py313``: ``zopt-default`` under ``--python313`` (zarr 3.4 there), if given;
 - ``ceiling``: the composed numcodecs loop in 2 processes — zstd-decompress each source chunk,
   shuffle, zstd(3)-compress — on the source chunk files read into memory first (no I/O): the
-  realistic ceiling of this machine for the job.
+  realistic ceiling of this machine for the job with the chain ``[shuffle, zstd3]`` (zopt-plain,
+  zopt-classic);
+- ``ceiling-default``: the same loop with the chain the menu chooses on this field,
+  ``numcodecs.pcodec`` level 8 instead of shuffle + zstd(3): the ceiling for zopt-default,
+  zopt-fixed-slot and zopt-default-py313. Their "× ceiling" column is to this one.
 
 Every output is read back and compared bit for bit with the source (not timed); imports happen
 before the clock starts. MB/s counts logical (uncompressed) bytes. CPU seconds (user + sys) are
@@ -49,7 +53,7 @@ from pathlib import Path
 SHARD = 256
 INNER = 64
 RUNNERS = ("zarr", "dask", "zarrs", "tensorstore", "zopt-plain", "zopt-default", "zopt-classic", "zopt-fixed-slot",
-           "zopt-default-py313", "ceiling")
+           "zopt-default-py313", "ceiling", "ceiling-default")
 VARIANTS = ("smooth", "mixed")
 LABELS = {
     "zarr": "zarr-python, a loop over shards, [shuffle, zstd3]",
@@ -62,6 +66,7 @@ LABELS = {
     "zopt-fixed-slot": "zopt, default, --layout fixed-slot",
     "zopt-default-py313": "zopt, default, Python 3.13 / zarr 3.4",
     "ceiling": "composed numcodecs loop, 2 processes (no I/O)",
+    "ceiling-default": "the same loop with the default's chain, pcodec level 8",
 }
 PRELOAD = {
     "zarr": ("zarr", "zarr.codecs.numcodecs", "numcodecs"),
@@ -73,6 +78,7 @@ PRELOAD = {
     "zopt-classic": ("zopt.job", "zopt.codecs", "numcodecs"),
     "zopt-fixed-slot": ("zopt.job", "zopt.codecs", "numcodecs"),
     "ceiling": ("numcodecs", "concurrent.futures"),
+    "ceiling-default": ("numcodecs", "numcodecs.pcodec", "concurrent.futures"),
 }
 PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "shuffle"},
          {"name": "zstd", "configuration": {"level": 3}}]
@@ -215,27 +221,35 @@ def _ceiling_worker(args) -> tuple[float, int]:
     import numcodecs
     import numpy as np
 
-    files, out_sizes = args
+    files, chain = args
     blobs = [Path(f).read_bytes() for f in files]  # read before the clock: no I/O in the loop
     dec, enc = numcodecs.Zstd(), numcodecs.Zstd(level=3)
     buf = np.empty(INNER**3 * 4, dtype=np.uint8)
     shuffled = np.empty_like(buf)
+    if chain == "pcodec":
+        from numcodecs.pcodec import PCodec
+
+        pco = PCodec(level=8)
+        values = buf.view(np.float32).reshape((INNER,) * 3)
     t = time.perf_counter()
     total = 0
     for b in blobs:
         dec.decode(b, out=buf)
+        if chain == "pcodec":
+            total += len(pco.encode(values))
+            continue
         shuffled.reshape(4, -1)[...] = buf.reshape(-1, 4).T  # the byte shuffle
         total += len(enc.encode(shuffled))
     return time.perf_counter() - t, total, _peak_rss()
 
 
-def run_ceiling(src: str, dst: str) -> dict:
+def run_ceiling(src: str, dst: str, chain: str = "shuffle-zstd3") -> dict:
     from concurrent.futures import ProcessPoolExecutor
 
     files = sorted(str(p) for p in (Path(src) / "v" / "c").rglob("*") if p.is_file())
     halves = [files[0::2], files[1::2]]
     with ProcessPoolExecutor(2) as pool:
-        results = list(pool.map(_ceiling_worker, [(h, None) for h in halves]))
+        results = list(pool.map(_ceiling_worker, [(h, chain) for h in halves]))
     return {"seconds": max(r[0] for r in results), "stored": sum(r[1] for r in results), "verified": None,
             "worker_peak_rss": max(r[2] for r in results)}
 
@@ -291,8 +305,8 @@ def child(which: str, src: str, dst: str) -> None:
     u0 = usage()
     t = time.perf_counter()
     extra = {}
-    if which == "ceiling":
-        extra = run_ceiling(src, dst)
+    if which in ("ceiling", "ceiling-default"):
+        extra = run_ceiling(src, dst, "pcodec" if which == "ceiling-default" else "shuffle-zstd3")
     elif which.startswith("zopt"):
         codecs = PLAIN if which == "zopt-plain" else None
         extra = run_zopt(src, dst, codecs, "fixed-slot" if which == "zopt-fixed-slot" else "compact",
@@ -304,7 +318,7 @@ def child(which: str, src: str, dst: str) -> None:
     out = {"seconds": seconds, "user": u1[0] - u0[0], "sys": u1[1] - u0[1], "minflt": u1[2] - u0[2],
            "majflt": u1[3] - u0[3], "peak_rss": _peak_rss()}
     out.update(extra)
-    if which != "ceiling":
+    if not which.startswith("ceiling"):
         out["stored"], out["allocated"] = _stored(dst)
         out["verified"] = verify(src, dst, which)
     print(json.dumps(out))
@@ -372,6 +386,11 @@ def main() -> None:
     print_table(rows, runners, variants, shape, logical, args)
 
 
+def ceiling_of(which: str) -> str:
+    """The ceiling runner a runner is compared with: the loop with the same chain."""
+    return "ceiling-default" if which.startswith(("zopt-default", "zopt-fixed-slot", "ceiling-default")) else "ceiling"
+
+
 def _median(rows, which, variant, key):
     vals = [r[key] for r in rows if r["which"] == which and r["variant"] == variant and r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -389,8 +408,8 @@ def print_table(rows, runners, variants, shape, logical, args) -> None:
         for v in variants:
             m = mbs[(w, v)]
             rss = _median(rows, w, v, "peak_rss")
-            ts, ceil = mbs.get(("tensorstore", v)), mbs.get(("ceiling", v))
-            cells.append(f" {m:,.0f} ({rss / 2**20:,.0f}) |" if m and w != "ceiling" else (f" {m:,.0f} |" if m else " – |"))
+            ts, ceil = mbs.get(("tensorstore", v)), mbs.get((ceiling_of(w), v))
+            cells.append(f" {m:,.0f} ({rss / 2**20:,.0f}) |" if m and not w.startswith("ceiling") else (f" {m:,.0f} |" if m else " – |"))
             cells.append(f" {m / ts:.2f} |" if m and ts else " – |")
             cells.append(f" {m / ceil:.2f} |" if m and ceil else " – |")
         print(f"| {LABELS[w]:<50} |" + "".join(cells))
@@ -405,7 +424,7 @@ def print_table(rows, runners, variants, shape, logical, args) -> None:
     for w in runners:
         cells = []
         for v in variants:
-            m, ts, ceil = cpu[(w, v)], cpu.get(("tensorstore", v)), cpu.get(("ceiling", v))
+            m, ts, ceil = cpu[(w, v)], cpu.get(("tensorstore", v)), cpu.get((ceiling_of(w), v))
             cells += [f" {m:,.0f} |" if m else " – |", f" {m / ts:.2f} |" if m and ts else " – |",
                       f" {m / ceil:.2f} |" if m and ceil else " – |"]
         print(f"| {LABELS[w]:<50} |" + "".join(cells))

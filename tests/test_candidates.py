@@ -279,3 +279,31 @@ def test_the_menus_candidates_are_charged_their_fixed_cost_not_the_trials_timing
         assert choose({"classic": (1000, 1.0), "pcodec-8": (995, slow)}, chains, 1).name == "classic"
     assert CANDIDATES["classic"].encode_cost == 1.0
     assert all(c.encode_cost >= 1.0 for c in CANDIDATES.values() if c.name not in ("classic", "shuffle-zstd-3"))
+
+
+def test_trials_of_candidates_with_fixed_costs_encode_each_chunk_once(tmp_path, monkeypatch):
+    """choose() uses each menu candidate's fixed encode_cost, so its trials need no timing: one
+    encode per trial chunk and candidate, not a warm-up plus TIMINGS repetitions."""
+    from zopt.codecs.chain import ChunkEncoder
+    from zopt.planning.optimizer import TIMINGS, menu_trial_task
+
+    assert TIMINGS > 1
+    src = tmp_path / "s.zarr"
+    a = zarr.create_array(src, name="v", shape=(64, 64), chunks=(16, 16), dtype="f4", fill_value=0)
+    a[:] = np.sin(np.linspace(0, 9, 64 * 64)).reshape(64, 64).astype("f4")
+    calls = []
+    real = ChunkEncoder.encode
+
+    def counting(self, *args, **kw):
+        calls.append(1)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(ChunkEncoder, "encode", counting)
+    chains = menu_for("f4", "default")
+    out = menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), chains, n=4)
+    assert set(out["trials"]) == set(chains) and all(b > 0 for b, _ in out["trials"].values())
+    assert len(calls) == 4 * len(chains)
+    calls.clear()
+    custom = {"classic": chains["classic"], "mine": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]}
+    menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom, n=4)
+    assert len(calls) == len(custom) * (1 + 4 * TIMINGS)  # a chain without a fixed cost: timed as before

@@ -66,3 +66,33 @@ def test_zarr_reads_what_the_encoder_decodes(tmp_path):
     blob = (tmp_path / "a.zarr" / "c" / "0" / "0").read_bytes()
     enc = ChunkEncoder(a.metadata.codecs, chunk_spec((6, 7), a.metadata.data_type, 0))
     assert enc.decode(blob).tobytes() == a[:].tobytes()
+
+
+def test_pcodec_chunks_encode_and_decode_in_the_calling_thread(monkeypatch):
+    """zarr < 3.4's numcodecs.pcodec wrapper has only async methods, each starting an event loop
+    and a thread per chunk (``asyncio.to_thread``); zopt calls numcodecs' PCodec directly, as
+    zarr 3.4's ``_encode_sync`` does, with the same bytes as zarr's own pipeline."""
+    import threading
+
+    pytest.importorskip("pcodec")
+    chain = [{"name": "numcodecs.pcodec", "configuration": {"level": 8}}]
+    values = (np.sin(np.linspace(0, 20, 64 * 64)).reshape(64, 64) * 100).astype("f4")
+    enc = ChunkEncoder([resolve_codec(c) for c in chain], chunk_spec((64, 64), Float32(), 0))
+    started = []
+    real_start = threading.Thread.start
+
+    def counting_start(self, *a, **k):
+        started.append(self.name)
+        return real_start(self, *a, **k)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    stored = [enc.encode(values, (0, 0)).data for _ in range(8)]
+    back = [enc.decode(s) for s in stored]
+    monkeypatch.undo()
+    assert started == []
+    for b in back:
+        np.testing.assert_array_equal(b, values)
+    z = zarr.create_array(zarr.storage.MemoryStore(), shape=(64, 64), chunks=(64, 64), dtype="f4", fill_value=0,
+                          serializer=chain[0], compressors=None)
+    z[:] = values
+    assert bytes(stored[0]) == z.store._store_dict["c/0/0"].to_bytes()

@@ -51,6 +51,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.sync import sync_decoder, sync_encoder
+from zopt.compat.zarr_compat import sync_method
 from zopt.errors import ChunkDecodeError
 
 __all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
@@ -305,7 +306,7 @@ def _raw_nbytes(spec: ArraySpec) -> int:
 
 
 def _run_sync(codec: Any, sync_name: str, async_name: str, value: Any, spec: ArraySpec) -> Any:
-    fn = getattr(codec, sync_name, None)
+    fn = sync_method(codec, sync_name)
     if fn is not None:
         return fn(value, spec)
     return asyncio.run(getattr(codec, async_name)(value, spec))
