@@ -307,3 +307,25 @@ def test_trials_of_candidates_with_fixed_costs_encode_each_chunk_once(tmp_path, 
     custom = {"classic": chains["classic"], "mine": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]}
     menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom, n=4)
     assert len(calls) == len(custom) * (1 + 4 * TIMINGS)  # a chain without a fixed cost: timed as before
+
+
+def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path):
+    """choose_chains runs one task per candidate (parallel trials); the sizes and the choice are
+    those of menu_trial_task, which runs the same steps in one task."""
+    from zopt.io.sources import SourceVariable
+    from zopt.planning.optimizer import choose_chains, menu_trial_task
+
+    src = tmp_path / "s.zarr"
+    g = zarr.open_group(src, mode="w")
+    rng = np.random.default_rng(3)
+    smooth = np.cumsum(rng.normal(size=(48, 40)), axis=1).astype("f4")
+    g.create_array("a", shape=(48, 40), chunks=(16, 16), dtype="f4", fill_value=0)[:] = smooth
+    g.create_array("b", shape=(48, 40), chunks=(16, 16), dtype="i2", fill_value=0)[:] = (smooth * 10).astype("i2")
+    variables = {n: SourceVariable((48, 40), np.dtype(d), ("y", "x")) for n, d in (("a", "f4"), ("b", "i2"))}
+    layouts = {n: ((16, 16), None) for n in variables}
+    got = choose_chains(str(src), variables, layouts, menu="archive", scheduler="threads")
+    for n, v in variables.items():
+        one = menu_trial_task(str(src), n, v.shape, v.dtype.str, (16, 16), menu_for(v.dtype, "archive"))
+        assert got[n].name == one["candidate"] and got[n].raw_bytes == one["raw_bytes"]
+        assert {k: b for k, (b, _) in got[n].trials.items()} == {k: b for k, (b, _) in one["trials"].items()}
+        assert len(got[n].trials) == len(menu_for(v.dtype, "archive")) > 1

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "menu_trial_task", "parse_budget", "wrapped_codecs_json",
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_trial_task", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
 #: the default speed budget (see module docstring)
@@ -177,13 +177,12 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     return MenuChoice(name=best, chain=chains[best], trials=dict(trials), raw_bytes=raw_bytes, budget=b)
 
 
-def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None, token: str | None = None,
-                    n: int = TRIAL_CHUNKS) -> dict[str, Any]:
-    """Dask task: read the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
-    ``dtype``) of ``src`` with ``zopt.io.sources.read_source``, trial-encode every chain, choose.
-    Returns ``MenuChoice.to_json()``. A trial chunk equal to the fill value is encoded too (it
-    costs little and weighs nothing in the sizes)."""
+def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
+                 token: str | None = None, n: int = TRIAL_CHUNKS) -> list[np.ndarray]:
+    """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
+    ``dtype``) of ``src``, read with ``zopt.io.sources.read_source``; edge chunks padded like the
+    writer pads them. A trial chunk equal to the fill value is kept (it costs little and weighs
+    nothing in the sizes)."""
     from zopt.io.sources import read_source
 
     native = np.dtype(dtype)
@@ -197,13 +196,42 @@ def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk
 
             values = np.ascontiguousarray(padded(values, chunk_shape, np.zeros((), native)))
         chunks.append(values)
+    return chunks
+
+
+def _timed(chains: Mapping[str, Any]) -> bool:
     from zopt.planning.candidates import CANDIDATES
 
     # choose() times only candidates without a fixed encode_cost: the others are encoded once
-    timed = not all(k in CANDIDATES for k in chains)
-    trials = trial_encode(chunks, chains, zarr_data_type(native), np.zeros((), native), timed=timed)
+    return not all(k in CANDIDATES for k in chains)
+
+
+def trial_task(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], timed: bool
+               ) -> dict[str, tuple[int, float]]:
+    """Dask task: ``trial_encode`` of ``chunks`` (from ``trial_chunks``) with ``chains``."""
+    if not chunks:
+        return {k: (0, 0.0) for k in chains}
+    native = chunks[0].dtype
+    return trial_encode(chunks, chains, zarr_data_type(native), np.zeros((), native), timed=timed)
+
+
+def choose_task(chunks: Sequence[np.ndarray], parts: Sequence[Mapping[str, tuple[int, float]]],
+                chains: Mapping[str, list[dict[str, Any]]], budget: Any = None) -> dict[str, Any]:
+    """Dask task: ``choose`` from the candidates' ``trial_task`` results. Returns
+    ``MenuChoice.to_json()``."""
+    trials = {k: v for part in parts for k, v in part.items()}
     raw = sum(int(c.nbytes) for c in chunks)
     return choose(trials, chains, budget, raw).to_json()
+
+
+def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
+                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None, token: str | None = None,
+                    n: int = TRIAL_CHUNKS) -> dict[str, Any]:
+    """Dask task: read the trial chunks (``trial_chunks``) of variable ``name`` (``shape``, numpy
+    ``dtype``) of ``src``, trial-encode every chain, choose. Returns ``MenuChoice.to_json()``.
+    (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
+    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, n)
+    return choose_task(chunks, [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
 def zarr_data_type(native: np.dtype) -> Any:
@@ -217,8 +245,9 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
                   menu: Any = None, budget: Any = None, readers: Any = None, masks_only: bool = False,
                   bounded_only: bool = False, scheduler: str | None = None, token: str | None = None
                   ) -> dict[str, MenuChoice]:
-    """Choose each variable's chain from the menu: one ``menu_trial_task`` per variable with more
-    than one applicable candidate, run as one Dask graph (``zopt.compat.scheduling.compute``).
+    """Choose each variable's chain from the menu: for each variable with more than one applicable
+    candidate, a ``trial_chunks`` task, one ``trial_task`` per candidate and a ``choose_task``, all
+    run as one Dask graph (``zopt.compat.scheduling.compute``).
 
     variables : ``{name: zopt.io.sources.SourceVariable}`` (shape, numpy dtype); layouts : ``{name:
     (inner chunk shape, shard shape or None)}``. menu, readers : as for
@@ -248,9 +277,17 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
             out[name] = MenuChoice(name=first, chain=chains[first], budget=b)
             continue
         pending.append(name)
-        tasks.append(dask.delayed(menu_trial_task, pure=False)(
-            src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], chains,
-            b, token, dask_key_name=f"zopt-menu-trial-{name}-{token}"))
+        # one task per candidate after one read of the trial chunks: the candidates' trials run
+        # in parallel even when the job has one variable
+        chunks = dask.delayed(trial_chunks, pure=False)(
+            src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], token,
+            dask_key_name=f"zopt-menu-chunks-{name}-{token}")
+        timed = _timed(chains)
+        parts = [dask.delayed(trial_task, pure=False)(chunks, {k: v}, timed,
+                                                       dask_key_name=f"zopt-menu-trial-{name}-{k}-{token}")
+                 for k, v in chains.items()]
+        tasks.append(dask.delayed(choose_task, pure=False)(chunks, parts, chains, b,
+                                                            dask_key_name=f"zopt-menu-choice-{name}-{token}"))
     for name, result in zip(pending, compute(tasks, scheduler, None, token), strict=True):
         out[name] = MenuChoice.from_json(result)
     return out
