@@ -1,4 +1,4 @@
-"""``zopt lossy-plan SRC -o PLAN``: the lossy command (registered on ``zopt.cli.commands``; ``zopt verify`` is ``zopt.cli.verify``)."""
+"""``zopt lossy-plan SRC -o PLAN``: the lossy command (registered on the ``zopt`` group in ``zopt.cli.commands``; ``zopt verify`` is ``zopt.cli.verify``)."""
 
 from __future__ import annotations
 

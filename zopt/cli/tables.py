@@ -1,6 +1,6 @@
 """What the CLI prints: the console (wide when piped), byte sizes, mask histograms, plan tables.
 
-Shared by ``zopt.cli.commands`` and the commands that live beside it (``zopt.cli.lossy``).
+Shared by the commands (``zopt.cli.recompress``, ``analyze``, ``info``, ``lossy``, ``verify``).
 """
 
 from __future__ import annotations

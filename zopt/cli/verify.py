@@ -1,4 +1,4 @@
-"""``zopt verify SRC DST [ARRAY…]`` (registered on ``zopt.cli.commands``) and its table."""
+"""``zopt verify SRC DST [ARRAY…]`` (registered on the ``zopt`` group in ``zopt.cli.commands``) and its table."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """zopt's progress bar: one tick per finished task, from Dask's local-scheduler callbacks or a cluster.
 
-Shared by ``zopt recompress`` (``zopt.cli.commands``) and ``zopt verify`` (``zopt.cli.verify``); given to
+Shared by ``zopt recompress`` (``zopt.cli.recompress``) and ``zopt verify`` (``zopt.cli.verify``); given to
 ``zopt.compat.scheduling.compute`` as ``progress``.
 """
 

@@ -238,7 +238,7 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
     from zopt.codecs.grid import regions
     from zopt.io.sources import read_source
     from zopt.lossy.bitinfo import pair_counts
-    from zopt.planning.analysis import chunk_digest
+    from zopt.planning.chunk_stats import chunk_digest
 
     x = np.asarray(read_source(src, name, region, token))
     origin = [r.start for r in region]

@@ -115,7 +115,7 @@ class ArrayPlan:
     def content_digest(self, values: np.ndarray, fill: Any) -> int:
         """The digest this plan keeps for a chunk whose values (its part inside the array,
         any shape up to ``chunk_shape``) are ``values``; ``fill``: the fill value, for padding."""
-        from zopt.planning.analysis import chunk_digest
+        from zopt.planning.chunk_stats import chunk_digest
 
         if self.digest_windows is None:
             return chunk_digest(values)

@@ -1,0 +1,177 @@
+"""``zopt analyze`` and ``zopt plan`` (``plan STORE …`` makes a plan, ``plan show PLAN`` shows one),
+with the analysis options they share. Registered on the ``zopt`` group in ``zopt.cli.commands``."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from zopt.cli.shared import Location
+from zopt.cli.tables import console
+from zopt.cli.tables import mask_text as _mask_text
+from zopt.cli.tables import plan_table as _plan_table
+from zopt.compat.scheduling import scheduler_option
+from zopt.job.progress import RichProgress as _RichProgress
+
+__all__ = ["analyze", "plan"]
+
+
+def _analysis_options(command):
+    """The options of an analysis run, shared by ``analyze`` and ``plan create``."""
+    options = [
+        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded."),
+        click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample."),
+        click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
+                     help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; "
+                          "full: whole chunks; auto: windows where possible."),
+        click.option("--decode-times", is_flag=True,
+                     help="Also time each mask's decoding (needed by the fastest_within policy; about doubles the trial cost)."),
+        click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress."),
+        click.option("--no-progress", is_flag=True, help="Do not show the progress bar."),
+        click.option("--menu", default=None, help="Also choose each array's whole chain from this codec menu (default, "
+                     "archive, or candidate names; docs/presets.md): a plan then records it and recompress --plan writes it."),
+        click.option("--budget", default=None, help="The speed budget of the --menu choice: a number > 0 (default 1) or 'inf'."),
+        click.option("--readers", default=None, help="With --menu: only chains these readers all read (zopt, zarr-python, "
+                     "tensorstore, zarrs)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.command("analyze")
+@click.argument("store", type=Location())
+@click.argument("arrays", nargs=-1)
+@click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
+@click.option("--overwrite", is_flag=True, help="Replace the analysis at OUTPUT if it exists.")
+@click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
+@click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
+@_analysis_options
+def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read, decode_times, scheduler,
+            no_progress, menu, budget, readers) -> None:
+    """Measure every chunk of STORE's arrays (a Zarr store, or a netCDF file): entropy, zeros, runs,
+    NaNs, trial encodings."""
+    if output:
+        _check_output(store, output, overwrite)
+    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
+                             decode_times, _menu_options(codecs, menu, budget, readers))
+    if output:
+        from zopt.planning.analysis import save_analysis
+
+        save_analysis(analyses, output)
+    console.print(_analysis_table(analyses, store))
+
+
+def _check_output(store, output, overwrite) -> None:
+    """Refuse an output path that overlaps STORE, exists without --overwrite, or is not a Zarr store."""
+    from zopt.io.paths import check_no_overlap, check_replaceable
+
+    check_no_overlap(store, output)
+    check_replaceable(output, overwrite, "output")
+
+
+def _menu_options(codecs, menu, budget, readers) -> dict:
+    """``analyze``'s menu arguments; --budget/--readers need --menu, --menu refuses --codecs."""
+    if menu is None and (budget is not None or readers is not None):
+        raise click.UsageError("--budget and --readers tune the --menu choice: give --menu too.")
+    if menu is not None and codecs is not None:
+        raise click.UsageError("--menu chooses the chain whose codecs are analysed: give --menu or --codecs, not both.")
+    return {} if menu is None else {"menu": menu, "budget": budget, "readers": readers}
+
+
+def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False,
+                  menu_options=None):
+    from zopt.job.analyze import analyze
+
+    return analyze(store, arrays or None, codecs=codecs, chunks=chunks, sample=sample, read=read,
+                   decode_times=decode_times, scheduler=scheduler, progress=None if no_progress else _RichProgress,
+                   note=console.print, **(menu_options or {}))
+
+
+def _analysis_table(analyses, store) -> Table:
+    import collections
+
+    import numpy as np
+
+    from zopt.planning.plan import policy_masks
+
+    table = Table(title=f"zopt analyze {store}")
+    for col in ("array", "chunk grid", "chunks", "fill", "early out", "entropy", "zeros", "NaN", "best masks", "est. ratio", "seconds"):
+        table.add_column(col, justify="left" if col in ("array", "chunk grid", "best masks") else "right")
+    for name, ds in analyses.items():
+        masks, _ = policy_masks(ds, "smallest")
+        stored = ~ds["is_fill"].values
+        sizes = np.take_along_axis(np.nan_to_num(ds["encoded_bytes"].values, nan=0), masks[..., None].astype(np.int64), -1)[..., 0]
+        raw = ds["raw_bytes"].values
+        hist = collections.Counter(int(m) for m in masks[stored].ravel())
+        table.add_row(
+            name, "×".join(str(ds.sizes[d]) for d in ds["raw_bytes"].dims), str(int(raw.size)), str(int((~stored).sum())),
+            str(int(ds["early_out"].values.sum())), f"{float(ds['entropy'].values[stored].mean()) if stored.any() else 0:.2f}",
+            f"{float(ds['zero_fraction'].values.mean()):.1%}", f"{float(ds['nan_fraction'].values.mean()):.1%}",
+            _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
+        )
+    table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
+    return table
+
+
+class _PlanGroup(click.Group):
+    """``zopt plan STORE …`` makes a plan; ``zopt plan show PLAN`` shows one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("plan", cls=_PlanGroup)
+def plan() -> None:
+    """Make a plan (zopt plan STORE --policy P -o PLAN) or show one (zopt plan show PLAN)."""
+
+
+@plan.command("create")
+@click.argument("store", type=Location())
+@click.argument("arrays", nargs=-1)
+@click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
+@click.option("--overwrite", is_flag=True, help="Replace the plan at OUTPUT if it exists.")
+@click.option("--policy", default="compress_if_smaller", show_default=True, help="compress_if_smaller, min_gain, smallest or fastest_within.")
+@click.option("--param", "params", multiple=True, help="Policy parameter NAME=VALUE, e.g. gain=0.125 or within=0.05.")
+@click.option("--analysis", "analysis_path", type=click.Path(exists=True, file_okay=False), default=None, help="Use a saved analysis instead of analysing now.")
+@click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
+@click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
+@_analysis_options
+def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
+                scheduler, no_progress, menu, budget, readers) -> None:
+    """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
+    from zopt.job.analyze import plan as make
+
+    kwargs = {}
+    for p in params:
+        if "=" not in p:
+            raise click.ClickException(f"--param: {p!r} is not NAME=VALUE")
+        k, v = p.split("=", 1)
+        try:
+            kwargs[k] = float(v)
+        except ValueError as exc:
+            raise click.ClickException(f"--param {k}: {v!r} is not a number") from exc
+    made = make(store, arrays or None, policy=policy, params=kwargs, output=output, overwrite=overwrite,
+                analysis=analysis_path, codecs=codecs, chunks=chunks, sample=None if full else sample, read=read,
+                decode_times=decode_times or policy == "fastest_within", scheduler=scheduler,
+                progress=None if no_progress else _RichProgress, note=console.print,
+                **_menu_options(codecs, menu, budget, readers))
+    console.print(_plan_table(made, output))
+
+
+@plan.command("show")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw the masks over the chunk grid into this PNG.")
+def plan_show(path, png) -> None:
+    """Summarise a saved plan; --png draws its masks over the chunk grid."""
+    from zopt.planning.plan import Plan
+
+    p = Plan.load(path)
+    console.print(_plan_table(p, path))
+    if png:
+        from zopt.cli.plot import plot_plan
+
+        plot_plan(p, png)
+        console.print(f"wrote {png}")

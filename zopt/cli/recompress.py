@@ -1,0 +1,293 @@
+"""``zopt recompress`` (into a new DST, or ``--in-place``) and ``zopt presets``, with their tables.
+
+``zopt recompress SRC DST`` runs on Dask's local threaded scheduler by default (no setup);
+``--scheduler tcp://host:8786`` runs on a ``dask.distributed`` cluster. Registered on the
+``zopt`` group in ``zopt.cli.commands``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import click
+from rich.table import Table
+
+from zopt.cli.shared import Location, cli_words, shard_rewrite_errors
+from zopt.cli.tables import console
+from zopt.cli.tables import human as _human
+from zopt.cli.tables import mask_text as _mask_text
+from zopt.compat.interrupts import interrupt_note
+from zopt.compat.scheduling import scheduler_option
+from zopt.errors import disk_full_message, is_disk_full
+from zopt.job.progress import RichProgress as _RichProgress
+
+__all__ = ["RESUME_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
+
+#: what Ctrl-C says where the interrupted job resumes (``zopt.compat.interrupts``)
+RESUME_NOTE = "journal kept, run the same command to resume"
+
+
+def work_table(report: Any) -> Table:
+    """The plan of work of ``recompress --dry-run`` (a RecompressReport with nothing written)."""
+    table = Table(title=f"zopt recompress --dry-run → {report.dst}")
+    for col in ("array", "shape", "dtype", "layout", "shards", "done", "tasks", "logical", "source stored", "memory/task"):
+        table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "layout") else "right")
+    for a in report.arrays:
+        table.add_row(a.name or "(root)", "×".join(map(str, a.shape)), a.dtype, a.layout, str(a.units), str(a.units_resumed),
+                      str(a.tasks), _human(a.logical_bytes), _human(a.stored_before),
+                      _human(a.projected_task_bytes))
+    table.add_row("total", "", "", "", str(sum(a.units for a in report.arrays)),
+                  str(sum(a.units_resumed for a in report.arrays)), str(sum(a.tasks for a in report.arrays)),
+                  _human(report.logical_bytes), "", _human(max((a.projected_task_bytes for a in report.arrays), default=0)))
+    return table
+
+
+def _tree_bytes(path: str) -> int:
+    """Bytes of the file ``path``, or of every file under the directory ``path``."""
+    from pathlib import Path
+
+    p = Path(path)
+    return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_seconds: float | None = None) -> Table:
+    """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s; with
+    ``baseline`` (``zopt.planning.baseline.zarr_default_bytes``) also what zarr's default codecs store,
+    and with ``baseline_seconds`` the wall-clock time that pass took."""
+    title = f"zopt recompress → {report.dst}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s"
+    if baseline_seconds is not None:
+        rate = report.logical_bytes / 1e6 / baseline_seconds if baseline_seconds else math.inf
+        title += f"; zarr default: {baseline_seconds:.2f} s, {rate:.1f} MB/s"
+    table = Table(title=title + ")")
+    cols = ["array", "shape", "dtype", "chunks", "written", "logical", "before", "after", "ratio", "masks"]
+    if baseline is not None:
+        cols[8:8] = ["zarr default", "vs zarr default"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("array", "shape", "dtype", "masks") else "right")
+
+    def versus(after: int, default: int | None) -> list[str]:
+        if baseline is None:
+            return []
+        return [_human(default), f"{after / default:.0%}" if default else "—"]
+
+    for a in report.arrays:
+        table.add_row(
+            a.name or "/ (root array)", "×".join(map(str, a.shape)), a.dtype, str(a.chunks), str(a.chunks_written),
+            _human(a.logical_bytes), _human(a.stored_before), _human(a.stored_after),
+            *versus(a.stored_after, None if baseline is None else baseline.get(a.name)),
+            f"{a.ratio:.2f}", _mask_text(a.masks),
+        )
+    table.add_row(
+        "[b]total", "", "", str(sum(a.chunks for a in report.arrays)),
+        str(sum(a.chunks_written for a in report.arrays)), _human(report.logical_bytes),
+        _human(report.source_bytes) + " (src)", _human(report.stored_after),
+        *versus(report.stored_after, None if baseline is None else sum(baseline.values())),
+        f"{report.logical_bytes / max(report.stored_after, 1):.2f}", _mask_text(report.masks()),
+    )
+    table.caption = "masks: bitmask of the conditional codec's wrapped codecs (bit 0 = first codec) : inner chunks"
+    if baseline is not None:
+        table.caption += ("; zarr default: zarr.create_array's own codecs (zstd level 0) on the same chunks and shards, "
+                          "vs zarr default: after / zarr default")
+    if baseline_seconds is not None:
+        table.caption += ("; zarr default's time: reading DST back and encoding it with those codecs in memory "
+                          "(no disk writes), wall clock")
+    return table
+
+
+@click.command("recompress")
+@click.argument("src", type=Location())
+@click.argument("dst", required=False)
+@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: each variable's chain chosen from the codec menu (--menu, --budget).")
+@click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32. "
+              "Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole.")
+@click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks. "
+              "Default: ~64 MiB.")
+@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
+@click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array of a child group.")
+@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and deleted once the new one is in place).")
+@click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
+@click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
+@click.option("--plan", "plan", type=click.Path(exists=True, file_okay=False), default=None, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial encoding.")
+@click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
+@click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
+              "each shard replaced atomically, metadata unchanged (write fast, compress later).")
+@click.option("--checksum/--no-checksum", default=None,
+              help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
+                   "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
+@click.option("--grace", type=click.FloatRange(min=0), default=None,
+              help="--in-place: seconds between replacing the shards (sizes kept) and dropping their holes, so readers "
+                   "holding a shard index can drain (default 2; docs/reliability.md).")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
+              "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
+@click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
+              "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
+@click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
+              "per task, shards an interrupted run already finished) and exit without writing.")
+@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
+              "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
+@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python, tensorstore, zarrs: without --codecs, "
+              "only chains they all read are chosen from the menu; with --codecs, refuse a chain one cannot read "
+              "(docs/lossy.md); abs:E's tail trial tries only what they read (default: zarr-python).")
+@click.option("--menu", default=None, help="Without --codecs: the candidates each variable's chain is chosen from, a menu "
+              "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.planning.candidates).")
+@click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
+              "(default 1: each extra default-encode-time must save 1 %% of size; larger favours size) or 'inf' (size first).")
+@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob such as 'archive/*.nc'), "
+              "combined along this dimension as xarray's open_mfdataset does, checked before anything is written "
+              "(docs/archives.md).")
+@click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
+              "on any difference nothing is published and the partial output is kept.")
+@click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
+              "status 3) instead of failing naming the file.")
+@click.pass_context
+def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
+               max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
+               menu, budget, concat_dim, verify_first, skip_broken) -> None:
+    """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
+
+    DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
+    packed shards (no positional writes there, so no fixed slots), or a branch of an Icechunk
+    repository (icechunk://PATH[@BRANCH], icechunk+s3://BUCKET/PREFIX[@BRANCH]; docs/icechunk.md),
+    written in one commit. With --in-place and no DST,
+    SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
+    if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
+        raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
+    if dry_run and vs_default:
+        raise click.UsageError("--vs-default measures a written DST; --dry-run writes none: give one of them.")
+    if verify_first and (in_place or dry_run):
+        raise click.UsageError("--verify compares a new DST with SRC before publishing it; " + (
+            "--in-place keeps no copy of the old values to compare with (run zopt info --check to decode every chunk)"
+            if in_place else "--dry-run writes nothing to verify"))
+    if in_place and concat_dim:
+        raise click.UsageError("--in-place rewrites one Zarr store; --concat-dim combines several files into a new DST.")
+    if in_place:
+        if dry_run:
+            raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
+        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace,
+                             {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
+                              "--max-memory": max_memory, "--overwrite": overwrite or None,
+                              "--checksum/--no-checksum": None if checksum is None else checksum or "no",
+                              "--layout": None if layout == "compact" else layout, "--preset": preset,
+                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers,
+                              "--skip-broken": skip_broken or None, "--menu": menu, "--budget": budget})
+        return
+    if grace is not None:
+        raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
+                               "published by one rename and needs none.")
+    if dst is None:
+        raise click.UsageError("Missing argument 'DST' (or pass --in-place to rewrite SRC itself).")
+    if dst.startswith(("icechunk://", "icechunk+")):
+        if vs_default:
+            raise click.UsageError("--vs-default reads a DST store's shards by path; not an Icechunk repository "
+                                   "(compare with a local DST, or run zopt info on the repository).")
+        from zopt.compat.icechunk_compat import quiet_logs
+
+        quiet_logs(dst)
+    verified: list = []
+    check = None
+    if verify_first:
+        from zopt.readback.verify import before_publish_check
+
+        check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
+                                     done=verified, skip_broken=skip_broken, concat_dim=concat_dim)
+    from zopt.job.api import run_job
+    from zopt.job.options import RecompressJob
+
+    decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
+    try:
+        job = RecompressJob(
+            src, dst, codecs=codecs, preset=preset, chunks=chunks, shards=shards, decision=decision if decided else None,
+            variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
+            progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
+            max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
+            before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
+        )
+    except ValueError as exc:
+        _preset_error(exc)
+        raise  # one line from zopt.cli.commands' group, like every other error
+    try:
+        with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
+            report = run_job(job)
+    except OSError as exc:
+        if is_disk_full(exc) and "://" not in dst and not concat_dim:
+            partial = dst.rstrip("/") + ".zopt-partial"
+            kept = (f"the partial output {partial} is kept: free space and run the same command to resume"
+                    if os.path.exists(partial) else "the partial output was removed")
+            raise click.ClickException(disk_full_message(dst, _tree_bytes(src), kept + ", DST is as it was")) from exc
+        raise  # one line from _Main, like every other error
+    if dry_run:
+        console.print("job: " + ", ".join(f"{k}={v}" for k, v in job.described()), markup=False)
+        console.print(work_table(report))
+        for note in report.notes:
+            console.print(f"note: {note}")
+        _exit_if_skipped(ctx, report.skipped)
+        return
+    baseline = baseline_seconds = None
+    if vs_default:
+        import time
+
+        from zopt.planning.baseline import zarr_default_bytes
+
+        started = time.perf_counter()
+        baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler)
+        baseline_seconds = time.perf_counter() - started
+    console.print(summary_table(report, baseline, baseline_seconds))
+    for note in report.notes:
+        console.print(f"note: {note}")
+    for done in verified:
+        console.print(done.success_line(), markup=False)
+    _exit_if_skipped(ctx, report.skipped)
+
+
+def _preset_error(exc: ValueError) -> None:
+    """RecompressJob's ``--preset`` check (a known name, not with --codecs) as click's usage error
+    (exit status 2) naming the option; any other ValueError is left to the caller."""
+    text = str(exc)
+    if text.startswith("preset: "):
+        raise click.BadParameter(cli_words(text.removeprefix("preset: ")), param_hint="--preset") from exc
+
+
+def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
+    """``--skip-broken`` left arrays out: say which, exit with status 3."""
+    if skipped:
+        console.print(f"skipped {len(skipped)} array(s) with broken metadata: {', '.join(skipped)}", markup=False)
+        ctx.exit(3)
+
+
+@click.command("presets")
+@click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, codecs).")
+def presets_command(as_json) -> None:
+    """List the named codec chains that --preset takes, with their codec JSON."""
+    from zopt.planning.presets import presets, presets_json
+
+    if as_json:
+        click.echo(presets_json())
+        return
+    table = Table(title="zopt presets (recompress --preset NAME; zopt.xarray.encoding(ds, preset=NAME))")
+    for col in ("name", "decision", "what for", "codecs"):
+        table.add_column(col, overflow="fold")
+    for p in presets():
+        table.add_row(p.name, p.decision, p.summary, json.dumps(p.chain()))
+    console.print(table)
+
+
+def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace, refused) -> None:
+    from zopt import recompress_in_place
+
+    if dst is not None:
+        raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
+    given = [name for name, value in refused.items() if value]
+    if given:
+        raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
+    with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
+        report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
+                                     progress=None if no_progress else _RichProgress,
+                                     **({} if grace is None else {"grace": grace}))
+    console.print(summary_table(report))
+    for note in report.notes:
+        console.print(f"note: {note}")

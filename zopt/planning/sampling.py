@@ -1,0 +1,154 @@
+"""One task of the analysis graph (``zopt.planning.analysis``): the chunks of a region read (whole,
+or only their sample windows, ``zopt.store.raw_read``), sampled, measured (``chunk_stats``) and
+trial-encoded (``trials``); and how the graph cuts an array into such regions and reads them."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import zarr
+
+from zopt.codecs.chain import chunk_spec
+from zopt.codecs.decisions import SAMPLE_WINDOWS
+from zopt.compat.zarr_compat import open_array
+from zopt.planning.chunk_stats import batch_entropies, batch_value_stats, chunk_digest
+from zopt.planning.trials import Trials
+
+__all__ = ["analyze_region", "fill_value_of", "read_mode", "task_regions"]
+
+
+def analyze_region(
+    store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
+    sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS, read: str = "full",
+    decode_times: bool = False,
+) -> dict[str, Any]:
+    """Dask task: analyse the chunks of one region (whole chunks). Returns the region's chunk-grid
+    coordinates (``"index"``, int ``(n, ndim)``) and one array per dataset variable, row ``k``
+    for chunk ``index[k]``.
+
+    read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample
+    windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
+    the windows, see ``analyze_array``).
+    """
+    from zopt.codecs.grid import is_fill, padded
+    from zopt.compat.zarr_compat import resolve_codec
+    from zopt.store.raw_read import RawChunkReader, analysis_windows, sampled_bytes
+
+    array = open_array(store, path=name, mode="r")
+    meta = array.metadata
+    dtype = meta.data_type if hasattr(meta, "data_type") else None
+    native = array.dtype
+    itemsize = native.itemsize
+    spec = chunk_spec(chunk_shape, dtype, array.fill_value) if dtype is not None else None
+    fill = fill_value_of(array)
+    codecs = [resolve_codec(c) for c in json.loads(codecs_json)]
+    if spec is not None:
+        codecs = [c.evolve_from_array_spec(spec) for c in codecs]
+    trials = Trials(codecs, spec, decode_times)
+    fraction = None if sample is None else max(1, round(1 / sample))
+    origin = [r.start for r in region]
+    counts = [math.ceil((r.stop - r.start) / c) for r, c in zip(region, chunk_shape, strict=True)]
+    raw_nbytes = math.prod(chunk_shape) * itemsize
+    n = math.prod(counts)
+    local = np.stack(np.unravel_index(np.arange(n), counts), axis=1) if n else np.zeros((0, len(counts)), np.intp)
+    extent = np.array([r.stop - r.start for r in region])
+    grid_index = local + np.array(origin) // np.array(chunk_shape)
+
+    def local_region(k: int) -> tuple[slice, ...]:
+        return tuple(slice(i * c, min((i + 1) * c, e)) for i, c, e in zip(local[k].tolist(), chunk_shape, extent.tolist(), strict=True))
+
+    width = raw_nbytes if fraction is None else sum(n for _, n in analysis_windows(raw_nbytes, fraction, windows))
+    samples = np.empty((n, width), dtype=np.uint8)
+    empty = np.zeros(n, dtype=bool)
+    digests = np.zeros(n, dtype=np.uint32)
+    whole = np.flatnonzero((local < extent // np.array(chunk_shape)).all(axis=1)).tolist()
+    reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
+    if reader is not None and whole:
+        samples[whole], empty[whole] = reader.read_windows(chunk_shape, grid_index[whole], fraction, windows, fill)
+        for k in whole:
+            digests[k] = chunk_digest(samples[k])
+        rest = sorted(set(range(n)) - set(whole))
+        data = None
+    else:
+        rest = list(range(n))
+        data = array[region]
+    edges: dict[int, np.ndarray] = {}  # edge chunks: their values without the padding, for the value statistics
+    for k in rest:
+        sl = local_region(k)
+        if data is not None:
+            valid = data[sl]
+        else:  # an edge chunk next to window reads: read it alone
+            valid = array[tuple(slice(o + r.start, o + r.stop) for o, r in zip(origin, sl, strict=True))]
+        chunk = padded(valid, chunk_shape, fill)
+        if valid.shape != tuple(chunk_shape) and valid.size:
+            edges[k] = np.ascontiguousarray(valid, dtype=native).reshape(1, -1).view(np.uint8)
+        raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
+        part = raw if fraction is None else sampled_bytes(raw, fraction, windows)
+        samples[k] = part
+        empty[k] = is_fill(chunk, fill)
+        digests[k] = chunk_digest(part if read == "windows" else valid)
+    entropy, planes = batch_entropies(samples, itemsize)
+    zero, runs, nan = batch_value_stats(samples[:, : width // itemsize * itemsize], native)
+    for k, values in edges.items():  # the padding is not data: "NaN 5 %" on an array without NaN otherwise
+        zero[k], runs[k], nan[k] = (float(v[0]) for v in batch_value_stats(values, native))
+    scale = raw_nbytes / max(width, 1)
+    masks = 1 << trials.n
+    size = np.full((n, masks), np.nan)
+    enc_s = np.full((n, masks), np.nan)
+    dec_s = np.full((n, masks), np.nan)
+    size[:, 0], enc_s[:, 0], dec_s[:, 0] = raw_nbytes, 0.0, 0.0
+    early = ~empty & (entropy > early_out)
+    todo = np.flatnonzero(~empty & ~early)
+    if todo.size:
+        t_size, t_enc, t_dec = trials.run(samples[todo])
+        size[todo, 1:] = np.round(t_size[:, 1:] * scale)
+        enc_s[todo, 1:] = t_enc[:, 1:] * scale
+        dec_s[todo, 1:] = t_dec[:, 1:] * scale
+    return {"index": grid_index, "raw_bytes": raw_nbytes, "is_fill": empty, "digest": digests, "entropy": entropy,
+            "plane_entropy": planes, "zero_fraction": zero, "run_fraction": runs, "nan_fraction": nan,
+            "encoded_bytes": size, "encode_seconds": enc_s, "decode_seconds": dec_s, "early_out": early}
+
+
+def task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize: int, task_bytes: int,
+                  shard_shape: tuple[int, ...] | None) -> list[tuple[slice, ...]]:
+    from zopt.codecs.grid import fit_shape, regions
+
+    grid = tuple(math.ceil(s / c) for s, c in zip(shape, chunk_shape, strict=True))
+    if shard_shape is not None and all(s % c == 0 for s, c in zip(shard_shape, chunk_shape, strict=True)):
+        step = shard_shape
+    else:
+        per = fit_shape(grid, max(1, task_bytes // (itemsize * math.prod(chunk_shape))))
+        step = tuple(p * c for p, c in zip(per, chunk_shape, strict=True))
+    return regions(shape, step)
+
+
+def read_mode(read: str, sample: float | None, store: str, array: zarr.Array, chunk_shape: tuple[int, ...]) -> str:
+    """``"windows"`` or ``"full"``: how the tasks read chunks (see ``analyze_array``)."""
+    from zopt.store.raw_read import RawChunkReader
+
+    if read == "full" or (read == "auto" and sample is None):
+        return "full"
+    if sample is None:
+        raise ValueError("read: 'windows' needs a sample fraction (sample=None analyses whole chunks)")
+    reader = RawChunkReader.open(store, array)
+    if reader is not None and reader.fits_windows(chunk_shape):
+        return "windows"
+    if read == "windows":
+        raise ValueError(
+            "read: 'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
+            "sharding_indexed with inner codecs [bytes]) whose stored chunks are multiples of the analysed "
+            f"chunk shape {chunk_shape}; use read='full' or 'auto'"
+        )
+    return "full"
+
+
+def fill_value_of(array: zarr.Array) -> np.ndarray:
+    """The array's fill value as a numpy scalar of its dtype; zero for a Zarr v2 ``fill_value: null``
+    (what zarr reads for a missing chunk of such an array)."""
+    if array.fill_value is None:
+        return np.zeros((), dtype=array.dtype)
+    return np.asarray(array.fill_value, dtype=array.dtype)
+
