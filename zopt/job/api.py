@@ -295,8 +295,8 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
         try:
             job.before_publish(getattr(target, "root_text", partial), list(p.reports))
         except BaseException as exc:
-            exc.add_note("before_publish refused the written store; it is kept in "
-                         f"{getattr(target, 'root_text', target.text) if isinstance(target, StoreTarget) else partial}")
+            kept = getattr(target, "kept_text", target.text) if isinstance(target, StoreTarget) else partial
+            exc.add_note(f"before_publish refused the written store; it is kept in {kept}")  # Icechunk: the work branch
             raise
     try:
         target.publish()
