@@ -432,3 +432,19 @@ def test_a_refused_job_names_the_work_branch_that_holds_the_written_data(source,
     assert verify(src, kept).ok
     repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
     assert repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0"  # nothing published
+
+
+def test_before_publish_check_takes_a_repository_destination(source, repo_path, tmp_path):
+    from zopt.readback.verify import VerifyError, before_publish_check
+
+    src, t, _ = source
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    done: list = []
+    report = recompress(src, repo, chunks="y=10", before_publish=before_publish_check(src, repo, done=done))
+    assert done[0].ok and done[0].dst == report.dst and report.dst.endswith("@main")
+    assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+    other = tmp_path / "other.zarr"
+    zarr.create_array(str(other), shape=(80,), chunks=(10,), dtype="i2", dimension_names=("y",))[:] = 1
+    with pytest.raises(VerifyError, match=r"\bt \(not in the source\)"):
+        recompress(src, repo, overwrite=True, chunks="y=20", before_publish=before_publish_check(other, repo))
+    assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()  # nothing published

@@ -106,7 +106,7 @@ def _zarr_groups(store: str) -> dict[str, dict[str, Any]]:
     if root_array_metadata(store) is not None:
         return {}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
         root = zarr.open_group(store, mode="r", use_consolidated=False)
         out = {"": dict(root.attrs)}
         for path, node in root.members(max_depth=None):
@@ -153,7 +153,7 @@ def consolidated_differences(dst: str) -> list[str]:
     if root_array_metadata(dst) is not None:
         return []
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
         warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
         try:
             root = zarr.open_group(dst, mode="r", use_consolidated=True)
