@@ -21,7 +21,7 @@ from typing import Any
 
 import zarr
 
-from zopt.io.multi import source_bytes
+from zopt.io.multi import job_source, source_bytes
 from zopt.io.sources import release as release_sources
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.options import RecompressJob, parse_max_memory
@@ -293,7 +293,8 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
         raise
     if job.before_publish is not None:
         try:
-            job.before_publish(getattr(target, "root_text", partial), list(p.reports))
+            with job_source(p.src):  # a check combining the same files reuses the job's summaries (zopt.io.multi)
+                job.before_publish(getattr(target, "root_text", partial), list(p.reports))
         except BaseException as exc:
             kept = getattr(target, "kept_text", target.text) if isinstance(target, StoreTarget) else partial
             exc.add_note(f"before_publish refused the written store; it is kept in {kept}")  # Icechunk: the work branch
