@@ -448,3 +448,24 @@ def test_before_publish_check_takes_a_repository_destination(source, repo_path, 
     with pytest.raises(VerifyError, match=r"\bt \(not in the source\)"):
         recompress(src, repo, overwrite=True, chunks="y=20", before_publish=before_publish_check(other, repo))
     assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()  # nothing published
+
+
+def test_verify_compares_group_attributes_with_an_icechunk_source_or_destination(source, repo_path, tmp_path):
+    src, _, _ = source
+    url = f"icechunk://{repo_path}"
+    recompress(src, url, chunks="y=10")
+    local = tmp_path / "out.zarr"
+    recompress(src, local, chunks="y=10", scheduler="synchronous")  # Icechunk is not a recompress source
+    assert verify(src, url).ok and verify(url, local).ok
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    s = repo.writable_session("main")
+    zarr.open_group(s.store, mode="a").attrs["title"] = "edited in the repository"
+    s.commit("edit the root group's attributes")
+    report = verify(src, url)  # Icechunk destination
+    assert not report.ok and report.nodes == ["root group: attribute 'title': 'test' in src, "
+                                              "'edited in the repository' in dst"]
+    report = verify(url, local)  # Icechunk source
+    assert not report.ok and report.nodes == ["root group: attribute 'title': 'edited in the repository' in src, "
+                                              "'test' in dst"]
+    bad = CliRunner().invoke(main, ["verify", src, url, "--no-progress"])
+    assert bad.exit_code == 1 and "root group: attribute 'title'" in " ".join(bad.output.split())

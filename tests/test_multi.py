@@ -473,3 +473,19 @@ def test_a_file_changed_before_the_check_is_summarised_again_and_found(tmp_path,
     with pytest.raises(VerifyError, match="sst"):
         recompress(pattern, dst, concat_dim="time", scheduler="synchronous", before_publish=grow_then_check)
     assert len(seen) == 6 and not dst.exists()  # every file summarised again: the check saw the change
+
+
+def test_verify_compares_the_root_group_attributes_of_several_files(tmp_path):
+    write_files(tmp_path / "nc", 3)
+    pattern = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    recompress(pattern, dst, concat_dim="time", scheduler="synchronous")
+    ok = CliRunner().invoke(main, ["verify", pattern, str(dst), "--concat-dim", "time", "--no-progress"])
+    assert ok.exit_code == 0, ok.output
+    zarr.open_group(dst, mode="r+", use_consolidated=False).attrs["title"] = "edited"  # the root group's zarr.json
+    bad = CliRunner().invoke(main, ["verify", pattern, str(dst), "--concat-dim", "time", "--no-progress"])
+    out = " ".join(bad.output.split())
+    assert bad.exit_code == 1 and "root group: attribute 'title': 'test archive' in src, 'edited' in dst" in out
+    report = verify(pattern, dst, concat_dim="time", scheduler="synchronous")
+    assert not report.ok and all(c.ok for c in report.checks)
+    assert any(n.startswith("root group: attribute 'title'") for n in report.nodes)

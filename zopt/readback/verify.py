@@ -426,7 +426,7 @@ def verify(
         if unknown:
             raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
-        if not arrays and isinstance(src, str) and isinstance(dst, str):  # groups of two local/URL stores
+        if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
             report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)
