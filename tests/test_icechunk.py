@@ -317,7 +317,7 @@ def test_an_interrupted_job_resumes_and_a_moved_base_is_refused(source, repo_pat
 
     with pytest.raises(KeyboardInterrupt) as e:
         recompress(src, url, chunks="y=10", shards="y=20", before_publish=interrupted)
-    assert f"it is kept in icechunk://{repo_path}@snapshot:" in " ".join(e.value.__notes__)
+    assert f"it is kept in branch 'zopt-work-main' of icechunk://{repo_path}" in " ".join(e.value.__notes__)
     assert repo.list_branches() == {"main", "zopt-work-main"} and repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0"
     report = recompress(src, url, chunks="y=10", shards="y=20")  # every unit done: only published
     assert any("resumed the interrupted job" in n for n in report.notes)
@@ -411,3 +411,61 @@ def test_the_cli_shows_no_icechunk_storage_warnings(source, repo_path):
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         assert "WARN" not in out.stdout + out.stderr, args
+
+
+def test_a_refused_job_names_the_work_branch_that_holds_the_written_data(source, repo_path):
+    src, t, u = source
+    url = f"icechunk://{repo_path}"
+
+    def refuse(partial, names):
+        raise RuntimeError("not this one")
+
+    with pytest.raises(RuntimeError) as e:
+        recompress(src, url, chunks="y=10", shards="y=20", before_publish=refuse)
+    note = [n for n in e.value.__notes__ if "before_publish refused" in n][0]
+    assert "@snapshot:" not in note
+    kept = note.rsplit("(", 1)[1].rstrip(")")  # the URL the note gives
+    assert kept == f"{url}@zopt-work-main" and "branch 'zopt-work-main'" in note
+    store, _ = icc.readonly_store(kept, "src")  # what a user opens: the written data
+    g = zarr.open_group(store, mode="r")
+    assert g["t"][:].view("u4").tobytes() == t.view("u4").tobytes() and np.array_equal(g["u"][:], u)
+    assert verify(src, kept).ok
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    assert repo.lookup_branch("main") == "1CECHNKREP0F1RSTCMT0"  # nothing published
+
+
+def test_before_publish_check_takes_a_repository_destination(source, repo_path, tmp_path):
+    from zopt.readback.verify import VerifyError, before_publish_check
+
+    src, t, _ = source
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    done: list = []
+    report = recompress(src, repo, chunks="y=10", before_publish=before_publish_check(src, repo, done=done))
+    assert done[0].ok and done[0].dst == report.dst and report.dst.endswith("@main")
+    assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
+    other = tmp_path / "other.zarr"
+    zarr.create_array(str(other), shape=(80,), chunks=(10,), dtype="i2", dimension_names=("y",))[:] = 1
+    with pytest.raises(VerifyError, match=r"\bt \(not in the source\)"):
+        recompress(src, repo, overwrite=True, chunks="y=20", before_publish=before_publish_check(other, repo))
+    assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()  # nothing published
+
+
+def test_verify_compares_group_attributes_with_an_icechunk_source_or_destination(source, repo_path, tmp_path):
+    src, _, _ = source
+    url = f"icechunk://{repo_path}"
+    recompress(src, url, chunks="y=10")
+    local = tmp_path / "out.zarr"
+    recompress(src, local, chunks="y=10", scheduler="synchronous")  # Icechunk is not a recompress source
+    assert verify(src, url).ok and verify(url, local).ok
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    s = repo.writable_session("main")
+    zarr.open_group(s.store, mode="a").attrs["title"] = "edited in the repository"
+    s.commit("edit the root group's attributes")
+    report = verify(src, url)  # Icechunk destination
+    assert not report.ok and report.nodes == ["root group: attribute 'title': 'test' in src, "
+                                              "'edited in the repository' in dst"]
+    report = verify(url, local)  # Icechunk source
+    assert not report.ok and report.nodes == ["root group: attribute 'title': 'edited in the repository' in src, "
+                                              "'test' in dst"]
+    bad = CliRunner().invoke(main, ["verify", src, url, "--no-progress"])
+    assert bad.exit_code == 1 and "root group: attribute 'title'" in " ".join(bad.output.split())

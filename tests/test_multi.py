@@ -424,3 +424,68 @@ def test_200_files_into_one_icechunk_commit(archive, tmp_path):
     stored = zarr.open_array(store, path="sst", mode="r")[...]
     np.testing.assert_array_equal(stored, raw_concat(archive, "sst"))  # the packed integers, byte for byte
     assert [s.message for s in repo.ancestry(branch="main")][-1] == "Repository initialized"
+
+
+def _count_summaries(monkeypatch) -> list[str]:
+    """The files whose summary (``zopt.io.multi._summary``, the real one) was read, in this process."""
+    import zopt.io.multi as multi
+
+    seen: list[str] = []
+    real = multi._summary
+
+    def counted(path, dim, token):
+        seen.append(path)
+        return real(path, dim, token)
+
+    monkeypatch.setattr(multi, "_summary", counted)
+    return seen
+
+
+def test_recompress_verify_summarises_every_file_once(tmp_path, monkeypatch):
+    write_files(tmp_path / "nc", 4)
+    pattern = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    seen = _count_summaries(monkeypatch)
+    result = CliRunner().invoke(main, ["recompress", pattern, str(dst), "--concat-dim", "time", "--verify",
+                                       "--no-progress", "--scheduler", "synchronous"])
+    assert result.exit_code == 0, result.output
+    assert "verified" in " ".join(result.output.split())
+    assert sorted(seen) == sorted(str(p) for p in (tmp_path / "nc").glob("*.nc"))  # once each, not twice
+
+
+def test_a_file_changed_before_the_check_is_summarised_again_and_found(tmp_path, monkeypatch):
+    from zopt.readback.verify import VerifyError, before_publish_check
+
+    files = write_files(tmp_path / "nc", 3, shuffle_names=False)
+    pattern = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    seen = _count_summaries(monkeypatch)
+    check = before_publish_check(pattern, dst, scheduler="synchronous", concat_dim="time")
+
+    def grow_then_check(partial, names):  # the last file gets one more time step after the job read it
+        with xr.open_dataset(files[2], decode_cf=False) as ds:
+            grown = xr.concat([ds, ds.isel(time=[-1]).assign_coords(time=ds.time[-1:] + 1)], "time",
+                              data_vars="minimal", coords="minimal", compat="override").load()
+        grown.to_netcdf(tmp_path / "grown.nc", engine="netcdf4")
+        os.replace(tmp_path / "grown.nc", files[2])
+        check(partial, names)
+
+    with pytest.raises(VerifyError, match="sst"):
+        recompress(pattern, dst, concat_dim="time", scheduler="synchronous", before_publish=grow_then_check)
+    assert len(seen) == 6 and not dst.exists()  # every file summarised again: the check saw the change
+
+
+def test_verify_compares_the_root_group_attributes_of_several_files(tmp_path):
+    write_files(tmp_path / "nc", 3)
+    pattern = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    recompress(pattern, dst, concat_dim="time", scheduler="synchronous")
+    ok = CliRunner().invoke(main, ["verify", pattern, str(dst), "--concat-dim", "time", "--no-progress"])
+    assert ok.exit_code == 0, ok.output
+    zarr.open_group(dst, mode="r+", use_consolidated=False).attrs["title"] = "edited"  # the root group's zarr.json
+    bad = CliRunner().invoke(main, ["verify", pattern, str(dst), "--concat-dim", "time", "--no-progress"])
+    out = " ".join(bad.output.split())
+    assert bad.exit_code == 1 and "root group: attribute 'title': 'test archive' in src, 'edited' in dst" in out
+    report = verify(pattern, dst, concat_dim="time", scheduler="synchronous")
+    assert not report.ok and all(c.ok for c in report.checks)
+    assert any(n.startswith("root group: attribute 'title'") for n in report.nodes)

@@ -208,3 +208,50 @@ def test_resume_removes_a_killed_zarr_chunk_write_but_nothing_else(tmp_path):
     (chunks / "8.partial").write_bytes(b"not zarr's pattern")
     assert remove_temporaries(partial) == 2
     assert sorted(p.name for p in partial.rglob("*") if p.is_file()) == ["7", "8.partial"]
+
+
+def _source_with_child(path: Path) -> Path:
+    """A v3 group with array ``a`` and a child group ``sub`` holding ``c`` (each 144 shards below)."""
+    _source(path, "group")
+    rng = np.random.default_rng(8)
+    c = zarr.open_group(str(path), mode="a").create_group("sub").create_array(
+        "c", shape=SHAPE, chunks=(60, 60), dtype="f4", dimension_names=("y", "x"))
+    c[...] = (rng.normal(size=SHAPE) * 10).astype("f4")
+    return path
+
+
+def test_dry_run_after_an_interrupted_run_counts_a_finished_child_group_as_resumed(tmp_path):
+    src = _source_with_child(tmp_path / "src.zarr")
+    dst = tmp_path / "dst.zarr"
+    opts = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
+
+    def interrupted(partial, names):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        recompress(src, dst, before_publish=interrupted, **opts)
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    assert (partial / "sub" / "zarr.json").exists() and not dst.exists()  # the child group is finished in the partial store
+    report = recompress(src, dst, dry_run=True, **opts)
+    units = {a.name: (a.units, a.units_resumed) for a in report.arrays}
+    assert units == {"a": (144, 144), "b": (144, 144), "sub/c": (144, 144)}
+    assert not dst.exists() and (partial / "sub" / "zarr.json").exists()  # the dry run wrote nothing
+    rerun = recompress(src, dst, **opts)
+    assert any("sub: already rewritten by the interrupted run" in n for n in rerun.notes)
+    _assert_same(src, dst, ["a", "b", "sub/c"])
+
+
+def test_dry_run_after_a_run_killed_inside_a_child_group_counts_its_finished_shards(tmp_path):
+    src = _source_with_child(tmp_path / "src.zarr")
+    dst = tmp_path / "dst.zarr"
+    child_partial = Path(str(dst) + PARTIAL_SUFFIX) / ("sub" + PARTIAL_SUFFIX)
+    assert _kill_after(_cmd(src, dst, "compact"), child_partial, 30, random.Random(4))
+    finished = _markers(child_partial)
+    assert 30 <= len(finished) < 144
+    opts = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
+    report = recompress(src, dst, dry_run=True, **opts)
+    planned = {a.name: a.units_resumed for a in report.arrays}
+    assert planned == {"a": 144, "b": 144, "sub/c": len(finished)}
+    resumed = recompress(src, dst, **opts)
+    assert {a.name: a.units_resumed for a in resumed.arrays} == planned
+    _assert_same(src, dst, ["a", "b", "sub/c"])

@@ -215,3 +215,37 @@ def test_verify_refuses_in_place_and_dry_run(tmp_path):
     for extra in (["--in-place"], [str(tmp_path / "o.zarr"), "--dry-run"]):
         r = CliRunner().invoke(main, ["recompress", src, *extra, "--verify"])
         assert r.exit_code == 2 and "--verify compares a new DST" in r.output
+
+
+@pytest.mark.parametrize("kind", ["pathlike", "memory-store", "local-store"])
+def test_before_publish_check_takes_every_destination_recompress_takes(tmp_path, kind):
+    src = _source(tmp_path, "v2")  # child groups go to a local directory only
+    dst = {"pathlike": lambda: tmp_path / "out.zarr", "memory-store": zarr.storage.MemoryStore,
+           "local-store": lambda: zarr.storage.LocalStore(tmp_path / "out.zarr")}[kind]()
+    done: list = []
+    report = recompress(src, dst, chunks=(10, 10), scheduler="synchronous",
+                        before_publish=before_publish_check(src, dst, scheduler="synchronous", done=done))
+    assert len(done) == 1 and done[0].ok and done[0].dst == report.dst
+    assert {c.name for c in done[0].checks} == {"a", "x", "y"}
+    assert np.array_equal(zarr.open_group(dst, mode="r")["a"][:].view("u4"),
+                          zarr.open_group(src, mode="r")["a"][:].view("u4"))
+    other = tmp_path / "other.zarr"  # the check is real: another source's values are a difference
+    zarr.create_array(str(other), shape=SHAPE, chunks=(10, 20), dtype="f4", dimension_names=("y", "x"))[...] = 1.0
+    src2 = _source(tmp_path, "root")
+    dst2 = {"pathlike": lambda: tmp_path / "out2.zarr", "memory-store": zarr.storage.MemoryStore,
+            "local-store": lambda: zarr.storage.LocalStore(tmp_path / "out2.zarr")}[kind]()
+    with pytest.raises(VerifyError, match=r"\(root array\) .*chunk"):
+        recompress(src2, dst2, chunks=(10, 10), scheduler="synchronous",
+                   before_publish=before_publish_check(other, dst2, scheduler="synchronous"))
+
+
+def test_before_publish_check_refuses_other_types_naming_the_parameter(tmp_path):
+    src = _source(tmp_path, "root")
+    with pytest.raises(ValueError, match=r"^dst: a int is not a destination"):
+        before_publish_check(src, 42)
+    with pytest.raises(ValueError, match=r"^dst: a dict is not a destination"):
+        before_publish_check(src, {"path": "x"})
+    with pytest.raises(ValueError, match=r"^src: a bytes is not a source"):
+        before_publish_check(src.encode(), tmp_path / "o.zarr")
+    with pytest.raises(ValueError, match=r"^src: a list is not a source"):
+        before_publish_check([src], tmp_path / "o.zarr")  # several sources need concat_dim

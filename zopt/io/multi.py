@@ -16,6 +16,12 @@ Per-file metadata is read by Dask tasks (one per ``BATCH`` files, on the workers
 each returning a compact summary: the client keeps one schema and a few numbers per file, so
 10^4–10^5 files fit in bounded client memory.
 
+While a recompress job runs its ``before_publish`` hook (``job_source``), ``open_multi`` of the same
+files along the same dimension returns the job's ``MultiSource`` instead of summarising every file
+again (``recompress --verify --concat-dim``), provided each file's path, size and modification time
+are still those the job summarised (checked by Dask tasks, one per ``BATCH`` files); a changed file
+is summarised again.
+
 CF packing (``scale_factor``/``add_offset``): files packed the same way keep their integers and
 attributes byte for byte; files packed differently are re-expressed in one exact ``scale_offset``
 + ``cast_value`` packing, or refused naming two files (``zopt.io.packing``). netCDF files are
@@ -25,11 +31,14 @@ opened with netCDF4 directly (``zopt.io.files``).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import glob as globmod
 import hashlib
 import json
 import os
 import uuid
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -47,10 +56,13 @@ from zopt.io.sources import (
     source_identity,
 )
 
-__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "open_multi", "source_bytes", "source_files"]
+__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi", "source_bytes",
+           "source_files"]
 
 BATCH = 64  # files per summary task
 _MAX_GAP_NOTES = 5
+#: the MultiSource of the recompress job whose before_publish hook runs (``job_source``)
+_JOB_SOURCE: ContextVar[Any] = ContextVar("zopt_job_source", default=None)
 
 
 def expand_sources(src: Any) -> list[str]:
@@ -226,13 +238,26 @@ def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
             coords.append(coord if coord is not None else np.zeros(length))
             if packs:
                 packing[i] = packs
-            h.update(f"{path}\0{source_identity(path)!r}\0".encode())
+            h.update(_identity_line(path))
             nbytes += loc.total_bytes(path)
     finally:
         release(token)
     return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
             "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
             "packing": packing, "identity": h.hexdigest(), "bytes": nbytes}
+
+
+def _identity_line(path: str) -> bytes:
+    """What the identity digest takes of one file: its path, size and modification time."""
+    return f"{path}\0{source_identity(path)!r}\0".encode()
+
+
+def _identify_batch(paths: list[str]) -> str:
+    """Dask task: the identity digest of a batch of files, as ``_summarize_batch`` makes it."""
+    h = hashlib.blake2b(digest_size=16)
+    for path in paths:
+        h.update(_identity_line(path))
+    return h.hexdigest()
 
 
 # -- the client: combine and check ------------------------------------------------------------
@@ -277,6 +302,10 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> Multi
     if not isinstance(concat_dim, str) or not concat_dim:
         raise ValueError(f"concat_dim: {concat_dim!r} is not a dimension name")
     files = expand_sources(src)
+    job = _JOB_SOURCE.get()
+    if job is not None and job.dim == concat_dim and sorted(job.files) == sorted(files) \
+            and _identity(files, scheduler) == job.identity:
+        return job  # the running job's summaries: the same files, unchanged since
     groups = child_groups(files[0])
     if groups:
         raise ValueError(f"src: {files[0]} has groups {groups}, which combining files would drop: "
@@ -304,6 +333,35 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> Multi
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
     return MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
                        json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes)
+
+
+def _identity(files: list[str], scheduler: str | None) -> str:
+    """The identity digest of ``files`` (in this order) that ``open_multi`` records, from their
+    paths, sizes and modification times only (Dask tasks, one per ``BATCH`` files)."""
+    import dask
+
+    from zopt.compat.scheduling import compute
+
+    token = f"identity-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_identify_batch, pure=False)(files[i:i + BATCH]) for i in range(0, len(files), BATCH)]
+    h = hashlib.blake2b(digest_size=16)
+    for digest in compute(tasks, scheduler, None, token):
+        h.update(digest.encode())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def job_source(src: Any) -> Iterator[None]:
+    """While a recompress job's ``before_publish`` hook runs: ``open_multi`` of the job's files
+    (``src``, a ``MultiSource``; anything else does nothing) returns it when they are unchanged."""
+    if not isinstance(src, MultiSource):
+        yield
+        return
+    token = _JOB_SOURCE.set(src)
+    try:
+        yield
+    finally:
+        _JOB_SOURCE.reset(token)
 
 
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import zarr
 
-from zopt.io.multi import source_bytes
+from zopt.io.multi import job_source, source_bytes
 from zopt.io.sources import release as release_sources
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.options import RecompressJob, parse_max_memory
@@ -214,12 +214,18 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
     finally:
         release_sources(p.job_id)
     reports = dict(p.reports)
-    for child in p.children:
-        sub = run_job(dataclasses.replace(job.for_child(child, os.path.join(target.text, child)),
-                                          overwrite=job.overwrite))
-        reports.update({f"{child}/{a.name}": a for a in sub.arrays})
+    for child in p.children:  # planned where the run writes it: inside the partial store (``_write_children``)
+        where = os.path.join(target.root, child)
+        finished = p.record is not None and os.path.exists(os.path.join(where, "zarr.json"))
+        # a child group the interrupted run finished is skipped by the run: planned as new, every unit resumed
+        sub = run_job(dataclasses.replace(job.for_child(child, where), overwrite=finished))
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
+            if finished:
+                a.units_resumed = a.units
+            reports[a.name] = a
+        if finished:
+            notes.append(f"{child}: already rewritten by the interrupted run")
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
                             source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped)
@@ -287,10 +293,11 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
         raise
     if job.before_publish is not None:
         try:
-            job.before_publish(getattr(target, "root_text", partial), list(p.reports))
+            with job_source(p.src):  # a check combining the same files reuses the job's summaries (zopt.io.multi)
+                job.before_publish(getattr(target, "root_text", partial), list(p.reports))
         except BaseException as exc:
-            exc.add_note("before_publish refused the written store; it is kept in "
-                         f"{getattr(target, 'root_text', target.text) if isinstance(target, StoreTarget) else partial}")
+            kept = getattr(target, "kept_text", target.text) if isinstance(target, StoreTarget) else partial
+            exc.add_note(f"before_publish refused the written store; it is kept in {kept}")  # Icechunk: the work branch
             raise
     try:
         target.publish()

@@ -80,8 +80,11 @@ class IcechunkTarget(StoreTarget):
 
     @property
     def kept_text(self) -> str:
-        """Where an interrupted job's work is kept, for its error note."""
-        return f"branch {self.work_branch!r} of {self.text.rpartition('@')[0]}"
+        """Where an interrupted or refused job's work is kept, for its error note: the work branch,
+        with its URL (``icechunk://PATH@zopt-work-BRANCH``, what ``zopt verify``/``info`` open) for a URL destination."""
+        repo_text = self.text.rpartition("@")[0]
+        url = f" ({repo_text}@{self.work_branch})" if icc.is_icechunk_url(repo_text) else ""
+        return f"branch {self.work_branch!r} of {repo_text}{url}"
 
     def start(self, fresh: bool) -> None:
         """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is."""

@@ -37,6 +37,13 @@ import numpy as np
 
 from zopt.errors import ZoptError
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
+from zopt.readback.endpoints import (
+    check_endpoint_types,
+    endpoint_text,
+    is_store,
+    store_is_zarr,
+    written_output,
+)
 from zopt.readback.verify_nodes import compare_metadata as _compare_metadata
 from zopt.readback.verify_nodes import decode_fill as _decode_fill
 from zopt.readback.verify_nodes import plain as _plain
@@ -150,7 +157,7 @@ class VerifyReport:
                 + ("bit for bit" if not lossy else f"bit for bit ({lossy} within their lossy bound)"))
 
 
-def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, scheduler: str | None = None,
+def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
                          done: list[VerifyReport] | None = None,
                          skip_broken: bool = False,
@@ -158,16 +165,24 @@ def before_publish_check(src: str | os.PathLike, dst: str | os.PathLike, *, sche
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
-    ``dst``: the job's destination, compared when the partial store is not a local path (a URL
-    destination is written in place). ``done``: the report is appended to it."""
+
+    src : what ``verify`` reads (a path or URL; with ``concat_dim`` a glob or a list of them).
+    dst : the job's destination, as ``recompress`` takes it: a local path (``str`` or
+        ``os.PathLike``), an fsspec URL, a ``zarr.abc.store.Store``, an ``icechunk://`` URL or an
+        ``icechunk.Repository``. The partial output is compared: the partial directory of a local
+        path, the store itself for a URL or a Store (written in place), the job's commit for Icechunk.
+    done : the report is appended to it (its ``dst`` names the destination).
+
+    ValueError naming the parameter for a ``src`` or ``dst`` of another type (nothing run)."""
+    check_endpoint_types(src, dst, concat_dim)
 
     def check(partial: Any, names: list[str]) -> None:
-        target = partial if isinstance(partial, str) else os.fspath(dst)
+        target = written_output(partial, dst)
         report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken,
                         concat_dim=concat_dim)
         if not report.ok:
-            raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {target}")
-        report.dst = os.fspath(dst)  # what is published
+            raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {endpoint_text(target)}")
+        report.dst = endpoint_text(dst)  # what is published
         if done is not None:
             done.append(report)
 
@@ -196,7 +211,7 @@ def _zarr_metas(store: str) -> dict[str, _Meta]:
     from zopt.io.sources import root_array_metadata
 
     with warnings.catch_warnings():  # a partial store's .zopt-journal, a store's .zopt-lock: not Zarr nodes
-        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
         if (root_array_metadata(store) is not None if isinstance(store, str)
                 else isinstance(zarr.open(store, mode="r"), zarr.Array)):  # a zarr Store (Icechunk)
             found = {"": zarr.open_array(store, mode="r")}
@@ -232,18 +247,10 @@ def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
     return out
 
 
-def _is_store(store: Any) -> bool:
-    """A zarr Store object (an Icechunk snapshot), read through zarr; not a path, a URL or several
-    files combined (``zopt.io.multi.MultiSource``, read through xarray like one file)."""
-    from zarr.abc.store import Store
-
-    return isinstance(store, Store)
-
-
 def _metas(store: str, token: str) -> dict[str, _Meta]:
     from zopt.io.sources import is_zarr
 
-    return _zarr_metas(store) if _is_store(store) or is_zarr(store) else _xarray_metas(store, token)
+    return _zarr_metas(store) if is_store(store) or is_zarr(store) else _xarray_metas(store, token)
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -253,9 +260,9 @@ def _read(store: str, name: str, region: tuple[slice, ...], token: str) -> np.nd
     from zopt.compat.zarr_compat import open_array
     from zopt.io.sources import is_zarr, read_source
 
-    if _is_store(store) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
+    if is_store(store) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
         array = open_array(store, path=name, mode="r")
-        if array.metadata.zarr_format == 2 or _is_store(store):  # a v2 array of a child group has no xarray view
+        if array.metadata.zarr_format == 2 or is_store(store):  # a v2 array of a child group has no xarray view
             return np.asarray(array[region])
     return np.asarray(read_source(store, name, region, token))
 
@@ -342,7 +349,8 @@ def verify(
 
     src : anything ``recompress`` reads: a Zarr v2/v3 store (root array or group, nested groups
         included) or a netCDF/HDF5 file; a local path or an fsspec URL (``s3://…``, ``memory://…``).
-    dst : a Zarr store, local path or fsspec URL.
+    dst : a Zarr store: a local path, an fsspec URL, an Icechunk branch or snapshot
+        (``icechunk://…``, an ``icechunk.Repository``) or a ``zarr.abc.store.Store``.
     arrays : array paths to compare (``GROUP/NAME`` inside child groups, ``""`` for a root
         array); default: every array of either store.
     scheduler : ``"threads"`` (default), ``"synchronous"``, ``"processes"`` or a
@@ -381,22 +389,25 @@ def verify(
 
         src = open_multi(src, concat_dim, scheduler)
     combined = concat_dim is not None
-    src, dst = (x if combined and x is src or is_icechunk(x) else os.fspath(x) for x in (src, dst))
+    src, dst = (x if combined and x is src or is_icechunk(x) or is_store(x) else os.fspath(x) for x in (src, dst))
     for what, path in (("src", src), ("dst", dst))[combined:]:
-        if not is_icechunk(path) and not loc.exists(path):
+        if not is_icechunk(path) and not is_store(path) and not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
-    if not is_icechunk(dst) and not is_zarr(dst):
-        raise ValueError(f"dst: {dst!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    if not is_icechunk(dst) and not (store_is_zarr(dst) if is_store(dst) else is_zarr(dst)):
+        raise ValueError(f"dst: {endpoint_text(dst)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 
-    skipped = check_store(src, skip_broken) if not combined and not is_icechunk(src) and is_zarr(src) else []
-    if not is_icechunk(dst):
+    skipped = (check_store(src, skip_broken) if not combined and not is_icechunk(src) and not is_store(src)
+               and is_zarr(src) else [])
+    if not is_icechunk(dst) and not is_store(dst):
         check_store(dst)
 
     def opened(p: Any, what: str) -> tuple[Any, Any]:
         # resolved here, on the client: Dask workers may run in another directory; Icechunk: a read-only snapshot
         if combined and what == "src":
             return p, p.text
+        if is_store(p):  # a zarr Store (a store destination before publish)
+            return p, endpoint_text(p)
         return readonly_store(p, what) if is_icechunk(p) else (p if loc.is_url(p) else resolve(p), p)
 
     (src, src_text), (dst, dst_text) = opened(src, "src"), opened(dst, "dst")
@@ -415,7 +426,7 @@ def verify(
         if unknown:
             raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
-        if not arrays and isinstance(src, str) and isinstance(dst, str):  # groups of two local/URL stores
+        if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
             report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)
@@ -484,3 +495,4 @@ def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict]
             k = int(meta.lossy.get("keepbits", meta.lossy.get("keepbits_min", 0)))
             share = information_kept(counts[check.name], meta.dtype, k)
             check.information_kept = None if share is None or math.isnan(share) else share
+

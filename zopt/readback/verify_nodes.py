@@ -4,7 +4,9 @@ metadata copy against each node's own document.
 - ``group_differences(src, dst, token)``: every group of either store (``""`` the root,
   ``GROUP`` / ``GROUP/SUB`` by hierarchy path) present in both, with the same attributes
   (compared as JSON values; xarray's ``_NCProperties``-style internals are attributes like any
-  other). A netCDF/HDF5 source has one group here, its root (the Dataset's attributes).
+  other). A netCDF/HDF5 source has one group here, its root (the Dataset's attributes), and so
+  do several files combined (the attributes recompress writes: the first file's). Icechunk
+  snapshots and other zarr Stores are read through zarr.
 - ``consolidated_differences(dst)``: the copy of every node's metadata that zarr's
   ``consolidate_metadata`` puts in the root document (``consolidated_metadata`` of the root
   ``zarr.json``, Zarr v3; ``.zmetadata``, v2) is what xarray and zarr readers opening the store
@@ -98,15 +100,27 @@ def compare_metadata(s: Any, d: Any) -> list[str]:
     return out
 
 
-def _zarr_groups(store: str) -> dict[str, dict[str, Any]]:
+def _is_root_array(store: Any) -> bool:
+    """A store whose root is an array (a path or URL, or a zarr Store such as Icechunk's)."""
     import zarr
 
     from zopt.io.sources import root_array_metadata
+    from zopt.readback.endpoints import is_store
 
-    if root_array_metadata(store) is not None:
+    if is_store(store):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
+            return isinstance(zarr.open(store, mode="r"), zarr.Array)
+    return root_array_metadata(store) is not None
+
+
+def _zarr_groups(store: Any) -> dict[str, dict[str, Any]]:
+    import zarr
+
+    if _is_root_array(store):
         return {}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
         root = zarr.open_group(store, mode="r", use_consolidated=False)
         out = {"": dict(root.attrs)}
         for path, node in root.members(max_depth=None):
@@ -115,16 +129,19 @@ def _zarr_groups(store: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _groups(store: str, token: str) -> dict[str, dict[str, Any]]:
+def _groups(store: Any, token: str) -> dict[str, dict[str, Any]]:
     from zopt.io.sources import is_zarr, open_source
+    from zopt.readback.endpoints import is_store
 
-    if is_zarr(store):
+    if is_store(store) or is_zarr(store):  # is_zarr: False for several files combined
         return _zarr_groups(store)
-    return {"": dict(open_source(store, token).attrs)}
+    return {"": dict(open_source(store, token).attrs)}  # a netCDF file, or several combined: what the job wrote
 
 
-def group_differences(src: str, dst: str, token: str) -> list[str]:
-    """One text per group attribute that differs, or group present in one store only."""
+def group_differences(src: Any, dst: Any, token: str) -> list[str]:
+    """One text per group attribute that differs, or group present in one store only. ``src`` and
+    ``dst``: paths or URLs, zarr Stores (an Icechunk snapshot's), or several files combined
+    (``zopt.io.multi.MultiSource``: one group, its root, with the attributes the job writes)."""
     theirs, ours = _groups(src, token), _groups(dst, token)
     out = []
     for path in sorted(set(theirs) | set(ours)):
@@ -143,17 +160,16 @@ def group_differences(src: str, dst: str, token: str) -> list[str]:
     return out
 
 
-def consolidated_differences(dst: str) -> list[str]:
+def consolidated_differences(dst: Any) -> list[str]:
     """One text per node whose consolidated copy (root document) differs from its own document,
-    or that one of the two lacks. ``[]`` when ``dst`` has no consolidated metadata."""
+    or that one of the two lacks. ``[]`` when ``dst`` (a path, URL or zarr Store) has no
+    consolidated metadata."""
     import zarr
 
-    from zopt.io.sources import root_array_metadata
-
-    if root_array_metadata(dst) is not None:
+    if _is_root_array(dst):
         return []
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
         warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
         try:
             root = zarr.open_group(dst, mode="r", use_consolidated=True)
