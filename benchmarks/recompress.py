@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -390,9 +391,26 @@ def main() -> None:
     print_table(rows, runners, variants, shape, logical, args)
 
 
-def ceiling_of(which: str) -> str:
-    """The ceiling runner a runner is compared with: the loop with the same chain."""
-    return "ceiling-default" if which.startswith(("zopt-default", "zopt-fixed-slot", "ceiling-default")) else "ceiling"
+CHOSEN = {}  # runner -> the candidate its menu chose (from the report's notes), filled by main()
+
+
+def chosen_candidate(rows, which: str) -> str | None:
+    """The menu candidate a zopt runner's job chose for ``v`` ("pcodec-8", "classic", ...), or None."""
+    for r in rows:
+        for note in r.get("notes") or []:
+            if r["which"] == which and (m := re.search(r"\bv=([\w.-]+)", note)):
+                return m.group(1)
+    return None
+
+
+def ceiling_of(which: str) -> str | None:
+    """The ceiling runner a runner is compared with: the loop with the same chain; None when no
+    loop has its chain (e.g. fixed-slot, where pcodec has no size bound and blosc is chosen)."""
+    if which.startswith("ceiling"):
+        return which
+    if which in ("zopt-plain", "zopt-classic") or which in ("zarr", "dask", "zarrs", "tensorstore"):
+        return "ceiling"
+    return {"pcodec-8": "ceiling-default", "classic": "ceiling"}.get(CHOSEN.get(which, "pcodec-8"))
 
 
 def _median(rows, which, variant, key):
@@ -403,6 +421,9 @@ def _median(rows, which, variant, key):
 def print_table(rows, runners, variants, shape, logical, args) -> None:
     print(f"\nrecompress {logical / 2**30:.2f} GiB float32 {shape}: source chunks 64³ [bytes, zstd3] -> shards 256³, "
           f"inner 64³, index at the end; {os.cpu_count()} cores; medians of {args.repeat}\n")
+    CHOSEN.update({w: c for w in runners if (c := chosen_candidate(rows, w))})
+    if CHOSEN:
+        print("chains chosen from the menu: " + ", ".join(f"{w} {c}" for w, c in CHOSEN.items()) + "\n")
     mbs = {(w, v): (logical / 1e6 / s if (s := _median(rows, w, v, "seconds")) else None) for w in runners for v in variants}
     head = f"| {'runner':<50} |" + "".join(f" {v} MB/s (peak RSS MiB) | × tensorstore | × ceiling |" for v in variants)
     print(head)

@@ -41,8 +41,12 @@ EXPECTED_SKIPS = {
 
 @pytest.fixture
 def restored_zarr_config():
-    """zarr's configuration as it was before the test (a block may call ``zarr.config.set``)."""
+    """zarr's configuration as it was before the test (a block may call ``zarr.config.set``).
+    zopt is imported first: its settings (zopt's pipeline) are made once per process, at import,
+    so a copy taken before would restore zarr's pipeline for every later test."""
     import zarr
+
+    import zopt  # noqa: F401
 
     saved = copy.deepcopy(zarr.config.config)
     yield
