@@ -187,8 +187,10 @@ class ChunkEncoder:
 
     def _to_bytes(self, chunk: np.ndarray) -> np.ndarray:
         proto = self.spec.prototype
-        if not chunk.flags.c_contiguous:  # a view of a region: numcodecs' array→bytes codecs (pcodec) need C order
-            chunk = np.ascontiguousarray(chunk)
+        if not (chunk.flags.c_contiguous and chunk.flags.aligned):
+            # a view of a region, or an array unpickled from a network frame (a chunk sent between
+            # dask.distributed workers): numcodecs' array→bytes codecs (pcodec) need C order and alignment
+            chunk = np.require(chunk, requirements="CA")
         value: Any = proto.nd_buffer.from_ndarray_like(chunk)
         for codec, s in self.array_array:
             value = _run_sync(codec, "_encode_sync", "_encode_single", value, s)
