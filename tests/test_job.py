@@ -215,3 +215,16 @@ def test_a_plan_rewritten_at_the_same_path_is_a_different_job(tmp_path, monkeypa
     monkeypatch.setattr(zopt.job.prepare, "fingerprint", lambda *a, **k: seen.append(a[2]) or real(*a, **k))
     zopt.recompress(str(src), str(tmp_path / "o.zarr"), plan=str(tmp_path / "p.zarr"), variables=["T"], dry_run=True)
     assert isinstance(seen[0]["plan"], zopt.Plan)  # hashed by content (zopt.store.journal.fingerprint)
+
+
+@pytest.mark.parametrize("options", [{"layout": "fixed-slot"}, {"slot_parts": 2}, {"checksum": True}])
+def test_shard_options_with_no_sharded_array_are_named_in_a_note(tmp_path, options):
+    """A small array stays unsharded by default: the shard-only options then change nothing, and
+    the report says so instead of leaving them silently unapplied."""
+    src = tmp_path / "s.zarr"
+    zarr.create_array(src, name="v", shape=(40, 30), chunks=(40, 30), dtype="f4", fill_value=0)[:] = 1.5
+    report = zopt.recompress(str(src), tmp_path / "a.zarr", **options)
+    assert report.arrays[0].layout == "unsharded"
+    assert any(re.match(rf"{list(options)[0]}\S*: no array is sharded", n) for n in report.notes), report.notes
+    sharded = zopt.recompress(str(src), tmp_path / "b.zarr", shards=(40, 30), chunks=(20, 30), **options)
+    assert sharded.arrays[0].layout != "unsharded" and not any("no array is sharded" in n for n in sharded.notes)

@@ -274,7 +274,13 @@ def test_cli_info_and_compact(source, tmp_path):
     assert "fixed-slot" in row and "63/90" in row and "4.0 KiB" in row
     res = runner.invoke(main, ["compact", str(dst), "v", "--no-progress"])
     assert res.exit_code == 0, res.output
-    assert "compact" in res.output
+    assert "compact" in res.output and "nothing to compact" not in res.output
+    again = runner.invoke(main, ["compact", str(dst), "v", "--no-progress"])
+    assert again.exit_code == 0 and "nothing to compact: every shard is already packed" in again.output
+    plain = tmp_path / "plain.zarr"
+    zarr.create_array(plain, name="u", shape=(4,), dtype="f4", fill_value=0)
+    none = runner.invoke(main, ["compact", str(plain), "--no-progress"])
+    assert none.exit_code == 0 and "nothing to compact: no array of" in none.output and "is sharded" in none.output
     res = runner.invoke(main, ["info", str(dst)])
     row = next(line for line in res.output.splitlines() if " v " in line)
     assert "fixed-slot" not in row and "compact" in row

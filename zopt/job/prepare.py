@@ -239,11 +239,25 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
+    _note_unsharded_options(job, p)
     limit = job.memory_limit
     over = p.work.over_memory(limit)
     if over is not None:
         raise ValueError(_memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+
+
+def _note_unsharded_options(job: RecompressJob, p: Prepared) -> None:
+    """A note when shard-only options were given but no array is sharded: they change nothing,
+    and the user is told so rather than left to believe they applied."""
+    if not p.work.arrays or any(w.layout != "unsharded" for w in p.work.arrays.values()):
+        return
+    given = [name for name, on in (("layout='fixed-slot'", job.layout == "fixed-slot"),
+                                   ("slot_parts", job.slot_parts is not None), ("checksum=True", job.checksum is True))
+             if on]
+    if given:
+        p.notes.append(f"{', '.join(given)}: no array is sharded (each is smaller than one shard), so "
+                       f"{'it changes' if len(given) == 1 else 'they change'} nothing; give shards (--shards) to shard them")
 
 
 def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:
