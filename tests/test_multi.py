@@ -284,7 +284,16 @@ def test_overlapping_coordinates_are_refused(tmp_path, time0, words):
     with pytest.raises(ValueError, match=words) as err:
         recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time")
     assert "f000" in str(err.value) or "f001" in str(err.value) or "f002" in str(err.value)
+    assert "np.float64" not in str(err.value)
     assert nothing_written(dst)
+
+
+def test_files_with_the_same_coordinate_values_are_refused_with_a_hint(tmp_path):
+    """The NEMO files of iris-sample-data have time_counter 0.0 in every file: they cannot be
+    ordered by it; the error says so and how to combine them in a chosen order."""
+    write_files(tmp_path / "nc", 3, time0=lambda i: 0, shuffle_names=False)
+    with pytest.raises(ValueError, match=r"starts at 0\.0.*ends at 2\.0.*same 'time' values.*combine='nested'"):
+        recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "out.zarr", concat_dim="time")
 
 
 def test_a_coordinate_not_increasing_inside_a_file_is_refused(tmp_path):

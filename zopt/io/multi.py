@@ -385,6 +385,11 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "the variables differ"
 
 
+def _plain(value: Any) -> str:
+    """A coordinate value as a user wrote it: ``0.0``, not ``np.float64(0.0)``."""
+    return repr(value.item()) if isinstance(value, np.generic) else repr(value)
+
+
 def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[str]]:
     """The files in combined order (by first coordinate value), the coordinate checked; gap notes."""
     if not s.has_coord:
@@ -405,8 +410,11 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     between = firsts[1:] - lasts[:-1]
     for j in np.flatnonzero(between <= 0)[:1]:
         a, b = files[order[j]], files[order[j + 1]]
-        raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {firsts[j + 1]!r}, "
-                         f"{a} ends at {lasts[j]!r}")
+        same = bool(np.all(firsts == firsts[0]) and np.all(lasts == lasts[0]))
+        hint = (f"; every file has the same {dim!r} values, so they cannot order the files (combine them "
+                "in the order you choose with xarray.open_mfdataset(combine='nested') first)" if same else "")
+        raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {_plain(firsts[j + 1])}, "
+                         f"{a} ends at {_plain(lasts[j])}{hint}")
     typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)
     notes = []
     gaps = np.flatnonzero(between > 1.5 * typical) if typical else np.zeros(0, int)
