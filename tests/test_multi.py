@@ -498,3 +498,40 @@ def test_verify_compares_the_root_group_attributes_of_several_files(tmp_path):
     report = verify(pattern, dst, concat_dim="time", scheduler="synchronous")
     assert not report.ok and all(c.ok for c in report.checks)
     assert any(n.startswith("root group: attribute 'title'") for n in report.nodes)
+
+
+def test_combine_nested_takes_the_files_in_the_order_given(tmp_path):
+    """combine='nested' (xarray's open_mfdataset semantics): files whose coordinate cannot order
+    them (the NEMO files: 0.0 in each) are combined in the order given, a glob sorted by name;
+    by_coords refuses them; verify with the same combine passes, with by_coords it refuses."""
+    files = write_files(tmp_path / "nc", 3, time0=lambda i: 0, shuffle_names=False)
+    glob = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    report = recompress(glob, dst, concat_dim="time", combine="nested")
+    assert any("in the order given (combine='nested')" in n for n in report.notes)
+    g = zarr.open_group(dst, mode="r")
+    np.testing.assert_array_equal(g["time"][:], np.tile(np.arange(STEPS, dtype="f8"), 3))
+    by_name = sorted(files)
+    np.testing.assert_array_equal(g["count"][:], np.concatenate([raw_concat([f], "count") for f in by_name]))
+    packed = np.concatenate([raw_concat([f], "sst") for f in by_name])
+    np.testing.assert_array_equal(g["sst"][:], packed)  # the packed integers, file after file by name
+    assert verify(glob, dst, concat_dim="time", combine="nested").ok
+    with pytest.raises(ValueError, match="overlaps"):
+        verify(glob, dst, concat_dim="time")
+    reversed_list = [str(f) for f in reversed(by_name)]
+    other = recompress(reversed_list, tmp_path / "rev.zarr", concat_dim="time", combine="nested")
+    assert other.arrays and not verify(reversed_list, dst, concat_dim="time", combine="nested").ok
+    result = CliRunner().invoke(main, ["verify", glob, str(dst), "--concat-dim", "time", "--combine", "nested"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"combine": "outer"}, r"combine: 'outer' is not one of \['by_coords', 'nested'\]"),
+    ({"combine": "nested", "concat_dim": None}, "combine: 'nested' orders several sources; it needs concat_dim"),
+])
+def test_a_bad_combine_is_refused_naming_it(tmp_path, kwargs, words):
+    write_files(tmp_path / "nc", 2, shuffle_names=False)
+    src = str(tmp_path / "nc" / "*.nc") if kwargs.get("concat_dim", "time") else str(next((tmp_path / "nc").iterdir()))
+    with pytest.raises(ValueError, match=words):
+        recompress(src, tmp_path / "o.zarr", **{"concat_dim": "time", **kwargs})
+    assert nothing_written(tmp_path / "o.zarr")

@@ -140,6 +140,9 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
 @click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob such as 'archive/*.nc'), "
               "combined along this dimension as xarray's open_mfdataset does, checked before anything is written "
               "(docs/archives.md).")
+@click.option("--combine", type=click.Choice(["by_coords", "nested"]), default="by_coords", show_default=True,
+              help="With --concat-dim: order the files by their coordinate along it (by_coords) or as given, a glob "
+              "sorted by name (nested), as xarray's open_mfdataset combine.")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
@@ -147,7 +150,7 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
                max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
-               menu, budget, concat_dim, verify_first, skip_broken) -> None:
+               menu, budget, concat_dim, combine, verify_first, skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
@@ -194,7 +197,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         from zopt.readback.verify import before_publish_check
 
         check = before_publish_check(src, dst, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                                     done=verified, skip_broken=skip_broken, concat_dim=concat_dim)
+                                     done=verified, skip_broken=skip_broken, concat_dim=concat_dim,
+                                     combine=combine)
     from zopt.job.api import run_job
     from zopt.job.options import RecompressJob
 
@@ -206,6 +210,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
             max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
             before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
+            combine=combine,
         )
     except ValueError as exc:
         _preset_error(exc)

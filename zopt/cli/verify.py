@@ -51,8 +51,10 @@ def verify_table(report) -> Table:
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob) combined along this dimension, "
               "as recompress --concat-dim combines them.")
+@click.option("--combine", type=click.Choice(["by_coords", "nested"]), default="by_coords", show_default=True,
+              help="With --concat-dim: the files' order, as recompress --combine.")
 @click.pass_context
-def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress, concat_dim) -> None:
+def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress, concat_dim, combine) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,
     dtype, fill value, attributes, dimension names, and values bit for bit (NaN payloads
     included) or within each array's recorded lossy bound (the zopt_lossy attribute, or the
@@ -78,7 +80,7 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
             check_finished(dst)  # a recompress killed while writing a store destination
         report = run(src, dst, [*arrays, *variables] or None, scheduler=scheduler,
                      progress=None if no_progress else RichProgress, bounds=stated or None,
-                     skip_broken=skip_broken, concat_dim=concat_dim)
+                     skip_broken=skip_broken, concat_dim=concat_dim, combine=combine)
     except (ValueError, OSError, ZoptError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))

@@ -4,13 +4,15 @@
 be a glob), and returns a ``MultiSource``: the files combined along ``concat_dim`` as
 ``xarray.open_mfdataset(..., combine="by_coords")`` would (ordered by their first coordinate value,
 ``combine="nested"`` order, the order given, when the files have no coordinate variable for it),
+or, with ``combine="nested"``, in the order given (a glob sorted by name) whatever their
+coordinate values, as ``open_mfdataset(..., combine="nested")`` would,
 with these checks, each refused with one line naming the file (ValueError, nothing written):
 
 - a pattern that matches no file;
 - the same variables, dimensions, data types, fill values, attributes and sizes on the other
   dimensions in every file, and the same values for the variables without ``concat_dim``;
 - a strictly increasing ``concat_dim`` coordinate inside each file and no overlap between files (a
-  gap, a step more than 1.5 times the typical one, is a note).
+  gap, a step more than 1.5 times the typical one, is a note); not with ``combine="nested"``.
 
 Per-file metadata is read by Dask tasks (one per ``BATCH`` files, on the workers of a cluster),
 each returning a compact summary: the client keeps one schema and a few numbers per file, so
@@ -99,11 +101,13 @@ class MultiSource(CombinedSource):
     files : the files in combined order; starts : each file's first index along ``dim``;
     schema : the first file's variables ``{name: {dims, dtype, shape, attrs}}``; coord : the
     combined coordinate values (or None); repacks : ``{variable: Repack}``; identity : a digest of
-    every file's path, size and modification time; notes : gaps and re-expressions."""
+    every file's path, size and modification time; notes : gaps and re-expressions; combine :
+    ``"by_coords"`` or ``"nested"`` (see ``open_multi``)."""
 
     def __init__(self, files: list[str], dim: str, starts: list[int], schema: dict[str, Any], coord: Any,
-                 repacks: dict[str, Repack], identity: str, nbytes: int, notes: list[str]) -> None:
-        self.files, self.dim, self.starts = tuple(files), dim, tuple(starts)
+                 repacks: dict[str, Repack], identity: str, nbytes: int, notes: list[str],
+                 combine: str = "by_coords") -> None:
+        self.files, self.dim, self.starts, self.combine = tuple(files), dim, tuple(starts), combine
         self.schema, self.coord, self.repacks = schema, coord, repacks
         self.identity, self.nbytes, self.notes = identity, nbytes, notes
         self.length = starts[-1]
@@ -292,18 +296,33 @@ class _Summaries:
         return self.coords[self.offsets[i]:self.offsets[i + 1]]
 
 
-def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> MultiSource:
+COMBINE = ("by_coords", "nested")
+
+
+def check_combine(combine: Any) -> None:
+    """ValueError naming ``combine`` and the allowed values."""
+    if combine not in COMBINE:
+        raise ValueError(f"combine: {combine!r} is not one of {list(COMBINE)}")
+
+
+def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine: str = "by_coords") -> MultiSource:
     """``src`` (a glob, a path or URL, or a list of them) combined along ``concat_dim``; see the module
-    docstring for the checks (ValueError naming the file and what differs; FileNotFoundError)."""
+    docstring for the checks (ValueError naming the file and what differs; FileNotFoundError).
+
+    combine : ``"by_coords"`` (files ordered by their ``concat_dim`` coordinate, which must not
+    overlap) or ``"nested"`` (the order given, a glob sorted by name; no coordinate checks), as
+    ``xarray.open_mfdataset``'s ``combine``."""
     import dask
 
     from zopt.compat.scheduling import compute
 
     if not isinstance(concat_dim, str) or not concat_dim:
         raise ValueError(f"concat_dim: {concat_dim!r} is not a dimension name")
+    check_combine(combine)
     files = expand_sources(src)
     job = _JOB_SOURCE.get()
-    if job is not None and job.dim == concat_dim and sorted(job.files) == sorted(files) \
+    same_files = job is not None and (list(job.files) == files if combine == "nested" else sorted(job.files) == sorted(files))
+    if job is not None and job.dim == concat_dim and job.combine == combine and same_files \
             and _identity(files, scheduler) == job.identity:
         return job  # the running job's summaries: the same files, unchanged since
     groups = child_groups(files[0])
@@ -321,7 +340,10 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> Multi
     if first is not None:
         a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
         raise ValueError(f"src: {files[first]} differs from {files[0]}: {_difference(a, b)}")
-    order, notes = _order(files, s, concat_dim)
+    if combine == "nested":
+        order, notes = np.arange(len(files)), [f"files combined along {concat_dim!r} in the order given (combine='nested')"]
+    else:
+        order, notes = _order(files, s, concat_dim)
     repacks = {}
     for name in sorted({n for p in s.packing.values() for n in p}):
         packs = [s.packing.get(int(i), {}).get(name, UNPACKED) for i in order]
@@ -332,7 +354,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None) -> Multi
                          f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
     return MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
-                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes)
+                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)
 
 
 def _identity(files: list[str], scheduler: str | None) -> str:
@@ -411,8 +433,8 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     for j in np.flatnonzero(between <= 0)[:1]:
         a, b = files[order[j]], files[order[j + 1]]
         same = bool(np.all(firsts == firsts[0]) and np.all(lasts == lasts[0]))
-        hint = (f"; every file has the same {dim!r} values, so they cannot order the files (combine them "
-                "in the order you choose with xarray.open_mfdataset(combine='nested') first)" if same else "")
+        hint = (f"; every file has the same {dim!r} values, so they cannot order the files (give them in "
+                "the order you choose with combine='nested', --combine nested)" if same else "")
         raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {_plain(firsts[j + 1])}, "
                          f"{a} ends at {_plain(lasts[j])}{hint}")
     typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)

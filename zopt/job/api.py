@@ -66,6 +66,7 @@ def recompress(
     menu: Any = None,
     budget: Any = None,
     concat_dim: str | None = None,
+    combine: str = "by_coords",
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -146,6 +147,11 @@ def recompress(
     concat_dim : the dimension several sources are combined along (required for a list or a glob;
         not with ``lossy`` or ``plan``). Files packed differently (``scale_factor``/``add_offset``)
         are re-expressed in one exact ``scale_offset`` + ``cast_value`` packing (a note says so).
+    combine : with ``concat_dim``, how the files are ordered, as ``xarray.open_mfdataset``'s
+        ``combine``: ``"by_coords"`` (default: by their first ``concat_dim`` coordinate value,
+        overlaps refused) or ``"nested"`` (the order given, a glob sorted by name, whatever the
+        coordinate values). ValueError naming ``combine`` for other values, or without
+        ``concat_dim``.
 
     before_publish : called as ``before_publish(partial, names)`` once every write has finished
         and before the publish, with the partial store (a local path, or the zarr Store of a

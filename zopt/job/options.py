@@ -81,6 +81,7 @@ class RecompressJob:
     menu: Any = None  # without codecs: the candidates each variable's chain is chosen from
     budget: Any = None  # and the speed budget of that choice (zopt.planning.optimizer)
     concat_dim: str | None = None  # several sources combined along this dimension (zopt.io.multi)
+    combine: str = "by_coords"  # with concat_dim: files ordered by coordinate, or "nested": as given
     scheduler: str | None = field(default=None, metadata=_HOW)
     overwrite: bool = field(default=False, metadata=_HOW)
     progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)
@@ -135,7 +136,12 @@ class RecompressJob:
             if several:
                 raise ValueError("concat_dim: several sources are combined along one dimension: give its name "
                                  "(e.g. concat_dim='time', --concat-dim time)")
+            if self.combine != "by_coords":
+                raise ValueError(f"combine: {self.combine!r} orders several sources; it needs concat_dim")
             return
+        from zopt.io.multi import check_combine
+
+        check_combine(self.combine)  # ValueError naming combine and the allowed values
         if not isinstance(self.concat_dim, str) or not self.concat_dim:
             raise ValueError(f"concat_dim: {self.concat_dim!r} is not a dimension name")
         if self.lossy:

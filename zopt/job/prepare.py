@@ -121,7 +121,7 @@ def _source(job: RecompressJob) -> tuple[Any, list[str]]:
     """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
     if job.concat_dim is None:
         return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
-    multi = open_multi(job.src, job.concat_dim, job.scheduler)
+    multi = open_multi(job.src, job.concat_dim, job.scheduler, job.combine)
     return multi, [f"src: {multi.text}", *multi.notes]
 def _icechunk_target(job: RecompressJob, src: str, notes: list[str]) -> StoreTarget:
     from zopt.job.icechunk_target import IcechunkTarget

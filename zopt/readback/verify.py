@@ -161,7 +161,8 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
                          done: list[VerifyReport] | None = None,
                          skip_broken: bool = False,
-                         concat_dim: str | None = None) -> Callable[[Any, list[str]], None]:
+                         concat_dim: str | None = None,
+                         combine: str = "by_coords") -> Callable[[Any, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -179,7 +180,7 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
     def check(partial: Any, names: list[str]) -> None:
         target = written_output(partial, dst)
         report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken,
-                        concat_dim=concat_dim)
+                        concat_dim=concat_dim, combine=combine)
         if not report.ok:
             raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {endpoint_text(target)}")
         report.dst = endpoint_text(dst)  # what is published
@@ -344,6 +345,7 @@ def verify(
     bounds: dict[str, str] | None = None,
     skip_broken: bool = False,
     concat_dim: str | None = None,
+    combine: str = "by_coords",
 ) -> VerifyReport:
     """Compare ``dst`` (a Zarr v2/v3 store, e.g. one ``zopt recompress`` wrote) with ``src``.
 
@@ -363,6 +365,7 @@ def verify(
     skip_broken : source arrays with broken metadata are listed in ``VerifyReport.skipped``
         instead of raising ``zopt.io.source_check.BrokenMetadataError`` (a broken ``dst`` always raises).
     concat_dim : ``src`` is several files (a glob or a list) combined along it, as recompress combines them.
+    combine : with ``concat_dim``, ``"by_coords"`` or ``"nested"``, as for recompress.
 
     Without ``arrays``, the groups' attributes and the destination's consolidated metadata
     (against each node's own ``zarr.json``) are compared too (``zopt.readback.verify_nodes``;
@@ -387,7 +390,7 @@ def verify(
     if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
         from zopt.io.multi import open_multi
 
-        src = open_multi(src, concat_dim, scheduler)
+        src = open_multi(src, concat_dim, scheduler, combine)
     combined = concat_dim is not None
     src, dst = (x if combined and x is src or is_icechunk(x) or is_store(x) else os.fspath(x) for x in (src, dst))
     for what, path in (("src", src), ("dst", dst))[combined:]:
