@@ -309,7 +309,7 @@ def test_trials_of_candidates_with_fixed_costs_encode_each_chunk_once(tmp_path, 
     assert len(calls) == len(custom) * (1 + 4 * TIMINGS)  # a chain without a fixed cost: timed as before
 
 
-def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path):
+def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path, monkeypatch):
     """choose_chains runs one task per candidate (parallel trials); the sizes and the choice are
     those of menu_trial_task, which runs the same steps in one task."""
     from zopt.io.sources import SourceVariable
@@ -323,7 +323,23 @@ def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path
     g.create_array("b", shape=(48, 40), chunks=(16, 16), dtype="i2", fill_value=0)[:] = (smooth * 10).astype("i2")
     variables = {n: SourceVariable((48, 40), np.dtype(d), ("y", "x")) for n, d in (("a", "f4"), ("b", "i2"))}
     layouts = {n: ((16, 16), None) for n in variables}
+    import zopt.compat.scheduling as scheduling
+
+    keys: list[str] = []
+    real_compute = scheduling.compute
+
+    def recording(tasks, *args, **kw):
+        import dask
+
+        for t in tasks:
+            keys.extend(str(k) for k in dask.core.flatten(t.__dask_graph__().keys()))
+        return real_compute(tasks, *args, **kw)
+
+    monkeypatch.setattr(scheduling, "compute", recording)
     got = choose_chains(str(src), variables, layouts, menu="archive", scheduler="threads")
+    for n, v in variables.items():  # one trial task per candidate, each variable's chunks read once
+        assert len({k for k in keys if k.startswith(f"zopt-menu-trial-{n}-")}) == len(menu_for(v.dtype, "archive"))
+        assert len({k for k in keys if k.startswith(f"zopt-menu-chunks-{n}-")}) == 1
     for n, v in variables.items():
         one = menu_trial_task(str(src), n, v.shape, v.dtype.str, (16, 16), menu_for(v.dtype, "archive"))
         assert got[n].name == one["candidate"] and got[n].raw_bytes == one["raw_bytes"]

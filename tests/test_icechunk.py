@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -445,9 +446,13 @@ def test_before_publish_check_takes_a_repository_destination(source, repo_path, 
     assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()
     other = tmp_path / "other.zarr"
     zarr.create_array(str(other), shape=(80,), chunks=(10,), dtype="i2", dimension_names=("y",))[:] = 1
-    with pytest.raises(VerifyError, match=r"\bt \(not in the source\)"):
+    with pytest.raises(VerifyError, match=r"\bt \(not in the source\)") as err:
         recompress(src, repo, overwrite=True, chunks="y=20", before_publish=before_publish_check(other, repo))
     assert _main(repo)["t"][:].view("u4").tobytes() == t.view("u4").tobytes()  # nothing published
+    # where the output is kept is said once, by the job's note (the work branch), not as an object repr
+    assert "object at 0x" not in str(err.value) and "kept in" not in str(err.value)
+    assert re.search(r"compared: .*@snapshot:\w+\)", str(err.value)), str(err.value)
+    assert any("branch 'zopt-work-main'" in n for n in getattr(err.value, "__notes__", [])), err.value.__notes__
 
 
 def test_verify_compares_group_attributes_with_an_icechunk_source_or_destination(source, repo_path, tmp_path):

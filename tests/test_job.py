@@ -228,3 +228,12 @@ def test_shard_options_with_no_sharded_array_are_named_in_a_note(tmp_path, optio
     assert any(re.match(rf"{list(options)[0]}\S*: no array is sharded", n) for n in report.notes), report.notes
     sharded = zopt.recompress(str(src), tmp_path / "b.zarr", shards=(40, 30), chunks=(20, 30), **options)
     assert sharded.arrays[0].layout != "unsharded" and not any("no array is sharded" in n for n in sharded.notes)
+
+
+def test_the_unsharded_note_is_said_by_each_group_for_its_own_arrays(tmp_path):
+    """With child groups, the root job does not speak for them: each child's job says it for its
+    own arrays (prefixed with the child's name)."""
+    _tree(tmp_path / "s.zarr")
+    report = zopt.recompress(str(tmp_path / "s.zarr"), tmp_path / "o.zarr", layout="fixed-slot")
+    said = [n for n in report.notes if "no array is sharded" in n]
+    assert said and all(n.startswith("child: ") for n in said), report.notes

@@ -535,3 +535,19 @@ def test_a_bad_combine_is_refused_naming_it(tmp_path, kwargs, words):
     with pytest.raises(ValueError, match=words):
         recompress(src, tmp_path / "o.zarr", **{"concat_dim": "time", **kwargs})
     assert nothing_written(tmp_path / "o.zarr")
+
+
+def test_verify_refuses_a_combine_it_would_not_use(tmp_path):
+    """verify and before_publish_check refuse combine as RecompressJob does: another value, or
+    'nested' without concat_dim, before anything runs (the hook: before the job writes)."""
+    from zopt.readback.verify import before_publish_check
+
+    files = write_files(tmp_path / "nc", 2, shuffle_names=False)
+    dst = tmp_path / "out.zarr"
+    recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time")
+    with pytest.raises(ValueError, match="combine: 'nested' orders several sources; it needs concat_dim"):
+        verify(str(files[0]), dst, combine="nested")
+    with pytest.raises(ValueError, match=r"combine: 'outer' is not one of \['by_coords', 'nested'\]"):
+        before_publish_check(str(tmp_path / "nc" / "*.nc"), tmp_path / "o2.zarr", concat_dim="time", combine="outer")
+    result = CliRunner().invoke(main, ["verify", str(files[0]), str(dst), "--combine", "nested"])
+    assert result.exit_code != 0 and "needs concat_dim" in result.output

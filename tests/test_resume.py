@@ -241,6 +241,32 @@ def test_dry_run_after_an_interrupted_run_counts_a_finished_child_group_as_resum
     _assert_same(src, dst, ["a", "b", "sub/c"])
 
 
+def test_dry_run_over_a_partial_store_without_its_journal_plans_the_child_groups_anew(tmp_path):
+    """A kill between the journal's removal and the publish rename leaves a partial store without
+    a journal: the run starts over (replacing it), so the dry run plans every child group anew
+    instead of refusing the leftover child as an existing destination."""
+    import shutil
+
+    src = _source_with_child(tmp_path / "src.zarr")
+    dst = tmp_path / "dst.zarr"
+    opts = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
+
+    def interrupted(partial, names):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        recompress(src, dst, before_publish=interrupted, **opts)
+    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    shutil.rmtree(partial / JOURNAL_DIR)
+    report = recompress(src, dst, dry_run=True, **opts)
+    units = {a.name: (a.units, a.units_resumed) for a in report.arrays}
+    assert units == {"a": (144, 0), "b": (144, 0), "sub/c": (144, 0)}
+    assert not any("already rewritten" in n for n in report.notes)
+    rerun = recompress(src, dst, **opts)
+    assert not any("already rewritten" in n for n in rerun.notes)
+    _assert_same(src, dst, ["a", "b", "sub/c"])
+
+
 def test_dry_run_after_a_run_killed_inside_a_child_group_counts_its_finished_shards(tmp_path):
     src = _source_with_child(tmp_path / "src.zarr")
     dst = tmp_path / "dst.zarr"

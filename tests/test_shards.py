@@ -281,6 +281,8 @@ def test_cli_info_and_compact(source, tmp_path):
     zarr.create_array(plain, name="u", shape=(4,), dtype="f4", fill_value=0)
     none = runner.invoke(main, ["compact", str(plain), "--no-progress"])
     assert none.exit_code == 0 and "nothing to compact: no array of" in none.output and "is sharded" in none.output
+    named = runner.invoke(main, ["compact", str(plain), "u", "--no-progress"])
+    assert named.exit_code == 0 and "nothing to compact: none of the arrays named is sharded" in named.output
     res = runner.invoke(main, ["info", str(dst)])
     row = next(line for line in res.output.splitlines() if " v " in line)
     assert "fixed-slot" not in row and "compact" in row

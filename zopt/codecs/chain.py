@@ -50,8 +50,7 @@ from zarr.core.buffer import default_buffer_prototype
 
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
-from zopt.codecs.sync import sync_decoder, sync_encoder
-from zopt.compat.zarr_compat import sync_method
+from zopt.codecs.sync import numcodec_of, sync_decoder, sync_encoder
 from zopt.errors import ChunkDecodeError
 
 __all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
@@ -308,9 +307,16 @@ def _raw_nbytes(spec: ArraySpec) -> int:
 
 
 def _run_sync(codec: Any, sync_name: str, async_name: str, value: Any, spec: ArraySpec) -> Any:
-    fn = sync_method(codec, sync_name)
+    fn = getattr(codec, sync_name, None)
     if fn is not None:
         return fn(value, spec)
+    nc = numcodec_of(codec) if isinstance(codec, ArrayBytesCodec) else None
+    if nc is not None:
+        # zarr < 3.4's numcodecs.* array→bytes wrappers (pcodec, zfpy) have only async methods,
+        # which start an event loop and a thread per chunk; this is what zarr 3.4's sync ones do
+        if sync_name == "_encode_sync":
+            return spec.prototype.buffer.from_bytes(nc.encode(np.ascontiguousarray(value.as_ndarray_like())))
+        return spec.prototype.nd_buffer.from_ndarray_like(nc.decode(value.to_bytes()).reshape(spec.shape))
     return asyncio.run(getattr(codec, async_name)(value, spec))
 
 

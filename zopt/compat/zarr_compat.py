@@ -30,7 +30,7 @@ zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation i
 ``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt.codecs.zarr_config``).
 ``numcodecs.*`` array→bytes wrappers   ``_encode_sync``/``_decode_sync`` from 3.4; before, only
 (pcodec, zfpy) synchronous (3.4+)      async methods that start a thread per call:
-                                       ``sync_method`` supplies the 3.4 behaviour.
+                                       ``zopt.codecs.chain`` calls their numcodecs object.
 a shard's inner codecs validated       3.4 resolves them against the data type's default (0),
 with a placeholder fill (3.4+)         not the array's fill: ``placeholder_fill_validation``
                                        tells zopt's value codecs not to refuse that 0.
@@ -67,7 +67,6 @@ __all__ = [
     "regular_chunk_shape",
     "resolve_codec",
     "supports_sync",
-    "sync_method",
     "zarr_version_string",
 ]
 
@@ -84,41 +83,6 @@ ZARR_VERSION: tuple[int, int] = _parse_version(zarr.__version__)
 def zarr_version_string() -> str:
     """``"zarr-python 3.4.2"``: for error messages."""
     return f"zarr-python {zarr.__version__}"
-
-
-def sync_method(codec: Any, name: str) -> Any | None:
-    """``codec._encode_sync`` / ``codec._decode_sync`` (``name``), or None if it has none.
-
-    zarr < 3.4's ``numcodecs.*`` array→bytes wrappers (``numcodecs.pcodec``, ``numcodecs.zfpy``)
-    have only async methods, each starting an event loop and a thread per chunk when run from
-    synchronous code; for them this returns what zarr 3.4's ``_encode_sync``/``_decode_sync``
-    do: the numcodecs object's ``encode`` on a C-contiguous array, or ``decode`` reshaped to
-    the chunk's shape. The stored bytes are the same (``tests/test_pinned_bytes.py``).
-    """
-    fn = getattr(codec, name, None)
-    if fn is not None:
-        return fn
-    from zarr.abc.codec import ArrayBytesCodec
-
-    inner = getattr(codec, "_codec", None)
-    if not (isinstance(codec, ArrayBytesCodec) and type(codec).__module__.startswith("zarr.codecs.numcodecs")
-            and hasattr(inner, "encode")):
-        return None
-    if name == "_encode_sync":
-        def encode(chunk_data: Any, chunk_spec: Any) -> Any:
-            import numpy as np
-
-            out = inner.encode(np.ascontiguousarray(chunk_data.as_ndarray_like()))
-            return chunk_spec.prototype.buffer.from_bytes(out)
-
-        return encode
-    if name == "_decode_sync":
-        def decode(chunk_data: Any, chunk_spec: Any) -> Any:
-            out = inner.decode(chunk_data.to_bytes())
-            return chunk_spec.prototype.nd_buffer.from_ndarray_like(out.reshape(chunk_spec.shape))
-
-        return decode
-    return None
 
 
 def placeholder_fill_validation() -> bool:

@@ -305,6 +305,16 @@ def check_combine(combine: Any) -> None:
         raise ValueError(f"combine: {combine!r} is not one of {list(COMBINE)}")
 
 
+def check_combine_use(combine: Any, concat_dim: str | None) -> None:
+    """ValueError naming ``combine``: a value other than ``"by_coords"``/``"nested"``, or
+    ``"nested"`` without ``concat_dim`` (it orders several sources), as ``RecompressJob`` refuses."""
+    if concat_dim is None:
+        if combine != "by_coords":
+            raise ValueError(f"combine: {combine!r} orders several sources; it needs concat_dim")
+        return
+    check_combine(combine)
+
+
 def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine: str = "by_coords") -> MultiSource:
     """``src`` (a glob, a path or URL, or a list of them) combined along ``concat_dim``; see the module
     docstring for the checks (ValueError naming the file and what differs; FileNotFoundError).

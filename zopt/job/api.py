@@ -222,16 +222,18 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
     reports = dict(p.reports)
     for child in p.children:  # planned where the run writes it: inside the partial store (``_write_children``)
         where = os.path.join(target.root, child)
-        finished = p.record is not None and os.path.exists(os.path.join(where, "zarr.json"))
-        # a child group the interrupted run finished is skipped by the run: planned as new, every unit resumed
-        sub = run_job(dataclasses.replace(job.for_child(child, where), overwrite=finished))
+        finished = _child_finished(p, target.root, child)
+        # a child group the interrupted run finished is skipped by the run: planned as new, every unit
+        # resumed; a leftover without the job's record is replaced, as the run starts over
+        stale = p.record is None and os.path.exists(where)
+        sub = run_job(dataclasses.replace(job.for_child(child, where), overwrite=finished or stale))
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             if finished:
                 a.units_resumed = a.units
             reports[a.name] = a
         if finished:
-            notes.append(f"{child}: already rewritten by the interrupted run")
+            notes.append(_FINISHED_CHILD.format(child=child))
         notes.extend(f"{child}: {n}" for n in sub.notes)
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
                             source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped)
@@ -270,12 +272,20 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
         raise
 
 
+_FINISHED_CHILD = "{child}: already rewritten by the interrupted run"
+
+
+def _child_finished(p: Prepared, partial: str, child: str) -> bool:
+    """A child group the interrupted run of this job published into its partial store: the run skips it."""
+    return p.record is not None and os.path.exists(os.path.join(partial, child, "zarr.json"))
+
+
 def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[str]) -> float:
     """Each child group is a store of its own inside the new one, written by the same job re-rooted."""
     seconds = 0.0
     for child in p.children:
-        if p.record is not None and os.path.exists(os.path.join(partial, child, "zarr.json")):
-            notes.append(f"{child}: already rewritten by the interrupted run")  # published into the partial store
+        if _child_finished(p, partial, child):
+            notes.append(_FINISHED_CHILD.format(child=child))  # published into the partial store
             continue
         sub = run_job(job.for_child(child, os.path.join(partial, child)))
         for a in sub.arrays:

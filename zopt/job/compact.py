@@ -150,7 +150,8 @@ def compact(
             compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job}")
                       for _, p, lay, key in holes], scheduler, None)
     if not report.arrays:
-        report.notes.append(f"nothing to compact: no array of {store} is sharded")
+        report.notes.append(f"nothing to compact: {'none of the arrays named' if arrays else f'no array of {store}'} "
+                            "is sharded")
     elif not any(res["compacted"] for res in results):
         report.notes.append("nothing to compact: every shard is already packed")
     for (entry, path, _, _), res in zip(shards, results, strict=True):

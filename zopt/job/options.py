@@ -129,6 +129,8 @@ class RecompressJob:
 
     def _check_sources(self) -> None:
         """Several sources (a list, or a glob) need ``concat_dim``; ``lossy`` is not for them yet."""
+        from zopt.io.multi import check_combine_use
+
         several = not isinstance(self.src, str | os.PathLike)
         if several:
             object.__setattr__(self, "src", tuple(os.fspath(s) for s in self.src))
@@ -136,12 +138,9 @@ class RecompressJob:
             if several:
                 raise ValueError("concat_dim: several sources are combined along one dimension: give its name "
                                  "(e.g. concat_dim='time', --concat-dim time)")
-            if self.combine != "by_coords":
-                raise ValueError(f"combine: {self.combine!r} orders several sources; it needs concat_dim")
+            check_combine_use(self.combine, None)
             return
-        from zopt.io.multi import check_combine
-
-        check_combine(self.combine)  # ValueError naming combine and the allowed values
+        check_combine_use(self.combine, self.concat_dim)  # ValueError naming combine and the allowed values
         if not isinstance(self.concat_dim, str) or not self.concat_dim:
             raise ValueError(f"concat_dim: {self.concat_dim!r} is not a dimension name")
         if self.lossy:

@@ -250,14 +250,15 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
 def _note_unsharded_options(job: RecompressJob, p: Prepared) -> None:
     """A note when shard-only options were given but no array is sharded: they change nothing,
     and the user is told so rather than left to believe they applied."""
-    if not p.work.arrays or any(w.layout != "unsharded" for w in p.work.arrays.values()):
-        return
+    if not p.work.arrays or p.children or any(w.layout != "unsharded" for w in p.work.arrays.values()):
+        return  # with child groups, each child's job says it for its own arrays
     given = [name for name, on in (("layout='fixed-slot'", job.layout == "fixed-slot"),
                                    ("slot_parts", job.slot_parts is not None), ("checksum=True", job.checksum is True))
              if on]
     if given:
-        p.notes.append(f"{', '.join(given)}: no array is sharded (each is smaller than one shard), so "
-                       f"{'it changes' if len(given) == 1 else 'they change'} nothing; give shards (--shards) to shard them")
+        p.notes.append(f"{', '.join(given)}: no array is sharded (each fits one shard, or its shards are its "
+                       f"chunks), so {'it changes' if len(given) == 1 else 'they change'} nothing; give shards "
+                       "(--shards) larger than the chunks to shard them")
 
 
 def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:

@@ -4,7 +4,8 @@ Trials: ``trial_indices`` picks up to ``TRIAL_CHUNKS`` chunks evenly spread over
 chunk grid; ``trial_encode`` encodes each with every candidate's whole chain (``conditional``
 deciding per chunk with ``compress_if_smaller``, as it will when written) and records the stored
 bytes and the encode seconds. ``menu_trial_task`` does it as one Dask task per array
-(``zopt.planning.analysis`` adds it to its graph; ``recompress`` runs it without a plan).
+(``zopt.planning.analysis`` adds it to its graph); ``choose_chains`` (``recompress`` without a
+plan) runs the same steps as a read task, one trial task per candidate and a choice task.
 
 The cost model (``choose``): each candidate's stored size is estimated as ``raw × (trial bytes /
 trial raw bytes)``; its encode time is its fixed ``Candidate.encode_cost`` (CPU time relative to
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_trial_task", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
 #: the default speed budget (see module docstring)
@@ -93,7 +94,9 @@ def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[st
     with ``compress_if_smaller`` and the trial's chunk index. The first chunk is encoded once
     more, untimed, before the timed encodes (first-call costs otherwise dominate one-chunk trials),
     and each chunk's time is the fastest of ``TIMINGS`` encodes (on a loaded machine a single
-    timing varied several-fold and flipped choices in ``benchmarks/menu.py``)."""
+    timing varied several-fold and flipped choices in ``benchmarks/menu.py``). With
+    ``timed=False`` (every candidate has a fixed ``encode_cost``, which ``choose`` uses instead of
+    the timings) each chunk is encoded once, with no warm-up, and that one timing is reported."""
     from zopt.codecs.chain import ChunkEncoder, chunk_spec
     from zopt.compat.zarr_compat import resolve_codec
 
@@ -215,12 +218,16 @@ def trial_task(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str,
     return trial_encode(chunks, chains, zarr_data_type(native), np.zeros((), native), timed=timed)
 
 
-def choose_task(chunks: Sequence[np.ndarray], parts: Sequence[Mapping[str, tuple[int, float]]],
+def raw_bytes_of(chunks: Sequence[np.ndarray]) -> int:
+    """Dask task: the raw bytes of the trial chunks (a number, so the choice task needs no chunk)."""
+    return sum(int(c.nbytes) for c in chunks)
+
+
+def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
                 chains: Mapping[str, list[dict[str, Any]]], budget: Any = None) -> dict[str, Any]:
-    """Dask task: ``choose`` from the candidates' ``trial_task`` results. Returns
-    ``MenuChoice.to_json()``."""
+    """Dask task: ``choose`` from the candidates' ``trial_task`` results; ``raw``: the trial chunks'
+    raw bytes (``raw_bytes_of``). Returns ``MenuChoice.to_json()``."""
     trials = {k: v for part in parts for k, v in part.items()}
-    raw = sum(int(c.nbytes) for c in chunks)
     return choose(trials, chains, budget, raw).to_json()
 
 
@@ -231,7 +238,7 @@ def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk
     ``dtype``) of ``src``, trial-encode every chain, choose. Returns ``MenuChoice.to_json()``.
     (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
     chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, n)
-    return choose_task(chunks, [trial_task(chunks, chains, _timed(chains))], chains, budget)
+    return choose_task(raw_bytes_of(chunks), [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
 def zarr_data_type(native: np.dtype) -> Any:
@@ -286,7 +293,8 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
         parts = [dask.delayed(trial_task, pure=False)(chunks, {k: v}, timed,
                                                        dask_key_name=f"zopt-menu-trial-{name}-{k}-{token}")
                  for k, v in chains.items()]
-        tasks.append(dask.delayed(choose_task, pure=False)(chunks, parts, chains, b,
+        raw = dask.delayed(raw_bytes_of, pure=False)(chunks, dask_key_name=f"zopt-menu-raw-{name}-{token}")
+        tasks.append(dask.delayed(choose_task, pure=False)(raw, parts, chains, b,
                                                             dask_key_name=f"zopt-menu-choice-{name}-{token}"))
     for name, result in zip(pending, compute(tasks, scheduler, None, token), strict=True):
         out[name] = MenuChoice.from_json(result)

@@ -175,14 +175,21 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
     done : the report is appended to it (its ``dst`` names the destination).
 
     ValueError naming the parameter for a ``src`` or ``dst`` of another type (nothing run)."""
+    from zopt.io.multi import check_combine_use
+
     check_endpoint_types(src, dst, concat_dim)
+    check_combine_use(combine, concat_dim)
 
     def check(partial: Any, names: list[str]) -> None:
+        from zopt.compat.icechunk_compat import is_icechunk
+
         target = written_output(partial, dst)
         report = verify(src, target, scheduler=scheduler, progress=progress, skip_broken=skip_broken,
                         concat_dim=concat_dim, combine=combine)
         if not report.ok:
-            raise VerifyError(f"{report.failure_line()}; nothing was published, the output is kept in {endpoint_text(target)}")
+            # an Icechunk job's own note names the work branch that keeps the output; here, what was compared
+            kept = f" (compared: {partial})" if is_icechunk(dst) else f", the output is kept in {endpoint_text(target)}"
+            raise VerifyError(f"{report.failure_line()}; nothing was published{kept}")
         report.dst = endpoint_text(dst)  # what is published
         if done is not None:
             done.append(report)
@@ -383,10 +390,12 @@ def verify(
     from zopt.compat.icechunk_compat import is_icechunk, readonly_store
     from zopt.compat.scheduling import compute
     from zopt.io import locations as loc
+    from zopt.io.multi import check_combine_use
     from zopt.io.paths import resolve
     from zopt.io.sources import is_zarr, release
     from zopt.lossy.check import record_problems, stated_record
 
+    check_combine_use(combine, concat_dim)
     if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
         from zopt.io.multi import open_multi
 
@@ -498,4 +507,3 @@ def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict]
             k = int(meta.lossy.get("keepbits", meta.lossy.get("keepbits_min", 0)))
             share = information_kept(counts[check.name], meta.dtype, k)
             check.information_kept = None if share is None or math.isnan(share) else share
-
