@@ -220,17 +220,26 @@ def _source_with_child(path: Path) -> Path:
     return path
 
 
-def test_dry_run_after_an_interrupted_run_counts_a_finished_child_group_as_resumed(tmp_path):
+CHILD_OPTS = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
+
+
+def _interrupted_before_publish(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A job over a source with a child group, interrupted in ``before_publish`` (every array
+    written, nothing published): ``(src, dst, partial store)``."""
     src = _source_with_child(tmp_path / "src.zarr")
     dst = tmp_path / "dst.zarr"
-    opts = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
 
     def interrupted(partial, names):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        recompress(src, dst, before_publish=interrupted, **opts)
-    partial = Path(str(dst) + PARTIAL_SUFFIX)
+        recompress(src, dst, before_publish=interrupted, **CHILD_OPTS)
+    return src, dst, Path(str(dst) + PARTIAL_SUFFIX)
+
+
+def test_dry_run_after_an_interrupted_run_counts_a_finished_child_group_as_resumed(tmp_path):
+    src, dst, partial = _interrupted_before_publish(tmp_path)
+    opts = CHILD_OPTS
     assert (partial / "sub" / "zarr.json").exists() and not dst.exists()  # the child group is finished in the partial store
     report = recompress(src, dst, dry_run=True, **opts)
     units = {a.name: (a.units, a.units_resumed) for a in report.arrays}
@@ -247,16 +256,8 @@ def test_dry_run_over_a_partial_store_without_its_journal_plans_the_child_groups
     instead of refusing the leftover child as an existing destination."""
     import shutil
 
-    src = _source_with_child(tmp_path / "src.zarr")
-    dst = tmp_path / "dst.zarr"
-    opts = {"chunks": "y=20,x=20", "shards": "y=40,x=40", "scheduler": "synchronous"}
-
-    def interrupted(partial, names):
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        recompress(src, dst, before_publish=interrupted, **opts)
-    partial = Path(str(dst) + PARTIAL_SUFFIX)
+    src, dst, partial = _interrupted_before_publish(tmp_path)
+    opts = CHILD_OPTS
     shutil.rmtree(partial / JOURNAL_DIR)
     report = recompress(src, dst, dry_run=True, **opts)
     units = {a.name: (a.units, a.units_resumed) for a in report.arrays}
