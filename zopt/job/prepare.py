@@ -194,8 +194,8 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     if journal is None:
         return
     options = {**job.fingerprinted(), "plan": p.plan}  # the loaded plan's content, not only its path
-    if isinstance(src, MultiSource):  # every file's path, size and mtime
-        p.fp = fingerprint(src.text, p.names, options, identity=src.identity)
+    if isinstance(src, MultiSource):  # every file's path, size, mtime and sampled bytes
+        p.fp = fingerprint(src.text, p.names, options, identity=src.identity, files=src.table)
     else:
         p.fp = fingerprint(src, p.names, options)
     p.record = journal.read()
