@@ -40,12 +40,31 @@ def _cli(*args: str):
     return CliRunner().invoke(main, ["recompress", *args, "--no-progress"])
 
 
-def test_a_dimension_no_variable_has_is_named_with_the_dimensions_there_are(tmp_path, grid2d):
-    result = _cli(grid2d, str(tmp_path / "o.zarr"), "--chunks", "lat=100,y=30", "--shards", "t=1000")
+@pytest.mark.parametrize("args,words", [
+    (["--chunks", "lat=100,y=30"], "chunks: no rewritten variable has dimension(s) ['lat']; the dimensions are ['x', 'y']"),
+    (["--shards", "t=1000"], "shards: no rewritten variable has dimension(s) ['t']; the dimensions are ['x', 'y']"),
+    (["--chunks", "y=30", "--shards", "x=360,FOO=3"], "shards: no rewritten variable has dimension(s) ['FOO']"),
+])
+def test_a_dimension_no_variable_has_is_refused_naming_the_dimensions_there_are(tmp_path, grid2d, args, words):
+    """A misspelt name once left the default chunks with a warning (issue 35): refused, as a
+    positional shape that fits nothing is, before anything is written."""
+    result = _cli(grid2d, str(tmp_path / "o.zarr"), *args)
+    assert result.exit_code == 1 and words in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "o.zarr").exists()
+
+
+def test_a_dimension_of_a_child_group_only_applies_there(tmp_path):
+    """In a hierarchy each group's job applies the shapes to its own arrays: a name only a child
+    group's arrays have is no error at the root, and a name no group has is."""
+    src = tmp_path / "h.zarr"
+    g = zarr.create_group(str(src))
+    g.create_array("a", shape=(10,), dtype="f4", dimension_names=("t",))[...] = 1
+    g.create_group("sub").create_array("b", shape=(10, 6), dtype="f4", dimension_names=("t", "depth"))[...] = 2
+    result = _cli(str(src), str(tmp_path / "o.zarr"), "--chunks", "depth=3")
     assert result.exit_code == 0, result.output
-    assert "chunks: no rewritten variable has dimension(s) ['lat']" in result.output
-    assert "shards: no rewritten variable has dimension(s) ['t']" in result.output
-    assert "['x', 'y']" in result.output
+    assert zarr.open_array(str(tmp_path / "o.zarr" / "sub" / "b")).chunks == (10, 3)
+    result = _cli(str(src), str(tmp_path / "o2.zarr"), "--chunks", "detph=3")
+    assert result.exit_code == 1 and "['detph']; the dimensions are ['depth', 't']" in result.output
 
 
 @pytest.mark.parametrize("args,match", [
