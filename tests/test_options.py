@@ -157,3 +157,17 @@ def test_a_plan_is_applied_with_the_chunking_it_was_made_for(tmp_path, grid2d):
     assert (out.shards or out.chunks) and json.loads((tmp_path / "o.zarr" / "tos" / "zarr.json").read_text())[
         "codecs"][0]["configuration"]["chunk_shape"] == [66, 72]
     np.testing.assert_array_equal(out[...], zarr.open_array(grid2d, path="tos")[...])
+
+
+def test_an_array_of_more_write_units_than_a_job_lists_is_refused_naming_it(tmp_path, monkeypatch):
+    """The plan of work lists every shard: 2**62 rows were a MemoryError naming nothing. The
+    limit is 10**8 units; lowered here to keep the test small."""
+    import zopt.job.prepare as prepare
+
+    monkeypatch.setattr(prepare, "MAX_UNITS", 100)
+    src = tmp_path / "s.zarr"
+    zarr.create_array(str(src), shape=(1000,), chunks=(100,), dtype="f4", dimension_names=("t",))[...] = 1
+    result = _cli(str(src), str(tmp_path / "o.zarr"), "--chunks", "t=5", "--shards", "t=5")
+    line = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"src: the root array of {src}: shape (1000,) makes 200 chunks of (5,)" in line, line
+    assert not (tmp_path / "o.zarr").exists()

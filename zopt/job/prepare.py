@@ -270,7 +270,8 @@ def _check_units(src: Any, source: dict[str, SourceVariable], layouts: dict[str,
         shape = tuple(source[name].shape)
         units = math.prod(math.ceil(s / k) for s, k in zip(shape, shard or inner, strict=True))
         if units > MAX_UNITS:
-            raise ValueError(f"src: array {name!r} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
+            what = f"array {name!r}" if name else "the root array"
+            raise ValueError(f"src: {what} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
                              f"{'shards' if shard else 'chunks'} of {tuple(shard or inner)}, more than the {MAX_UNITS:.0e} "
                              "one job lists (a corrupt shape?); give larger --chunks/--shards if the shape is right")
 
