@@ -148,3 +148,15 @@ def test_a_header_cut_short_is_named(tmp_path):
     other.write_bytes(b"CDF")
     check_file(other)
     assert os.path.getsize(other) == 3
+
+
+@pytest.mark.parametrize("fmt,width", [("NETCDF3_CLASSIC", 4), ("NETCDF3_64BIT_DATA", 8)])
+def test_a_streaming_file_without_numrecs_is_not_refused(tmp_path, fmt, width):
+    """numrecs all ones: a file written as a stream, its records counted from its size. Nothing
+    to compare, so not refused (a CDF-5 one once needed 2**64 records)."""
+    path = _write(tmp_path / "f.nc", fmt, True)
+    data = bytearray(path.read_bytes())
+    data[4:4 + width] = b"\xff" * width
+    path.write_bytes(bytes(data))
+    assert expected_size(path)[1] is None
+    check_file(path)

@@ -116,7 +116,7 @@ def _netcdf3_size(f: BinaryIO, version: int) -> int | None:
             n *= dims[i]
         variables.append((record, n, begin))
     end = f.tell()
-    if version != 5 and numrecs == _STREAMING:
+    if numrecs == (2**64 - 1 if version == 5 else _STREAMING):  # streaming: numrecs not recorded
         return None
     records = [(n, begin) for rec, n, begin in variables if rec]
     # one record variable: its records are not padded to 4 bytes; several: each one padded
