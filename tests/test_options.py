@@ -171,3 +171,12 @@ def test_an_array_of_more_write_units_than_a_job_lists_is_refused_naming_it(tmp_
     line = " ".join(result.output.split())
     assert result.exit_code == 1 and f"src: the root array of {src}: shape (1000,) makes 200 chunks of (5,)" in line, line
     assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("command", ["analyze", "plan"])
+def test_analyze_and_plan_refuse_a_dimension_no_array_has(tmp_path, grid2d, command):
+    args = [command, grid2d, "--chunks", "FOO=3,y=30", "--no-progress"] + (["-o", str(tmp_path / "p.zarr")]
+                                                                          if command == "plan" else [])
+    result = CliRunner().invoke(main, args)
+    line = " ".join(result.output.split())
+    assert result.exit_code == 1 and "chunks: no analysed array has dimension(s) ['FOO']; the dimensions are" in line, line
