@@ -43,8 +43,8 @@ class TruncatedFileError(ZoptError, ValueError):
         super().__init__(f"src: {path}: truncated or corrupt file: {why}")
 
 
-class _Short(Exception):
-    """The header asks for bytes past the end of the file."""
+class _Short(ZoptError):
+    """The header asks for bytes past the end of the file (internal: becomes TruncatedFileError)."""
 
 
 class _Header:
