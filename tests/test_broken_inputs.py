@@ -4,6 +4,7 @@ truncated or invalid JSON reported without its file, a zero-length dimension."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 from zopt import recompress
 from zopt.cli.commands import main
+from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.io.source_check import BrokenMetadataError, check_store, load_json
 from zopt.readback.verify import verify
 
@@ -159,3 +161,111 @@ def test_empty_arrays_copy_as_empty_arrays_with_their_metadata(tmp_path, extra):
     assert e[...].shape == (0, 8)
     r = zarr.open_array(str(tmp_path / "out-root.zarr"), mode="r")
     assert r.shape == (0,) and r.dtype == np.uint16 and dict(r.attrs) == {"a": 1}
+
+
+def _edit_doc(doc: Path, change) -> None:
+    d = json.loads(doc.read_text())
+    change(d)
+    doc.write_text(json.dumps(d))
+
+
+def _grid(d, shape):
+    d["chunk_grid"]["configuration"]["chunk_shape"] = shape
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda d: _grid(d, [0, 4]), "chunk_grid chunk_shape [0, 4] is not a list of 2 integers >= 1"),  # ZeroDivisionError
+    (lambda d: _grid(d, [-5, 4]), "chunk_grid chunk_shape [-5, 4] is not a list of 2 integers >= 1"),  # numpy's words
+    (lambda d: _grid(d, [5]), "chunk_grid chunk_shape [5] is not a list of 2 integers >= 1"),
+    (lambda d: d.update(shape=[2**62, 8]), "shape [4611686018427387904, 8] in chunks of [5, 4] is 1.84e+18 chunks, "
+                                           "more than zopt handles"),  # MemoryError
+])
+@pytest.mark.parametrize("command", ["recompress", "verify", "info", "analyze"])
+def test_impossible_chunking_is_one_line_naming_the_file(tmp_path, change, words, command):
+    src = _store(tmp_path)
+    doc = src / "b" / "zarr.json"
+    _edit_doc(doc, change)
+    args = {"recompress": [src, tmp_path / "out.zarr"], "verify": [src, src], "info": [src], "analyze": [src]}[command]
+    r = CliRunner().invoke(main, [command, *map(str, args)])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"{doc}: {words}" in line and "Traceback" not in r.output, line
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "out.zarr").exists()
+
+
+def test_an_inner_chunk_shape_of_zero_is_named(tmp_path):
+    src = tmp_path / "s.zarr"
+    zarr.create_array(str(src), shape=(10, 8), chunks=(5, 4), shards=(10, 8), dtype="f4")[...] = 1
+    doc = src / "zarr.json"
+    _edit_doc(doc, lambda d: d["codecs"][0]["configuration"].update(chunk_shape=[0, 4]))
+    code, out = _cli("recompress", src, tmp_path / "out.zarr")
+    assert code == 1 and f"{doc}: sharding_indexed chunk_shape [0, 4] is not a list of 2 integers >= 1" in out, out
+
+
+def test_a_symlink_loop_in_a_source_store_is_named_and_nothing_is_written(tmp_path):
+    """``loop -> .`` inside a store: recompress recursed into loop/loop/… for 37 s until
+    ENAMETOOLONG and left an 11 MB partial store; now refused before anything is written."""
+    src = _store(tmp_path)
+    os.symlink(".", src / "sub" / "loop")
+    dst = tmp_path / "out.zarr"
+    for args in (["recompress", src, dst], ["verify", src, src], ["info", src], ["analyze", src]):
+        r = CliRunner().invoke(main, [*map(str, args)])
+        line = " ".join(r.output.split())
+        assert r.exit_code == 1 and f"{src / 'sub' / 'loop'}: a symbolic link to {src / 'sub'}, which holds the link" \
+            in line, (args, line)
+    assert not dst.exists() and not Path(str(dst) + PARTIAL_SUFFIX).exists()
+    os.remove(src / "sub" / "loop")
+    os.symlink(str(src / "sub"), src / "alias")  # a link to a sibling is no loop: not refused by this check
+    check_store(str(src))
+
+
+def test_garbage_chunk_bytes_name_the_chunk_and_the_store_once(tmp_path):
+    src = _store(tmp_path)
+    (src / "a" / "c" / "1" / "0").write_bytes(b"garbage" * 10)
+    code, out = _cli("recompress", src, tmp_path / "out.zarr")
+    assert code == 1 and f"cannot decode chunk 'a/c/1/0' in {src}: zstd: ValueError" in out, out
+    assert out.count("cannot decode") == 1
+    code, out = _cli("verify", src, src)
+    assert code == 1 and f"cannot decode chunk 'a/c/1/0' in {src}" in out and out.count("cannot decode") == 1, out
+
+
+@pytest.mark.parametrize("kind", ["garbage", "index"])
+def test_a_corrupt_shard_is_named_once_with_its_store(tmp_path, kind):
+    src = tmp_path / "s.zarr"
+    g = zarr.create_group(str(src))
+    g.create_array("a", shape=(20, 10), chunks=(5, 10), shards=(10, 10), dtype="f4")[...] = np.arange(200.0).reshape(20, 10)
+    shard = src / "a" / "c" / "1" / "0"
+    data = bytearray(shard.read_bytes())
+    if kind == "garbage":
+        data[:40] = b"\x07" * 40  # the first inner chunk's bytes
+    else:
+        data[-20:-10] = b"\x00\x01" * 5  # the index
+    shard.write_bytes(bytes(data))
+    for args in (["recompress", src, tmp_path / "out.zarr"], ["verify", src, src]):
+        code, out = _cli(*args)
+        if kind == "garbage":
+            assert code == 1 and f"cannot decode inner chunk (0, 0) of shard 'a/c/1/0' in {src}: zstd" in out, out
+            assert out.count("cannot decode") == 1
+        else:
+            assert code == 1 and f"shard 'a/c/1/0' in {src}: index does not decode" in out, out
+
+
+def test_info_on_a_folder_says_it_is_not_a_zarr_store_and_names_the_stores_inside(tmp_path):
+    plain = tmp_path / "plain"
+    (plain / "x").mkdir(parents=True)
+    (plain / "f.txt").write_text("hi")
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    zarr.create_group(str(holder / "inner.zarr")).create_array("a", shape=(3,), dtype="i1")
+    for command in ("info", "analyze", "compact"):
+        r = CliRunner().invoke(main, [command, str(plain)])
+        code, out = r.exit_code, " ".join(r.output.split())
+        assert code == 1 and f"store: '{plain}' is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)" \
+            in out and "No group found" not in out, out
+    r = CliRunner().invoke(main, ["info", str(holder)])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"'{holder}' is not a Zarr store" in line and \
+        f"it holds the Zarr store inner.zarr: give it ({holder / 'inner.zarr'})" in line, line
+    code, out = _cli("recompress", holder, tmp_path / "out.zarr")
+    assert code == 1 and "is not a Zarr store" in out and "inner.zarr" in out and "netCDF" not in out, out
+    code, out = _cli("verify", _store(tmp_path / "s"), holder)
+    assert code == 1 and f"dst: '{holder}' is not a Zarr store" in out and "inner.zarr" in out, out

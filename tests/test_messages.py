@@ -85,7 +85,7 @@ def test_a_corrupt_chunk_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "directory without Zarr metadata"),
+    (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "is not a Zarr store (no zarr.json"),
     (lambda p: p.write_text("not netcdf"), "neither a Zarr store nor a file xarray can read"),
 ])
 def test_a_source_that_is_neither_zarr_nor_netcdf_is_one_line(tmp_path, make, match):

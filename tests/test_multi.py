@@ -247,6 +247,12 @@ def _other_attr(i, ds):
     return ds
 
 
+def _other_time_units(i, ds):
+    if i == 2:  # time has a NaN fill value in every file: the difference is units, not NaN != NaN
+        ds["time"].attrs["units"] = "hours since 2000-01-01"
+    return ds
+
+
 def _other_fill(i, ds):
     if i == 2:
         ds["count"].encoding["_FillValue"] = -1
@@ -262,6 +268,7 @@ def _other_mask_values(i, ds):
     (_other_dtype, "variable 'count': data type"),
     (_other_attr, "variable 'sst': attribute 'units' 'K' there, 'degC' here"),
     (_other_fill, "variable 'count': fill value -1 there"),
+    (_other_time_units, "variable 'time': attribute 'units' 'hours since 2000-01-01' there"),
     (_other_mask_values, "variable 'mask' (without the concat dimension) has other values there"),
 ])
 def test_files_that_differ_are_refused_in_one_line_naming_the_file(tmp_path, change, words):
@@ -307,6 +314,92 @@ def test_a_coordinate_not_increasing_inside_a_file_is_refused(tmp_path):
     assert nothing_written(tmp_path / "out.zarr")
 
 
+def _one_step_files(folder: Path, times: list[float]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, t in enumerate(times):
+        ds = xr.Dataset({"v": (("time", "x"), np.full((1, 4), i, "f4"))}, coords={"time": [t]})
+        ds.to_netcdf(folder / f"f{i}.nc", engine="netcdf4")
+        out.append(folder / f"f{i}.nc")
+    return out
+
+
+@pytest.mark.parametrize("times,bad", [([0.0, np.nan, 2.0], 1), ([np.nan, 1.0, 2.0], 0), ([0.0, 1.0, np.nan], 2)])
+def test_a_nan_coordinate_is_refused_naming_the_file(tmp_path, times, bad):
+    """A one-step file whose time is NaN was sorted last and its data moved to the end (exit 0);
+    ``xr.open_mfdataset(combine="by_coords")`` refuses it, and so does zopt, naming the file."""
+    files = _one_step_files(tmp_path / "nc", times)
+    dst = tmp_path / "out.zarr"
+    r = CliRunner().invoke(main, ["recompress", str(tmp_path / "nc" / "*.nc"), str(dst), "--concat-dim", "time",
+                                  "--no-progress"])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"src: {files[bad]}: coordinate 'time' is NaN at index 0" in line, line
+    assert nothing_written(dst)
+    with pytest.raises(ValueError):  # what xarray does with the same files
+        xr.open_mfdataset(str(tmp_path / "nc" / "*.nc"), combine="by_coords").close()
+
+
+def test_a_nan_inside_a_file_is_named_as_nan(tmp_path):
+    """Before, a "not increasing" error; an attribute difference next to a NaN fill value was
+    reported as ``fill value nan there, nan here`` (NaN != NaN)."""
+    def with_nan(i, ds):
+        if i != 1:
+            return ds
+        return ds.assign_coords(time=("time", [ds.time.values[0], np.nan, ds.time.values[2]], ds.time.attrs))
+
+    files = write_files(tmp_path / "nc", 3, change=with_nan, shuffle_names=False)
+    with pytest.raises(ValueError, match=rf"src: {files[1]}: coordinate 'time' is NaN at index 1"):
+        recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "out.zarr", concat_dim="time")
+    assert nothing_written(tmp_path / "out.zarr")
+
+
+@pytest.mark.parametrize("attr,value,words", [
+    ("scale_factor", "0.01", "attribute 'scale_factor' is '0.01' (a string), not one number"),
+    ("add_offset", "273.15", "attribute 'add_offset' is '273.15' (a string), not one number"),
+    ("scale_factor", np.array([0.01, 0.02]), "attribute 'scale_factor' is 0.01 (float64), not one number"),
+])
+def test_a_packing_attribute_that_is_not_a_number_is_named(tmp_path, attr, value, words):
+    """``scale_factor`` written as a string in one file of a multi-file job was
+    ``invalid literal for int() … np.str_('0.01')``: refused naming the file and attribute."""
+    import netCDF4
+
+    files = write_files(tmp_path / "nc", 3, shuffle_names=False)
+    with netCDF4.Dataset(files[1], "a") as nc:
+        nc["sst"].setncattr(attr, value)
+    dst = tmp_path / "out.zarr"
+    r = CliRunner().invoke(main, ["recompress", str(tmp_path / "nc" / "*.nc"), str(dst), "--concat-dim", "time",
+                                  "--no-progress"])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"src: {files[1]}: variable 'sst': {words}" in line, line
+    assert nothing_written(dst)
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda d: os.symlink("gone.nc", d / "f9.nc"), "a symbolic link to 'gone.nc', which does not exist"),
+    (lambda d: (d / "f9.nc").mkdir(), "a directory that is not a Zarr store"),
+])
+def test_a_glob_matching_a_dangling_link_or_a_directory_is_refused(tmp_path, make, words):
+    """Both were silently skipped: an archive with a file missing was combined without it."""
+    write_files(tmp_path / "nc", 2, shuffle_names=False)
+    make(tmp_path / "nc")
+    dst = tmp_path / "out.zarr"
+    pattern = str(tmp_path / "nc" / "*.nc")
+    r = CliRunner().invoke(main, ["recompress", pattern, str(dst), "--concat-dim", "time", "--no-progress"])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"src: '{pattern}' matches {tmp_path / 'nc' / 'f9.nc'}, {words}" in line, line
+    assert nothing_written(dst)
+
+
+def test_a_glob_of_zarr_stores_combines_them(tmp_path):
+    """A directory matched by a glob is taken when it is a Zarr store (before: skipped, so a glob
+    of stores matched 'no file')."""
+    for i in range(3):
+        ds = xr.Dataset({"v": (("time", "x"), np.full((2, 4), i, "f4"))}, coords={"time": [2.0 * i, 2.0 * i + 1]})
+        ds.to_zarr(tmp_path / f"s{i}.zarr", zarr_format=3, consolidated=False)
+    recompress(str(tmp_path / "s*.zarr"), tmp_path / "out.zarr", concat_dim="time")
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr", path="v")[:, 0], [0, 0, 1, 1, 2, 2])
+
+
 def test_a_gap_is_a_note_and_the_job_runs(tmp_path):
     files = write_files(tmp_path / "nc", 3, time0=lambda i: [0, 3, 30][i], shuffle_names=False)
     report = recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "out.zarr", concat_dim="time")
@@ -350,6 +443,42 @@ def test_every_file_is_in_the_resume_fingerprint(tmp_path):
     os.utime(files[3], ns=(1, 1))  # the last file changed (its mtime)
     b = open_multi(str(tmp_path / "nc" / "*.nc"), "time", "synchronous")
     assert isinstance(a, MultiSource) and a.identity != b.identity and a.files == b.files
+
+
+def test_a_refused_archive_resume_names_the_files_that_changed(tmp_path):
+    """Issue 35: 'the source changed' named nothing in a 40-file archive; and a file edited in
+    place with its size and mtime put back was resumed with its old values."""
+    from zopt.store.journal import ResumeMismatchError
+
+    files = sorted(write_files(tmp_path / "nc", 12, shuffle_names=False))
+    pattern = str(tmp_path / "nc" / "*.nc")
+    dst = tmp_path / "out.zarr"
+    opts = {"concat_dim": "time", "chunks": "time=3", "shards": "time=6", "scheduler": "synchronous"}
+
+    def interrupted(partial, names):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        recompress(pattern, dst, before_publish=interrupted, **opts)
+    st = files[7].stat()
+    data = files[7].read_bytes()
+    edited = bytearray(data)
+    edited[len(data) // 2] ^= 1  # in place, size and mtime put back
+    files[7].write_bytes(bytes(edited))
+    os.utime(files[7], ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = CliRunner().invoke(main, ["recompress", pattern, str(dst), "--concat-dim", "time", "--chunks", "time=3",
+                                  "--shards", "time=6", "--no-progress"])
+    line = " ".join(r.output.split())
+    assert r.exit_code == 1 and f"the source changed (modified: {files[7]})" in line, line
+    files[7].write_bytes(data)
+    os.utime(files[7], ns=(st.st_atime_ns, st.st_mtime_ns))
+    extra = write_files(tmp_path / "more", 1, time0=lambda i: 100)[0]
+    os.replace(extra, tmp_path / "nc" / "f9999.nc")
+    os.remove(files[3])
+    with pytest.raises(ResumeMismatchError, match=rf"the source changed \(added: {tmp_path / 'nc' / 'f9999.nc'}; "
+                                                  rf"removed: {files[3]}\)"):
+        recompress(pattern, dst, **opts)
+    assert Path(str(dst) + PARTIAL_SUFFIX).exists() and not dst.exists()
 
 
 def test_files_whose_coordinate_comes_first_combine(tmp_path):

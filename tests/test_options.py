@@ -40,12 +40,31 @@ def _cli(*args: str):
     return CliRunner().invoke(main, ["recompress", *args, "--no-progress"])
 
 
-def test_a_dimension_no_variable_has_is_named_with_the_dimensions_there_are(tmp_path, grid2d):
-    result = _cli(grid2d, str(tmp_path / "o.zarr"), "--chunks", "lat=100,y=30", "--shards", "t=1000")
+@pytest.mark.parametrize("args,words", [
+    (["--chunks", "lat=100,y=30"], "chunks: no rewritten variable has dimension(s) ['lat']; the dimensions are ['x', 'y']"),
+    (["--shards", "t=1000"], "shards: no rewritten variable has dimension(s) ['t']; the dimensions are ['x', 'y']"),
+    (["--chunks", "y=30", "--shards", "x=360,FOO=3"], "shards: no rewritten variable has dimension(s) ['FOO']"),
+])
+def test_a_dimension_no_variable_has_is_refused_naming_the_dimensions_there_are(tmp_path, grid2d, args, words):
+    """A misspelt name once left the default chunks with a warning (issue 35): refused, as a
+    positional shape that fits nothing is, before anything is written."""
+    result = _cli(grid2d, str(tmp_path / "o.zarr"), *args)
+    assert result.exit_code == 1 and words in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "o.zarr").exists()
+
+
+def test_a_dimension_of_a_child_group_only_applies_there(tmp_path):
+    """In a hierarchy each group's job applies the shapes to its own arrays: a name only a child
+    group's arrays have is no error at the root, and a name no group has is."""
+    src = tmp_path / "h.zarr"
+    g = zarr.create_group(str(src))
+    g.create_array("a", shape=(10,), dtype="f4", dimension_names=("t",))[...] = 1
+    g.create_group("sub").create_array("b", shape=(10, 6), dtype="f4", dimension_names=("t", "depth"))[...] = 2
+    result = _cli(str(src), str(tmp_path / "o.zarr"), "--chunks", "depth=3")
     assert result.exit_code == 0, result.output
-    assert "chunks: no rewritten variable has dimension(s) ['lat']" in result.output
-    assert "shards: no rewritten variable has dimension(s) ['t']" in result.output
-    assert "['x', 'y']" in result.output
+    assert zarr.open_array(str(tmp_path / "o.zarr" / "sub" / "b")).chunks == (10, 3)
+    result = _cli(str(src), str(tmp_path / "o2.zarr"), "--chunks", "detph=3")
+    assert result.exit_code == 1 and "['detph']; the dimensions are ['depth', 't']" in result.output
 
 
 @pytest.mark.parametrize("args,match", [
@@ -138,3 +157,26 @@ def test_a_plan_is_applied_with_the_chunking_it_was_made_for(tmp_path, grid2d):
     assert (out.shards or out.chunks) and json.loads((tmp_path / "o.zarr" / "tos" / "zarr.json").read_text())[
         "codecs"][0]["configuration"]["chunk_shape"] == [66, 72]
     np.testing.assert_array_equal(out[...], zarr.open_array(grid2d, path="tos")[...])
+
+
+def test_an_array_of_more_write_units_than_a_job_lists_is_refused_naming_it(tmp_path, monkeypatch):
+    """The plan of work lists every shard: 2**62 rows were a MemoryError naming nothing. The
+    limit is 10**8 units; lowered here to keep the test small."""
+    import zopt.job.prepare as prepare
+
+    monkeypatch.setattr(prepare, "MAX_UNITS", 100)
+    src = tmp_path / "s.zarr"
+    zarr.create_array(str(src), shape=(1000,), chunks=(100,), dtype="f4", dimension_names=("t",))[...] = 1
+    result = _cli(str(src), str(tmp_path / "o.zarr"), "--chunks", "t=5", "--shards", "t=5")
+    line = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"src: the root array of {src}: shape (1000,) makes 200 chunks of (5,)" in line, line
+    assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("command", ["analyze", "plan"])
+def test_analyze_and_plan_refuse_a_dimension_no_array_has(tmp_path, grid2d, command):
+    args = [command, grid2d, "--chunks", "FOO=3,y=30", "--no-progress"] + (["-o", str(tmp_path / "p.zarr")]
+                                                                          if command == "plan" else [])
+    result = CliRunner().invoke(main, args)
+    line = " ".join(result.output.split())
+    assert result.exit_code == 1 and "chunks: no analysed array has dimension(s) ['FOO']; the dimensions are" in line, line

@@ -197,6 +197,11 @@ def test_encoding_of_one_byte_and_bool_variables_and_bad_arguments():
         zx.encoding(ds, preset="nope")
     with pytest.raises(ValueError, match="chunks: .* sizes must be positive integers"):
         zx.encoding(ds, chunks="y=0")
+    with pytest.raises(ValueError, match=r"chunks: the Dataset has no dimension\(s\) \['FOO'\]; its dimensions are "
+                                         r"\['x', 'y'\]"):
+        zx.encoding(ds, chunks="FOO=3,y=10")  # was ignored: the default chunks
+    with pytest.raises(ValueError, match=r"shards: the Dataset has no dimension\(s\) \['z'\]"):
+        zx.encoding(ds, shards={"z": 40})
 
 
 def test_recompress_a_path_and_a_dask_dataset_and_the_accessor(tmp_path):

@@ -26,16 +26,25 @@ class ChunkDecodeError(ZoptError, ValueError):
     key : store key of the chunk (or of the shard holding it), or None when unknown.
     inner : coordinates of the inner chunk within that shard, or None.
     codec : name of the codec whose decoding failed, or None.
+    store : the store (its path or URL) when known, named after the key.
+    why : the cause in words (without the codec).
     """
 
     def __init__(self, key: str | None, inner: tuple[int, ...] | None, cause: BaseException | str,
-                 codec: str | None = None) -> None:
+                 codec: str | None = None, store: str | None = None) -> None:
         self.key = key
         self.inner = inner
         self.codec = codec
+        self.store = store
         where = "a chunk" if key is None else f"chunk {key!r}" if inner is None else f"inner chunk {inner} of shard {key!r}"
-        why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-        super().__init__(f"cannot decode {where}: {f'{codec}: ' if codec else ''}{why}")
+        self.why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        place = f" in {store}" if store else ""
+        super().__init__(f"cannot decode {where}{place}: {f'{codec}: ' if codec else ''}{self.why}")
+
+    def in_store(self, key: str | None, inner: tuple[int, ...] | None, store: str | None) -> ChunkDecodeError:
+        """The same fault named with the store (and the key and inner chunk where this one lacks them)."""
+        return ChunkDecodeError(self.key or key, self.inner if self.inner is not None else inner, self.why,
+                                codec=self.codec, store=store)
 
 
 class ChunkIndexUnavailableError(ZoptError, LookupError):

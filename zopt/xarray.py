@@ -121,6 +121,11 @@ def encoding(
     plan = _load_plan(plan)
     chunk_arg = parse_shape(dict(chunks) if isinstance(chunks, Mapping) else chunks, "chunks")
     shard_arg = parse_shape(dict(shards) if isinstance(shards, Mapping) else shards, "shards")
+    for label, arg in (("chunks", chunk_arg), ("shards", shard_arg)):  # a misspelt name: refused, not ignored
+        unknown = [d for d in arg or () if isinstance(arg, dict) and d not in ds.dims]
+        if unknown:
+            raise ValueError(f"{label}: the Dataset has no dimension(s) {unknown}; its dimensions are "
+                             f"{sorted(map(str, ds.dims))}")
     if preset is not None:
         get_preset(preset)  # a bad name fails even if no variable would use it
     if menu is not None and (preset is not None or decision is not None):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zopt.io import locations as loc
+from zopt.io.file_check import check_file
 from zopt.io.sources import on_release, open_source, read_source
 
 __all__ = ["MAX_OPEN", "file_variables", "open_count", "read_file"]
@@ -52,6 +53,7 @@ def _nc_handle(path: str, token: str | None) -> Any:
             return _nc[key]
     if loc.is_url(path) or not os.path.isfile(path):
         return None
+    check_file(path)  # TruncatedFileError: netCDF-C would read the missing end as zeros
     try:
         import netCDF4
 

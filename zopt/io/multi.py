@@ -20,9 +20,9 @@ each returning a compact summary: the client keeps one schema and a few numbers 
 
 While a recompress job runs its ``before_publish`` hook (``job_source``), ``open_multi`` of the same
 files along the same dimension returns the job's ``MultiSource`` instead of summarising every file
-again (``recompress --verify --concat-dim``), provided each file's path, size and modification time
-are still those the job summarised (checked by Dask tasks, one per ``BATCH`` files); a changed file
-is summarised again.
+again (``recompress --verify --concat-dim``), provided each file's path, size, modification time
+and sampled bytes (``zopt.store.identity``) are still those the job summarised (checked by Dask
+tasks, one per ``BATCH`` files); a changed file is summarised again.
 
 CF packing (``scale_factor``/``add_offset``): files packed the same way keep their integers and
 attributes byte for byte; files packed differently are re-expressed in one exact ``scale_offset``
@@ -53,10 +53,12 @@ from zopt.io.sources import (
     CombinedSource,
     SourceVariable,
     child_groups,
+    is_zarr,
     open_source,
     release,
     source_identity,
 )
+from zopt.store.identity import content_sample, files_table
 
 __all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi", "source_bytes",
            "source_files"]
@@ -87,7 +89,14 @@ def expand_sources(src: Any) -> list[str]:
             fs, path = fsspec.core.url_to_fs(text)
             found = [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
         else:
-            found = sorted(os.path.abspath(p) for p in globmod.glob(loc.local_path(text)) if os.path.isfile(p))
+            found = sorted(os.path.abspath(p) for p in globmod.glob(loc.local_path(text)))
+            for p in found:  # refused, not skipped: a file the user meant may be missing from the archive
+                if not os.path.exists(p):
+                    raise ValueError(f"src: {text!r} matches {p}, a symbolic link to {os.readlink(p)!r}, which does "
+                                     "not exist: fix or remove the link, or give a pattern that leaves it out")
+                if os.path.isdir(p) and not is_zarr(p):
+                    raise ValueError(f"src: {text!r} matches {p}, a directory that is not a Zarr store: give a "
+                                     "pattern that matches only the files (or Zarr stores) to combine")
         if not found:
             raise ValueError(f"src: {text!r} matches no file")
         out.extend(found)
@@ -101,7 +110,8 @@ class MultiSource(CombinedSource):
     files : the files in combined order; starts : each file's first index along ``dim``;
     schema : the first file's variables ``{name: {dims, dtype, shape, attrs}}``; coord : the
     combined coordinate values (or None); repacks : ``{variable: Repack}``; identity : a digest of
-    every file's path, size and modification time; notes : gaps and re-expressions; combine :
+    every file's path, size, modification time and sampled bytes; table : the per-file identities
+    (``zopt.store.identity.files_table``); notes : gaps and re-expressions; combine :
     ``"by_coords"`` or ``"nested"`` (see ``open_multi``)."""
 
     def __init__(self, files: list[str], dim: str, starts: list[int], schema: dict[str, Any], coord: Any,
@@ -110,6 +120,7 @@ class MultiSource(CombinedSource):
         self.files, self.dim, self.starts, self.combine = tuple(files), dim, tuple(starts), combine
         self.schema, self.coord, self.repacks = schema, coord, repacks
         self.identity, self.nbytes, self.notes = identity, nbytes, notes
+        self.table: str | None = None  # zopt.store.identity.files_table: a refused resume names the files that changed
         self.length = starts[-1]
         self.text = f"{len(self.files)} files along {dim!r} ({self.files[0]} … {self.files[-1]})"
 
@@ -188,6 +199,17 @@ def _jsonable(value: Any) -> Any:
     return str(value) if not isinstance(value, str | int | float | bool | list | dict | type(None)) else value
 
 
+def _check_number(path: str, name: str, key: str, attrs: dict[str, Any]) -> None:
+    """ValueError naming the file, variable and attribute when a packing attribute is not one number."""
+    if key not in attrs:
+        return
+    value = np.asarray(attrs[key])
+    if value.dtype.kind not in "iuf" or value.size != 1:
+        raise ValueError(f"src: {path}: variable {name!r}: attribute {key!r} is {_plain(value.ravel()[0]) if value.size else '[]'} "
+                         f"({value.dtype.name if value.dtype.kind != 'U' else 'a string'}), not one number: "
+                         "CF packing needs a number; fix the attribute first")
+
+
 def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
     """``(schema key, schema JSON, length along dim, coordinate values or None, {variable: packing})``
     of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
@@ -207,6 +229,8 @@ def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[
             raw = values.tobytes() if values.dtype.kind != "O" else repr(values.tolist()).encode()
             entry["values"] = hashlib.blake2b(raw, digest_size=16).hexdigest()
         if any(k in all_attrs for k in PACKING):
+            for k in (*PACKING, "_FillValue"):
+                _check_number(path, name, k, all_attrs)
             values = read() if values is None else values
             fill = all_attrs.get("_FillValue")
             valid = values[values != fill] if fill is not None else values.ravel()
@@ -224,10 +248,10 @@ def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[
 def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
     """The summaries of ``paths``, columnar: each distinct schema once, per file a schema index, a
     length, its coordinate values (one array for the batch), its packing if any; one digest of
-    the batch's paths, sizes and modification times; its bytes."""
+    the batch's paths, sizes, modification times and sampled bytes, and one per file; its bytes."""
     keys: list[str] = []
     schemas: dict[str, str] = {}
-    kind, n, coords, has_coord, packing = [], [], [], [], {}
+    kind, n, coords, has_coord, packing, ids = [], [], [], [], {}, []
     h = hashlib.blake2b(digest_size=16)
     nbytes = 0
     try:
@@ -242,18 +266,22 @@ def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
             coords.append(coord if coord is not None else np.zeros(length))
             if packs:
                 packing[i] = packs
-            h.update(_identity_line(path))
+            line = _identity_line(path)
+            h.update(line)
+            ids.append(hashlib.blake2b(line, digest_size=8).hexdigest())
             nbytes += loc.total_bytes(path)
     finally:
         release(token)
     return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
             "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
-            "packing": packing, "identity": h.hexdigest(), "bytes": nbytes}
+            "packing": packing, "identity": h.hexdigest(), "ids": ids, "bytes": nbytes}
 
 
 def _identity_line(path: str) -> bytes:
-    """What the identity digest takes of one file: its path, size and modification time."""
-    return f"{path}\0{source_identity(path)!r}\0".encode()
+    """What the identity digest takes of one file: its path, size, modification time and, for a
+    local file, a sample of its bytes (``zopt.store.identity.content_sample``)."""
+    sample = content_sample(path) if not loc.is_url(path) and os.path.isfile(path) else ""
+    return f"{path}\0{source_identity(path)!r}\0{sample}\0".encode()
 
 
 def _identify_batch(paths: list[str]) -> str:
@@ -285,6 +313,7 @@ class _Summaries:
             h.update(b["identity"].encode())
             base += len(b["n"])
         self.keys, self.packing, self.identity = keys, packing, h.hexdigest()
+        self.ids = [i for b in batches for i in b["ids"]]  # per file, in the order given
         self.kind = np.concatenate(kinds)
         self.n = np.concatenate([b["n"] for b in batches])
         self.coords = np.concatenate([b["coords"] for b in batches])
@@ -363,13 +392,15 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
             notes.append(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
                          f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
-    return MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
-                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)
+    out = MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
+                      json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)
+    out.table = files_table(dict(zip(files, s.ids, strict=True)))
+    return out
 
 
 def _identity(files: list[str], scheduler: str | None) -> str:
     """The identity digest of ``files`` (in this order) that ``open_multi`` records, from their
-    paths, sizes and modification times only (Dask tasks, one per ``BATCH`` files)."""
+    paths, sizes, modification times and sampled bytes only (Dask tasks, one per ``BATCH`` files)."""
     import dask
 
     from zopt.compat.scheduling import compute
@@ -408,8 +439,8 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
             if x[key] != y[key]:
                 return f"variable {name!r}: {what} {y[key]} there, {x[key]} here"
         if x["attrs"] != y["attrs"]:
-            for k in sorted(set(x["attrs"]) | set(y["attrs"])):
-                if x["attrs"].get(k) != y["attrs"].get(k):
+            for k in sorted(set(x["attrs"]) | set(y["attrs"])):  # as JSON text: NaN equals NaN
+                if json.dumps(x["attrs"].get(k)) != json.dumps(y["attrs"].get(k)):
                     what = "fill value" if k in ("_FillValue", "missing_value") else f"attribute {k!r}"
                     return f"variable {name!r}: {what} {y['attrs'].get(k)!r} there, {x['attrs'].get(k)!r} here"
         if x.get("values") != y.get("values"):
@@ -426,6 +457,12 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     """The files in combined order (by first coordinate value), the coordinate checked; gap notes."""
     if not s.has_coord:
         return np.arange(len(files)), [f"no {dim!r} coordinate: files combined in the order given"]
+    nan = np.flatnonzero(np.isnan(s.coords)) if s.coords.dtype.kind in "fc" else np.zeros(0, int)
+    if nan.size:  # a NaN orders nowhere: sorted last, its file's data would move to the end
+        j = int(nan[0])
+        i = int(np.searchsorted(s.offsets, j, side="right") - 1)
+        raise ValueError(f"src: {files[i]}: coordinate {dim!r} is NaN at index {j - s.offsets[i]}, so it cannot "
+                         "order the files (give them in the order you choose with combine='nested', --combine nested)")
     steps = np.diff(s.coords)
     inside = np.ones(steps.shape, bool)  # the steps between two values of one file
     inside[s.offsets[1:-1][s.offsets[1:-1] > 0] - 1] = False

@@ -8,8 +8,9 @@ a store (local directory or fsspec URL):
 
 - JSON that does not parse (truncated, invalid, not UTF-8): ``BrokenMetadataError`` naming the
   file and the byte offset (``load_json``);
-- an array document lacking a field the Zarr spec requires, or with a field of the wrong type or
-  a data type zarr-python does not know: the array is broken.
+- an array document lacking a field the Zarr spec requires, or with a field of the wrong type, a
+  data type zarr-python does not know, chunk shapes that are not positive integers (one per
+  dimension), or a chunk grid of more than ``MAX_CHUNKS`` chunks: the array is broken.
 
 Broken arrays raise ``BrokenMetadataError`` naming each file, unless ``skip_broken``: then
 their paths are returned (``recompress --skip-broken`` leaves them out, reports them and exits
@@ -22,12 +23,16 @@ is never skipped.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from zopt.errors import ZoptError
 from zopt.io import locations as loc
 
-__all__ = ["BrokenMetadataError", "check_store", "load_json"]
+__all__ = ["MAX_CHUNKS", "BrokenMetadataError", "check_store", "load_json"]
+
+#: the most chunks (shards) one array may have: zopt lists its chunk grid (info, verify, compact)
+MAX_CHUNKS = 10**8
 
 _DOCS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
 _V3_ARRAY = {"shape": list, "data_type": (str, dict), "chunk_grid": dict, "chunk_key_encoding": dict, "codecs": list}
@@ -71,6 +76,9 @@ def _array_problem(doc: dict[str, Any], v3: bool) -> str | None:
         return "field 'fill_value' is missing"
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in doc["shape"]):
         return f"shape {doc['shape']} is not a list of integers >= 0"
+    why = _chunking_problem(doc, v3)
+    if why is not None:
+        return why
     try:
         if v3:
             from zarr.core.dtype import get_data_type_from_json
@@ -82,6 +90,38 @@ def _array_problem(doc: dict[str, Any], v3: bool) -> str | None:
             np.dtype(doc["dtype"] if isinstance(doc["dtype"], str) else [tuple(f) for f in doc["dtype"]])
     except (ValueError, TypeError, KeyError) as e:
         return f"data type {doc.get('data_type', doc.get('dtype'))!r}: {e}"
+    return None
+
+
+def _positive_ints(value: Any, ndim: int) -> bool:
+    return (isinstance(value, list) and len(value) == ndim
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value))
+
+
+def _chunking_problem(doc: dict[str, Any], v3: bool) -> str | None:
+    """Chunk shapes that are not ``ndim`` integers >= 1 (a 0 divided by zero, a negative one gave
+    numpy's message), or a chunk grid of more than ``MAX_CHUNKS`` chunks (``2**62`` rows: a
+    MemoryError naming nothing)."""
+    shape = doc["shape"]
+    if v3:
+        grid = doc["chunk_grid"]
+        if grid.get("name") != "regular":
+            return None  # another grid: zarr-python decides
+        chunks = (grid.get("configuration") or {}).get("chunk_shape")
+        label = "chunk_grid chunk_shape"
+        inner = [c.get("configuration", {}).get("chunk_shape") for c in doc["codecs"]
+                 if isinstance(c, dict) and c.get("name") == "sharding_indexed" and isinstance(c.get("configuration"), dict)]
+        for one in inner:
+            if not _positive_ints(one, len(shape)):
+                return f"sharding_indexed chunk_shape {one} is not a list of {len(shape)} integers >= 1"
+    else:
+        chunks, label = doc["chunks"], "chunks"
+    if not _positive_ints(chunks, len(shape)):
+        return f"{label} {chunks} is not a list of {len(shape)} integers >= 1"
+    count = math.prod(-(-s // c) for s, c in zip(shape, chunks, strict=True))
+    if count > MAX_CHUNKS:
+        return (f"shape {shape} in chunks of {chunks} is {count:.3g} chunks, more than zopt handles ({MAX_CHUNKS:.0e}; "
+                "a corrupt shape?)")
     return None
 
 
@@ -97,6 +137,13 @@ def _documents(store: str) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith(".zopt-")]
+        for d in dirnames:  # os.walk does not follow links; zarr does, into ``loop/loop/…`` without end
+            link = os.path.join(dirpath, d)
+            if os.path.islink(link):
+                target, here = os.path.realpath(link), os.path.realpath(dirpath)
+                if here == target or here.startswith(target.rstrip(os.sep) + os.sep):
+                    raise BrokenMetadataError(f"{link}: a symbolic link to {target}, which holds the link: a loop that "
+                                              "zarr would follow without end; remove the link", [link])
         rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
         out += [n if rel == "." else f"{rel}/{n}" for n in filenames if n in _DOCS]
     return sorted(out)

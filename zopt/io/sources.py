@@ -13,6 +13,7 @@ datasets when it ends (on distributed workers too), so no file stays open or loc
 from __future__ import annotations
 
 import collections
+import json
 import math
 import os
 import threading
@@ -28,6 +29,7 @@ import zarr
 from zopt.compat.cluster import on_job_end
 from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
+from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
 
 __all__ = [
@@ -37,7 +39,9 @@ __all__ = [
     "cached_tokens",
     "child_groups",
     "children_to_copy",
+    "hierarchy_dims",
     "is_zarr",
+    "not_a_store",
     "on_release",
     "open_source",
     "read_source",
@@ -82,6 +86,16 @@ def is_zarr(path: str) -> bool:
     if loc.is_url(path):
         return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
+
+
+def not_a_store(path: str, label: str) -> ValueError:
+    """The error for a directory ``path`` without Zarr metadata at its root (``label``: the
+    argument, ``src``/``dst``/``store``), naming the Zarr stores directly inside it, if any."""
+    inner = [n for n in sorted(loc.subdirs(path)) if is_zarr(loc.join(path, n))] if loc.isdir(path) else []
+    hint = (f"; it holds the Zarr store{'s' if len(inner) > 1 else ''} {', '.join(inner[:5])}"
+            f"{' …' if len(inner) > 5 else ''}: give {'it' if len(inner) == 1 else 'one of them'} "
+            f"({loc.join(path, inner[0])})" if inner else "")
+    return ValueError(f"{label}: {path!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root){hint}")
 
 
 def source_identity(src: str) -> tuple:
@@ -136,10 +150,14 @@ def _open(src: str) -> xr.Dataset:
             warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
             return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
     if loc.isdir(src):
-        raise ValueError(f"src: {src!r} is a directory without Zarr metadata (zarr.json, .zgroup, .zarray) at its root: "
-                         "give a Zarr store or a netCDF/HDF5 file")
+        raise not_a_store(src, "src")
+    check_file(src)  # TruncatedFileError: netCDF-C would read the missing end as zeros
     try:
         return xr.open_dataset(src, **kwargs)
+    except OSError as exc:
+        if "HDF error" not in str(exc):
+            raise
+        raise TruncatedFileError(src, None, os.path.getsize(src), f"the HDF5 library cannot read it ({exc})") from exc
     except ValueError as exc:
         if "did not find a match" not in str(exc):
             raise
@@ -218,6 +236,40 @@ def child_groups(src: str) -> list[str]:
         return []
 
 
+def _is_group(location: str) -> bool:
+    """True if ``location`` holds Zarr group metadata (v3 ``zarr.json`` of a group, or v2 ``.zgroup``)."""
+    try:
+        doc = json.loads(loc.read_bytes(loc.join(location, "zarr.json")))
+        return isinstance(doc, dict) and doc.get("node_type") == "group"
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError):
+        return loc.exists(loc.join(location, ".zgroup"))
+
+
+def hierarchy_dims(src: str) -> set[str]:
+    """The dimension names of every array of the Zarr hierarchy holding ``src`` (from the topmost
+    group above it, child groups included; ``dim_0``… for arrays without names), or an empty set
+    when ``src`` is not a group inside a hierarchy (no child groups, no group above it)."""
+    if isinstance(src, CombinedSource) or not is_zarr(src):
+        return set()
+    top = src.rstrip("/")
+    while True:
+        parent = top.rsplit("/", 1)[0] if loc.is_url(top) else os.path.dirname(top)
+        if not parent or parent == top or not _is_group(parent):
+            break
+        top = parent
+    if top == src.rstrip("/") and not child_groups(src):
+        return set()
+    found: set[str] = set()
+    with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-* folders
+        warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
+        for _, node in zarr.open_group(top, mode="r").members(max_depth=None):
+            if isinstance(node, zarr.Array):
+                names = (node.metadata.dimension_names if node.metadata.zarr_format == 3
+                         else node.attrs.get("_ARRAY_DIMENSIONS")) or (None,) * node.ndim
+                found.update(str(d) if d else f"dim_{i}" for i, d in enumerate(names))
+    return found
+
+
 def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
     """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
     own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
@@ -229,6 +281,8 @@ def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
     children = child_groups(src)
     if not children:
         return []
+    if loc.isdir(src) and not is_zarr(src):  # a folder of stores, not a store: not a netCDF file's groups
+        raise not_a_store(src, "src")
     if not is_zarr(src):
         raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
                          "group of a netCDF file); write each group to its own Zarr store, e.g. with "
@@ -245,10 +299,13 @@ def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
 def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
     """The Zarr arrays of a local store (the store itself if it is an array), by path.
 
-    Raises ValueError naming the arrays that ``names`` asks for and the store lacks, and
+    Raises ValueError naming the arrays that ``names`` asks for and the store lacks, or saying
+    ``store`` is not a Zarr store (``not_a_store``), and
     ``zopt.io.source_check.BrokenMetadataError`` naming a metadata document that is not valid JSON
     (with the byte offset) or a broken array document (``check_store``).
     """
+    if not is_zarr(os.fspath(store)):
+        raise not_a_store(os.fspath(store), "store")
     check_store(os.fspath(store))
     node = zarr.open(os.fspath(store), mode="r")
     if isinstance(node, zarr.Array):

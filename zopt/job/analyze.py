@@ -79,7 +79,13 @@ def analyze(
                            **menu_options)
     spec = parse_shape(chunks, "chunks")
     out: dict[str, xr.Dataset] = {}
-    for a in arrays_in(store, arrays or None):
+    found = arrays_in(store, arrays or None)
+    if isinstance(spec, dict):  # a misspelt name: refused, not ignored
+        dims = {str(d) for a in found for d in getattr(a.metadata, "dimension_names", None) or () if d}
+        unknown = [d for d in spec if d not in dims]
+        if unknown:
+            raise ValueError(f"chunks: no analysed array has dimension(s) {unknown}; the dimensions are {sorted(dims)}")
+    for a in found:
         why = analysable(a)
         if why is not None:
             if a.ndim and note:  # scalars are not worth a line

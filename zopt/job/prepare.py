@@ -33,6 +33,7 @@ from zopt.io.source_check import check_store
 from zopt.io.sources import (
     SourceVariable,
     children_to_copy,
+    hierarchy_dims,
     is_zarr,
     root_array_metadata,
     root_array_variable,
@@ -161,7 +162,8 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
             raise ValueError(f"lossy: {unknown} are not child groups of the source; it has {p.children or 'none'}")
         if isinstance(src, MultiSource):
             p.names = along_concat_dim(src, p.source, p.names, notes)
-        notes.extend(unused_shape_notes(p.source, p.names, {"chunks": job.chunk_spec, "shards": job.shard_spec}))
+        specs = {"chunks": job.chunk_spec, "shards": job.shard_spec}
+        notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
         _attach_lossy(job, src, p)
@@ -171,6 +173,15 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
         release_sources(p.job_id)
         raise
     return p
+
+
+def _other_groups_dims(src: Any, source: dict[str, Any], names: list[str], specs: dict[str, Any]) -> set[str] | None:
+    """The dimensions of the hierarchy's other groups, read only when a named shape has a dimension
+    this group's rewritten variables lack (each group's job applies the shapes to its own arrays)."""
+    dims = {d for n in names for d in source[n].dims}
+    if not any(isinstance(sp, dict) and set(sp) - dims for sp in specs.values()):
+        return None
+    return hierarchy_dims(src)
 
 
 def _attach_lossy(job: RecompressJob, src: str, p: Prepared) -> None:
@@ -194,8 +205,8 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     if journal is None:
         return
     options = {**job.fingerprinted(), "plan": p.plan}  # the loaded plan's content, not only its path
-    if isinstance(src, MultiSource):  # every file's path, size and mtime
-        p.fp = fingerprint(src.text, p.names, options, identity=src.identity)
+    if isinstance(src, MultiSource):  # every file's path, size, mtime and sampled bytes
+        p.fp = fingerprint(src.text, p.names, options, identity=src.identity, files=src.table)
     else:
         p.fp = fingerprint(src, p.names, options)
     p.record = journal.read()
@@ -236,6 +247,7 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
                         token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
                         fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in repacks}})
     p.planned = target_arrays(p.spec)
+    _check_units(src, p.source, p.layouts)
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
@@ -245,6 +257,23 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     if over is not None:
         raise ValueError(_memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+
+
+#: write units (shards, or chunks unsharded) one array may have: the plan of work lists each one
+MAX_UNITS = 10**8
+
+
+def _check_units(src: Any, source: dict[str, SourceVariable], layouts: dict[str, Any]) -> None:
+    """ValueError naming the source and array whose write units the plan of work could not list
+    (a corrupt shape such as 2**62 rows was a MemoryError naming nothing)."""
+    for name, (inner, shard) in layouts.items():
+        shape = tuple(source[name].shape)
+        units = math.prod(math.ceil(s / k) for s, k in zip(shape, shard or inner, strict=True))
+        if units > MAX_UNITS:
+            what = f"array {name!r}" if name else "the root array"
+            raise ValueError(f"src: {what} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
+                             f"{'shards' if shard else 'chunks'} of {tuple(shard or inner)}, more than the {MAX_UNITS:.0e} "
+                             "one job lists (a corrupt shape?); give larger --chunks/--shards if the shape is right")
 
 
 def _note_unsharded_options(job: RecompressJob, p: Prepared) -> None:

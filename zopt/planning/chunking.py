@@ -5,7 +5,7 @@ variable gets (pure: shapes in, shapes out; no I/O, no zarr).
 one variable's dimensions; ``choose_chunks`` picks inner chunks that keep the last dimensions
 long (``long_chunks``; square tiles, ``square_chunks``, for 1-byte types) and shards of a
 target size, clipped to the array; ``variable_layout`` adds the rules for plans and 1-D
-coordinates; ``unused_shape_notes`` says which named dimensions no variable has.
+coordinates; ``unused_shape_notes`` refuses named dimensions no variable has.
 """
 
 from __future__ import annotations
@@ -165,25 +165,29 @@ def is_coordinate(name: str, var: SourceVariable) -> bool:
     return var.ndim == 1 and var.dims == (name,)
 
 
-def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], specs: dict[str, ShapeSpec]) -> list[str]:
-    """Warnings for ``--chunks``/``--shards`` given by dimension names that no rewritten variable
-    has (listing the dimensions there are). ValueError for a positional shape that fits no
-    rewritten variable's number of dimensions."""
-    notes = []
+def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], specs: dict[str, ShapeSpec],
+                       elsewhere: set[str] | None = None) -> list[str]:
+    """Check ``--chunks``/``--shards`` against the rewritten variables: ValueError naming the option,
+    the dimension names no rewritten variable has (a misspelt name would silently leave the
+    default chunks) and the dimensions there are; ValueError for a positional shape that fits no
+    rewritten variable's number of dimensions. ``elsewhere``: the dimensions of the other groups
+    of the hierarchy (their own jobs apply the shape); a name found only there is no error.
+    Returns the notes (none today: every misfit is an error)."""
     dims = sorted({d for n in names for d in source[n].dims})
     for label, spec in specs.items():
         if spec is None or not names:
             continue
         if isinstance(spec, dict):
-            unknown = [d for d in spec if d not in dims]
+            unknown = [d for d in spec if d not in dims and d not in (elsewhere or ())]
             if unknown:
-                notes.append(f"warning: {label}: no rewritten variable has dimension(s) {unknown}, so they were ignored; "
-                             f"the dimensions are {dims}")
+                there = sorted(set(dims) | set(elsewhere or ()))
+                raise ValueError(f"{label}: no rewritten variable has dimension(s) {unknown}; the dimensions are "
+                                 f"{there}")
         elif not any(source[n].ndim == len(spec) for n in names):
             ndims = sorted({source[n].ndim for n in names})
             raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
                              f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
-    return notes
+    return []
 
 
 def variable_layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec, plan: Any = None,

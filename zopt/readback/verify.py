@@ -392,7 +392,7 @@ def verify(
     from zopt.io import locations as loc
     from zopt.io.multi import check_combine_use
     from zopt.io.paths import resolve
-    from zopt.io.sources import is_zarr, release
+    from zopt.io.sources import is_zarr, not_a_store, release
     from zopt.lossy.check import record_problems, stated_record
 
     check_combine_use(combine, concat_dim)
@@ -406,6 +406,8 @@ def verify(
         if not is_icechunk(path) and not is_store(path) and not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
     if not is_icechunk(dst) and not (store_is_zarr(dst) if is_store(dst) else is_zarr(dst)):
+        if not is_store(dst):
+            raise not_a_store(dst, "dst")  # names the Zarr stores inside a folder
         raise ValueError(f"dst: {endpoint_text(dst)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 

@@ -11,8 +11,9 @@ can pair an old index with the new file and fail its checksum (see ``zopt.store.
 2. reads the region through zarr; when that fails, reads it once more (a torn read resolves:
    the second read gets the new index);
 3. when the second read fails too, reads the region's chunks one by one to find the first that
-   fails, and raises ``ChunkDecodeError`` naming its key (and inner chunk for shards); when
-   none fails alone, the second read's error is raised as it is.
+   fails, and raises ``ChunkDecodeError`` naming its key (and inner chunk for shards) and the
+   store, once (a ``ChunkDecodeError`` of zopt's pipeline is not wrapped in another); when none
+   fails alone, the second read's error is raised as it is.
 """
 
 from __future__ import annotations
@@ -63,15 +64,19 @@ def read_region(array: Any, region: tuple[slice, ...], root: str | None = None) 
     Raises ShardIndexError naming a corrupt shard, ChunkDecodeError naming the chunk that does
     not decode twice in a row (``key`` is the store key: array path + chunk key).
     """
-    from zopt.store.shards import layout_of, read_index
+    from zopt.store.shards import ShardIndexError, layout_of, read_index
 
     layout = layout_of(array)
     prefix = f"{array.path}/" if array.path else ""
+    store = root if root is not None else str(array.store)  # named in the errors
     if root is not None and layout is not None:
         for _, key in shard_keys(array, region):
             path = os.path.join(root, *prefix.split("/"), *key.split("/"))
             if os.path.exists(path):
-                read_index(path, layout, prefix + key)
+                try:
+                    read_index(path, layout, prefix + key)
+                except ShardIndexError as exc:
+                    raise ShardIndexError(exc.key, exc.reason, store) from exc
     try:
         return np.asarray(array[region])
     except Exception:  # noqa: BLE001 - zarr and its codecs raise many types; retried, then named below
@@ -85,6 +90,8 @@ def read_region(array: Any, region: tuple[slice, ...], root: str | None = None) 
             continue
         try:
             array[sub]
+        except ChunkDecodeError as exc:  # from zopt's pipeline: named once, with the store
+            raise exc.in_store(prefix + key, inner, store) from exc
         except Exception as exc:  # noqa: BLE001
-            raise ChunkDecodeError(prefix + key, inner, exc) from exc
+            raise ChunkDecodeError(prefix + key, inner, exc, store=store) from exc
     raise first  # no single chunk fails: not a corrupt chunk, let the error speak for itself

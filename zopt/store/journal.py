@@ -19,9 +19,10 @@ usual. The journal is removed just before the publishing rename, so ``DST`` neve
 
 What the source identity covers: the metadata documents of the source's root and of every
 rewritten array (``zarr.json``, ``.zarray``, ``.zattrs``, ``.zgroup``, ``.zmetadata``), and
-the size and modification time of a netCDF/HDF5 file. A Zarr chunk rewritten in place without
-touching any metadata is not detected (listing every chunk of a large store would cost what
-resuming saves).
+the size, modification time and a sample of the bytes of a netCDF/HDF5 file
+(``zopt.store.identity``: an edit in place outside the sampled ranges, with size and mtime put
+back, is not detected). A Zarr chunk rewritten in place without touching any metadata is not
+detected (listing every chunk of a large store would cost what resuming saves).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from zopt.errors import ZoptError
+from zopt.store.identity import changed_files, file_identity
 
 __all__ = ["IN_PLACE_DIR", "JOURNAL_DIR", "InPlaceJournal", "Journal", "ResumeMismatchError", "fingerprint", "mark",
            "source_identity"]
@@ -83,8 +85,7 @@ def source_identity(src: str, names: Iterable[str]) -> str:
     h = hashlib.blake2b(digest_size=16)
     local = src.removeprefix("file://") if "://" not in src or src.startswith("file://") else None
     if local is not None and os.path.isfile(local):
-        st = os.stat(local)
-        h.update(f"file {st.st_size} {st.st_mtime_ns}".encode())
+        h.update(f"file {file_identity(local)}".encode())  # size, mtime and a sample of the bytes
         return h.hexdigest()
     base = src.rstrip("/")
     for prefix in ["", *sorted(n for n in names if n)]:
@@ -96,12 +97,15 @@ def source_identity(src: str, names: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def fingerprint(src: str, names: Iterable[str], options: dict[str, Any], identity: str | None = None) -> dict[str, Any]:
+def fingerprint(src: str, names: Iterable[str], options: dict[str, Any], identity: str | None = None,
+                files: str | None = None) -> dict[str, Any]:
     """The fingerprint of a job's plan of work: a JSON-able dict compared key by key on resume.
 
     options : the options that change the output (chain, chunks, shards, decision, variables,
     layout, slot parts, plan); values are turned into stable text here. identity : the source's
-    identity when the caller has it (several files combined: every file's), else ``source_identity``."""
+    identity when the caller has it (several files combined: every file's), else ``source_identity``.
+    files : several files' identities (``zopt.store.identity.files_table``), kept so that a refused
+    resume names the files that changed (not compared itself: ``identity`` covers them)."""
     from zopt._version import __version__
 
     text = {}
@@ -114,8 +118,20 @@ def fingerprint(src: str, names: Iterable[str], options: dict[str, Any], identit
             text[key] = "unset" if value is None else value
         else:
             text[key] = json.dumps(value, sort_keys=True, default=str)
-    return {"zopt": __version__, "source": src, "source identity": identity or source_identity(src, names),
-            "options": text}
+    out = {"zopt": __version__, "source": src, "source identity": identity or source_identity(src, names),
+           "options": text}
+    if files is not None:
+        out["source files"] = files
+    return out
+
+
+def _source_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Which source changed, in words: the files of several (from their tables), else the source."""
+    if "source files" in old and "source files" in new:
+        which = changed_files(old["source files"], new["source files"])
+        if which is not None:
+            return f"the source changed ({which})"
+    return f"the source changed ({new['source']})"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -169,7 +185,7 @@ class Journal:
         differs += [k for k in sorted(set(old["options"]) | set(fp["options"])) if old["options"].get(k) != fp["options"].get(k)]
         if not differs:
             return
-        what = ", ".join("the source changed" if k == "source identity" else
+        what = ", ".join(_source_changed(old, fp) if k == "source identity" else
                          f"zopt version {old.get('zopt')} → {fp['zopt']}" if k == "zopt" else
                          f"{k}: {old['options'].get(k, 'unset') if k in old['options'] else old.get(k)} → "
                          f"{fp['options'].get(k, 'unset') if k in fp['options'] else fp.get(k)}"

@@ -64,11 +64,12 @@ TMP_MARK = ".zopt-"
 
 
 class ShardIndexError(ZoptError, ValueError):
-    """A shard's index is corrupt or does not match its file. ``key``: the shard's path."""
+    """A shard's index is corrupt or does not match its file. ``key``: the shard's path (or store
+    key); ``store``: the store holding it, when known, named after the key."""
 
-    def __init__(self, key: str, reason: str) -> None:
-        self.key = key
-        super().__init__(f"shard {key!r}: {reason}")
+    def __init__(self, key: str, reason: str, store: str | None = None) -> None:
+        self.key, self.reason, self.store = key, reason, store
+        super().__init__(f"shard {key!r}{f' in {store}' if store else ''}: {reason}")
 
 
 @functools.lru_cache(maxsize=64)
