@@ -106,11 +106,12 @@ def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tup
 
 
 def rel_round(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...]) -> np.ndarray:
-    """``values`` as ``rel`` stores them: bitrounded, specials, sentinels and subnormals kept."""
+    """``values`` as ``rel`` stores them: bitrounded; specials, sentinels, subnormals and values
+    that would round onto a sentinel (they would read back as missing) kept exactly."""
     from zopt.lossy.relative import keep_mask
 
     values = np.asarray(values)
-    return bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
+    return bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)), sentinels)
 
 
 def special_mask(values: np.ndarray, sentinels: tuple[Any, ...]) -> np.ndarray:
