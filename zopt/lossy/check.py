@@ -110,7 +110,7 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
     bound (or not the expected bits), special positions not preserved, maximum absolute and
     relative error (array units; relative dimensionless), bit-pair counts for the information
     content, and the weighted information share kept (per-chunk keepbits grids)."""
-    from zopt.lossy.prepare import bitround, special_mask
+    from zopt.lossy.rounding import bitround, special_mask
 
     out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None}
     special = special_mask(x, sentinels)

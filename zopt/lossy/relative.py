@@ -17,7 +17,6 @@ per-chunk scales cannot be written with ``scale_offset``, whose parameters are p
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 

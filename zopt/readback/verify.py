@@ -462,7 +462,7 @@ def verify(
                 continue  # values of other shapes or types are not compared
             sentinels: tuple[Any, ...] = ()
             if d.lossy is not None:
-                from zopt.lossy.prepare import sentinels_of
+                from zopt.lossy.rounding import sentinels_of
 
                 sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
             for region in regions(d.shape, d.unit):
