@@ -72,3 +72,31 @@ def test_a_lossy_mode_that_wins_is_kept(dem, tmp_path):
     recompress(src, dst, lossy=["z=keepbits:4"])
     assert "zopt_lossy" in zarr.open_array(dst, path="z").attrs
     assert _stored(dst, "z") < 0.8 * lossless
+
+
+def test_vs_default_with_lossy_measures_zarr_default_on_the_source(dem, tmp_path, monkeypatch):
+    """Issue 35: ``--vs-default`` with ``--lossy`` computed zarr's default codecs on the lossy
+    output (rounded values compress better), not on what zarr alone would have stored."""
+    from click.testing import CliRunner
+
+    import zopt.planning.baseline
+    from zopt.cli.commands import main
+
+    src, _, _ = dem
+    real = zopt.planning.baseline.zarr_default_bytes
+    seen = []
+
+    def spy(*args, **kwargs):  # the real pass; its result kept to compare
+        out = real(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(zopt.planning.baseline, "zarr_default_bytes", spy)
+    lossy, plain = tmp_path / "lossy.zarr", tmp_path / "plain.zarr"
+    result = CliRunner().invoke(main, ["recompress", src, str(lossy), "--lossy", "z=keepbits:4", "--chunks", "y=32",
+                                       "--vs-default", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "zopt_lossy" in zarr.open_array(lossy, path="z").attrs  # it was written lossy
+    recompress(src, plain, chunks="y=32")
+    assert seen[-1]["z"] == real(plain, ["z"])["z"]  # zarr's default of the source values, same chunks
+    assert seen[-1]["z"] > real(lossy, ["z"])["z"]  # not of the rounded values
