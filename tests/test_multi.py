@@ -235,6 +235,33 @@ def test_a_shuffle_after_the_re_expression_is_sized_for_the_codes(tmp_path, kwar
     assert verify(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time").ok
 
 
+def test_verify_labels_a_re_expressed_variable_as_such_not_bit_for_bit(tmp_path, monkeypatch):
+    """Issue 35 item 8: verify printed "lossless, bit for bit" for a re-expressed variable, whose
+    values are the files' exact decimals p·s + o; xarray's CF decoding of each file rounds its own
+    float sum and differs from those in the last bit for many elements (12.5 % in the issue)."""
+    write_files(tmp_path / "nc", 6, packing=lambda i: (0.02, 250.0) if i % 2 else (0.01, 273.15))
+    dst = tmp_path / "o.zarr"
+    recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time")
+    ours = zarr.open_array(dst, path="sst")[...]
+    with xr.open_mfdataset(str(tmp_path / "nc" / "*.nc"), combine="by_coords") as ds:
+        cf = ds.sst.values
+    differ = (ours.view("u8") != cf.astype(ours.dtype).view("u8")) & ~(np.isnan(ours) & np.isnan(cf))
+    assert differ.sum() > 0 and np.nanmax(np.abs(ours - cf)) < 1e-12  # the last bit, not bit for bit
+    report = verify(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time")
+    assert report.ok
+    sst = next(c for c in report.checks if c.name == "sst")
+    assert sst.kind == "re-expressed" and sst.bound == "exact decimals p·scale+offset"
+    assert all(c.kind == "lossless" for c in report.checks if c.name != "sst")
+    assert "1 re-expressed" in report.verdict() and "5 bit for bit (1 re-expressed" in report.success_line()
+    monkeypatch.setenv("COLUMNS", "250")
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "nc" / "*.nc"), str(dst), "--concat-dim", "time",
+                                  "--no-progress"])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if line.startswith("│ sst "))
+    assert "re-expressed" in row and "bit for bit" not in row and "lossless" not in row, row
+    assert r.output.strip().splitlines()[-1].startswith("6 arrays equal (1 re-expressed")
+
+
 @pytest.mark.parametrize("packing", [
     lambda i: (0.01 if i else 1 / 3, 0.0),  # 1/3 is 0.3333333333333333: a common step of 1e-16 overflows
     lambda i: (np.float32(0.001) if i else np.float32(1 / 3), np.float32(0)),  # float32: beyond its 24-bit mantissa
