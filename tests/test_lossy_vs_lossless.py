@@ -100,3 +100,6 @@ def test_vs_default_with_lossy_measures_zarr_default_on_the_source(dem, tmp_path
     recompress(src, plain, chunks="y=32")
     assert seen[-1]["z"] == real(plain, ["z"])["z"]  # zarr's default of the source values, same chunks
     assert seen[-1]["z"] > real(lossy, ["z"])["z"]  # not of the rounded values
+    from zopt.io.sources import cached_tokens
+
+    assert cached_tokens() == []  # the source files the baseline opened are closed

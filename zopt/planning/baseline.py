@@ -51,7 +51,7 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
 
 
 def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  shard: tuple[int, ...] | None, source: Any = None) -> int:
+                  shard: tuple[int, ...] | None, source: Any = None, token: str | None = None) -> int:
     """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its
     values in ``store``, or with ``source`` the same variable's values there."""
     from zarr.storage import MemoryStore
@@ -62,7 +62,7 @@ def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple
     else:
         from zopt.io.sources import read_source
 
-        values = np.asarray(read_source(source, name, region), dtype=src.dtype)
+        values = np.asarray(read_source(source, name, region, token), dtype=src.dtype)
     stored: dict[str, Any] = {}
     out = zarr.create_array(MemoryStore(stored), shape=values.shape, dtype=src.metadata.data_type, chunks=inner, shards=shard,
                             fill_value=src.metadata.fill_value)
@@ -81,10 +81,14 @@ def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], sch
     One Dask task per shard (or per ~64 MiB of chunks when unsharded), run on ``scheduler`` as
     ``zopt.job.recompress`` runs its own. Returns ``{name: bytes}``; 0-d arrays are skipped.
     """
+    import uuid
+
     import dask
 
     from zopt.compat.scheduling import compute
+    from zopt.io.sources import release
 
+    token = f"baseline-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     store = os.fspath(store) if isinstance(store, str | os.PathLike) else store
     tasks = []
     for name in names:
@@ -98,8 +102,13 @@ def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], sch
             original = os.fspath(original)
         for start in np.ndindex(*(math.ceil(s / k) for s, k in zip(array.shape, step, strict=True))):
             region = tuple(slice(i * k, min((i + 1) * k, s)) for i, k, s in zip(start, step, array.shape, strict=True))
-            tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard, original)))
+            tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard, original,
+                                                                        token)))
     out = dict.fromkeys(names, 0)
-    for (name, _), n in zip(tasks, compute([t for _, t in tasks], scheduler, None), strict=True):
+    try:
+        results = compute([t for _, t in tasks], scheduler, None, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
+    for (name, _), n in zip(tasks, results, strict=True):
         out[name] += n
     return out
