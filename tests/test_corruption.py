@@ -116,3 +116,14 @@ def test_a_bad_index_checksum_names_the_shard_and_the_check(store):
     path.write_bytes(bytes(data))
     out = _info_cli(store)
     assert KEY in out and "index does not decode" in out and "checksum" in out.lower()
+
+
+def test_info_check_says_what_it_checked_and_that_it_held(store):
+    """Issue 35: ``info --check`` was silent on success: nothing said that every chunk decoded."""
+    res = CliRunner().invoke(main, ["info", str(store), "--check"])
+    assert res.exit_code == 0, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last == ("check: decoded every stored chunk of 1 array (6 inner chunks in 1 file, checksums and codecs "
+                    "included): every one decoded, no error"), res.output
+    plain = CliRunner().invoke(main, ["info", str(store)])
+    assert plain.exit_code == 0 and "check:" not in plain.output  # only when asked

@@ -71,8 +71,9 @@ def test_check_relative_decides_ties_exactly():
 
 
 @pytest.mark.parametrize("rel, dtype, match", [
-    (0.0, np.float32, "must be a finite number > 0"),
-    (float("inf"), np.float64, "must be a finite number > 0"),
+    (0.0, np.float32, r"must be in \(0, 1\)"),
+    (float("inf"), np.float64, r"must be in \(0, 1\)"),
+    (1.0, np.float64, r"must be in \(0, 1\)"),
     (1e-9, np.float32, "below the precision of float32"),
     (1e-17, np.float64, "below the precision of float64"),
 ])
@@ -83,7 +84,7 @@ def test_bad_relative_bounds(rel, dtype, match):
 
 def test_parse_rel():
     assert parse_lossy(["t=rel:0.001"])["t"].method == "rel"
-    with pytest.raises(ValueError, match="lossy t: rel: the bound must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"lossy t: rel: the bound must be in \(0, 1\)"):
         parse_lossy(["t=rel:-1"])
     with pytest.raises(ValueError, match="is not one of abs:BOUND\\[:TAIL\\], rel:BOUND\\[:TAIL\\]"):
         parse_lossy(["t=relative:0.1"])
@@ -157,3 +158,47 @@ def test_rel_refuses_integers_and_tiny_bounds(field, tmp_path):
     with pytest.raises(ValueError, match="lossy v: rel: 1e-09 is below the precision of float32"):
         recompress(src, tmp_path / "t.zarr", lossy=["v=rel:1e-9"], variables=["v"])
     assert not (tmp_path / "i.zarr").exists() and not (tmp_path / "t.zarr").exists()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rel_never_rounds_a_value_onto_the_fill_value(tmp_path, dtype):
+    """Issue 35 item 7: values in [-10000, -9998] with fill -9999 under rel:1e-6 (keepbits 19):
+    -9998.9990234375 and its neighbours rounded to exactly -9999.0 and read back as missing (907
+    values in float32, 921 in float64). rel keeps them exactly, as keepbits does."""
+    rng = np.random.default_rng(7)
+    v = rng.uniform(-10000, -9998, size=(200, 300)).astype(dtype)
+    v[0, :5] = dtype(-9999.0)  # real missing values stay missing
+    path = tmp_path / "f.nc"
+    xr.Dataset({"v": (("y", "x"), v)}).to_netcdf(path, encoding={"v": {"_FillValue": dtype(-9999.0)}})
+    missing = int((v == dtype(-9999.0)).sum())  # the 5 set, and values drawn on -9999 exactly
+    k = rel_keepbits("v", 1e-6, dtype)
+    onto = (bitround(v, k) == dtype(-9999.0)) & (v != dtype(-9999.0))  # what plain rounding makes missing
+    assert onto.sum() > 100  # the fault's ingredients are there
+    dst = tmp_path / "r.zarr"
+    recompress(str(path), dst, lossy=["v=rel:1e-6"], variables=["v"])
+    got = zarr.open_array(dst, path="v")[...]
+    assert int((got == dtype(-9999.0)).sum()) == missing  # only the values that were missing
+    assert np.array_equal(bits(got[onto]), bits(v[onto]))  # kept exactly
+    assert not np.array_equal(got, v)  # the others were rounded
+    decoded = xr.open_zarr(dst)["v"].values
+    assert int(np.isnan(decoded).sum()) == missing
+    assert verify(str(path), str(dst)).ok
+
+
+@pytest.mark.parametrize("rel", ["1", "1.0", "2", "1e6", "inf", "nan"])
+def test_rel_of_one_or_more_is_refused(field, tmp_path, rel):
+    """Issue 35: rel:R with R >= 1 was accepted and turned values into powers of two (keepbits 0:
+    any value within 100 % of itself). Refused, naming lossy and the allowed range, in one CLI line."""
+    from click.testing import CliRunner
+
+    from zopt.cli.commands import main
+
+    with pytest.raises(ValueError, match=r"lossy v: rel: the bound must be in \(0, 1\)"):
+        parse_lossy([f"v=rel:{rel}"])
+    src, _ = field
+    dst = tmp_path / "r.zarr"
+    result = CliRunner().invoke(main, ["recompress", src, str(dst), "--lossy", f"v=rel:{rel}", "--no-progress"])
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "lossy v: rel" in lines[0] and "(0, 1)" in lines[0], result.output
+    assert not dst.exists()

@@ -61,6 +61,10 @@ def info(store, arrays, png, check) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(table)
+    if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
+        from zopt.readback.info import check_summary
+
+        console.print(check_summary(infos), markup=False)
     if png:
         console.print(f"wrote {png}")
 

@@ -125,7 +125,8 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
 @click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
               "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
 @click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
-              "shards, in memory) and show the size zarr alone would store, and zopt's size against it.")
+              "shards, in memory) and show the size zarr alone would store, and zopt's size against it (lossy "
+              "arrays: from SRC's values).")
 @click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
               "per task, shards an interrupted run already finished) and exit without writing.")
 @click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
@@ -239,7 +240,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         from zopt.planning.baseline import zarr_default_bytes
 
         started = time.perf_counter()
-        baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler)
+        # lossy arrays: zarr's default on the source's values, not on the rounded ones written
+        baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler, source=src if lossy else None)
         baseline_seconds = time.perf_counter() - started
     console.print(summary_table(report, baseline, baseline_seconds))
     for note in report.notes:

@@ -16,7 +16,7 @@ def _fmt(x: float | None) -> str:
 
 def verify_table(report) -> Table:
     """One row per array of a ``zopt.readback.verify.VerifyReport`` (lossy columns when an array is lossy)."""
-    lossy = any(c.kind != "lossless" for c in report.checks)
+    lossy = any(c.kind not in ("lossless", "re-expressed") for c in report.checks)
     cols = ["array", "kind", "bound", "elements", "chunks differing", "differing values"]
     if lossy:
         cols += ["NaN/fill moved", "max abs error", "max rel error", "keepbits", "information kept"]
@@ -60,7 +60,8 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
     included) or within each array's recorded lossy bound (the zopt_lossy attribute, or the
     bound --bound states; the bound column says which was used). Also the groups' attributes and
     the consolidated metadata copy against each node's own zarr.json. Chunking and codecs are not
-    compared. ARRAY: GROUP/NAME inside child groups. Exits 1 on any difference."""
+    compared. ARRAY: GROUP/NAME inside child groups. Rows are sorted by array; the last line is
+    "N arrays equal" or "K of N differ". Exits 1 on any difference."""
     from zopt.cli.tables import console
     from zopt.compat.icechunk_compat import is_icechunk, quiet_logs
     from zopt.errors import ZoptError
@@ -88,9 +89,11 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
         console.print(f"{c.name or '(root array)'}: {c.summary()}", markup=False)
     for line in report.nodes:
         console.print(line, markup=False)
-    if not report.ok:
+    if not report.ok:  # the last line: "Error: verify: K of N arrays differ: …"
         raise click.ClickException(report.failure_line())
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} source array(s) with broken metadata: "
                       + ", ".join(report.skipped), markup=False)
+    console.print(report.verdict(), markup=False)  # the last line: "N arrays equal"
+    if report.skipped:
         ctx.exit(3)

@@ -57,8 +57,8 @@ from zopt.planning.chains import (
     chains_to_check,
     menu_chains,
     parse_chain,
+    sized_chain,
     split_chain,
-    split_for,
     with_checksum,
 )
 from zopt.planning.chunking import unused_shape_notes
@@ -83,6 +83,8 @@ class Prepared:
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
     lossy_vars: dict[str, Any] = field(default_factory=dict)
+    #: lossy variables written lossless (their lossless default stored fewer bytes): MenuChoice each
+    lossless_instead: dict[str, Any] = field(default_factory=dict)
     layouts: dict[str, Any] = field(default_factory=dict)
     splits: dict[str, Any] = field(default_factory=dict)
     spec: TargetSpec | None = None
@@ -166,7 +168,7 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
         notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
-        _attach_lossy(job, src, p)
+        _attach_lossy(job, src, p, job_layout(job, target))
         _check_journal(job, src, target, p)
         _build_work(job, src, target, p, plan)
     except BaseException:
@@ -184,19 +186,65 @@ def _other_groups_dims(src: Any, source: dict[str, Any], names: list[str], specs
     return hierarchy_dims(src)
 
 
-def _attach_lossy(job: RecompressJob, src: str, p: Prepared) -> None:
-    """``zopt.lossy``: analysed here; each lossy variable gets its own chain, attributes and check."""
+def _attach_lossy(job: RecompressJob, src: str, p: Prepared, layout: str) -> None:
+    """``zopt.lossy``: analysed here; each lossy variable gets its own chain, attributes and check,
+    or, where its lossless default stores fewer bytes on the sampled chunks, is written lossless
+    (a note says so: no lossy mode stores more than lossless, issue 35)."""
     chain = job.chain
     own = job.own_lossy()
     if own:
         from zopt.lossy.prepare import prepare_for_recompress
+        from zopt.lossy.spec import parse_lossy
 
+        lossless = {n: _lossless_default(job, p, n, layout) for n in parse_lossy(own) if n in p.source}
         p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
-                                              job.scheduler, job.variables, readers=job.readers, base=chain)
+                                              job.scheduler, job.variables, readers=job.readers, base=chain,
+                                              lossless=lossless, budget=job.budget_used)
+        _lossy_notes(job, p, lossless)
     if job.readers:
         from zopt.planning.readers import check_readers
 
         check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs_used, p.plan), job.readers)
+
+
+def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -> dict[str, Any]:
+    """``{candidate: chain}`` the job would choose from to write lossy variable ``name`` losslessly:
+    the given chain (``codecs``), else the menu's candidates for its data type (``--menu``,
+    ``--readers``, an explicit decision, fixed-slot shards narrow it); none with a plan."""
+    var = p.source[name]
+    if p.plan is not None or var.dtype.kind not in "biuf":
+        return {}
+    if job.codecs_used is not None:
+        return {"codecs": job.chain}
+    from zopt.planning.optimizer import menu_candidates
+
+    explicit = not (isinstance(job.decision_used, str) and job.decision_used == "compress_if_smaller")
+    return menu_candidates(var.dtype, job.menu_used, job.readers, explicit, layout == "fixed-slot", name)
+
+
+def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, Any]]) -> None:
+    """Lossy variables whose lossless default stored fewer bytes leave ``p.lossy_vars`` (their
+    chain: that candidate); a note names each tail chosen by trial and each variable written lossless."""
+    from zopt.planning.optimizer import MenuChoice, parse_budget
+
+    tails = []
+    for n in [n for n in p.names if n in p.lossy_vars]:
+        lv = p.lossy_vars[n]
+        if lv.lossless is None:
+            if lv.tail_trial or lv.lossless_trial:
+                tails.append(f"{n}={lv.tail}")
+            continue
+        del p.lossy_vars[n]
+        lossy_bytes = (lv.tail_trial or {}).get(lv.tail)
+        if job.codecs_used is None:
+            p.lossless_instead[n] = MenuChoice(name=lv.lossless, chain=lossless[n][lv.lossless],
+                                               trials={k: (b, 0.0) for k, b in lv.lossless_trial.items()},
+                                               budget=parse_budget(job.budget_used))
+        p.notes.append(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
+                       f"({lv.lossless}) stored {lv.lossless_trial[lv.lossless]} bytes and the lossy tail "
+                       f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit")
+    if tails:
+        p.notes.append("lossy tails chosen by trial (zopt.lossy.tails): " + ", ".join(tails))
 
 
 def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared) -> None:
@@ -222,25 +270,33 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
         p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
                                 job.variables)
     chain = job.chain
-    split = split_chain(chain)
+    repacks = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars} \
+        if isinstance(src, MultiSource) else {}
     chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
                          job.budget_used, job.readers, job.decision_used, job_layout(job, target), job.scheduler,
-                         p.job_id, partial=target.root if p.record is not None else None)
-    if any(c.trials for c in chosen.values()):
-        p.notes.append("chains chosen from the menu (zopt.planning.candidates): "
-                       + ", ".join(f"{n}={chosen[n].name}" for n in p.names if n in chosen))
-    p.splits = {n: split_chain(chosen[n].chain) if n in chosen else split_for(p.source[n], job.codecs_used, split)
-                for n in p.names}
-    p.splits.update({n: split_chain(lv.chain(chain)) for n, lv in p.lossy_vars.items()})  # zopt.lossy
-    repacks = {n: r for n, r in src.repacks.items() if n in p.names} if isinstance(src, MultiSource) else {}
-    # files packed differently: one exact packing, then the chain given, else the integers' default
-    repack_chains = {n: r.filters() + (parse_chain(job.codecs_used) if job.codecs_used is not None
-                                       else default_chain(np.dtype(r.int_dtype))) for n, r in repacks.items()}
+                         p.job_id, partial=target.root if p.record is not None else None, repacks=repacks,
+                         chosen=p.lossless_instead)
+    if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
+        p.notes.append(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
+                       + " (zopt.planning.candidates): "
+                       + ", ".join(f"{n}={chosen[n].name}" + (f" (after the re-expression's scale_offset + "
+                                                             f"cast_value {repacks[n].int_dtype})" if n in repacks else "")
+                                   for n in p.names if n in chosen))
+    chains = {n: chosen[n].chain if n in chosen else chain if job.codecs_used is not None
+              else default_chain(p.source[n].dtype) for n in p.names}
+    chains.update({n: lv.chain(chain) for n, lv in p.lossy_vars.items()})  # zopt.lossy
+    # files packed differently: one exact packing, then the menu's choice for the integers (chosen
+    # above, the two codecs included), else the chain given, else the integers' default
+    repack_chains = {n: chosen[n].chain if n in chosen else r.filters() + (
+        parse_chain(job.codecs_used) if job.codecs_used is not None else default_chain(np.dtype(r.int_dtype)))
+        for n, r in repacks.items()}
     if job.readers and repack_chains:
         from zopt.planning.readers import check_readers
 
         check_readers(repack_chains, job.readers)  # ValueError naming the variable, codec and reader
-    p.splits.update({n: split_chain(c) for n, c in repack_chains.items()})
+    chains.update(repack_chains)
+    # a cast_value before a shuffle or blosc: sized for the codes, not the array's type
+    p.splits = {n: split_chain(sized_chain(c, p.source[n].dtype)) for n, c in chains.items()}
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,

@@ -6,7 +6,8 @@ Pure array maths on values already read (``zopt.readback.verify`` reads them, on
   number of values beyond the bound (decided exactly, ``exact_abs_error_exceeds``), and the
   positions of NaN, ±Infinity and every sentinel, which must be preserved exactly;
 - ``rel`` arrays: every value must equal the source bitrounded to the recorded ``keepbits``
-  with NaN, infinities, sentinels and subnormals untouched, and be within ``rel·|x|``;
+  with NaN, infinities, sentinels, subnormals and values that would round onto a sentinel
+  untouched, and be within ``rel·|x|``;
 - keepbits arrays (``keepbits``, ``info``, per chunk or not): every value must equal the source
   bitrounded to the recorded keepbits of its chunk (NaN, infinities and sentinels untouched),
   i.e. exactly the stated bits are kept; the maximum errors, and the share of the source's
@@ -109,7 +110,7 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
     bound (or not the expected bits), special positions not preserved, maximum absolute and
     relative error (array units; relative dimensionless), bit-pair counts for the information
     content, and the weighted information share kept (per-chunk keepbits grids)."""
-    from zopt.lossy.prepare import bitround, special_mask
+    from zopt.lossy.rounding import bitround, special_mask
 
     out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None}
     special = special_mask(x, sentinels)
@@ -125,10 +126,10 @@ def check_region(x: np.ndarray, y: np.ndarray, region: tuple[slice, ...], record
     if record["method"] == "abs":
         out["viol"] = int(exact_abs_error_exceeds(x[normal], y[normal], float(record["abs"])).sum())
         return out
-    if record["method"] == "rel":  # exactly the bits of bitround(K), subnormals kept, and within R·|x|
+    if record["method"] == "rel":  # exactly the bits of bitround(K), subnormals and would-be sentinels kept, within R·|x|
         from zopt.lossy.relative import check_relative, keep_mask
 
-        expected = bitround(x, int(record["keepbits"]), keep_mask(x, special))
+        expected = bitround(x, int(record["keepbits"]), keep_mask(x, special), sentinels)
         out["viol"] = int((bits(expected) != bits(y)).sum()) + check_relative(x[normal], y[normal], float(record["rel"]))
         return out
     from zopt.codecs.grid import regions

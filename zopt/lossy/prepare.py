@@ -19,15 +19,16 @@ which ``zopt.readback.verify`` reads; and ``prepare(index, values, where)`` — 
 chunk before it is encoded, which checks the bound (``abs``) or bitrounds the chunk (keepbits),
 keeping NaN, infinities and sentinels bit for bit.
 
-Bitround needs no decode step, so keepbits chains store the rounded values with the plain
-lossless tail and no ``numcodecs.bitround`` entry in the metadata: every Zarr v3 reader reads
-them, and each chunk can keep its own number of bits. The rounding itself is numcodecs'
-``BitRound`` (round to nearest, ties to even, as ``numcodecs.bitround``).
+Bitround needs no decode step, so keepbits chains store the rounded values with a lossless
+tail and no ``numcodecs.bitround`` entry in the metadata (``zopt.lossy.rounding``): each chunk
+can keep its own number of bits. Every mode's tail is chosen by trial (``zopt.lossy.tails``)
+among those the ``--readers`` read, and beside the lossless default's candidates: where the
+lossless default stores fewer bytes, ``LossyVariable.lossless`` names it and the job writes the
+variable losslessly.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import math
 from dataclasses import dataclass
@@ -36,89 +37,17 @@ from typing import Any
 import numpy as np
 
 from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
+from zopt.lossy.rounding import bitround, rel_round, rounded_as_stored, sentinels_of, special_mask
 from zopt.lossy.spec import LossySpec
 
-__all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "sentinels_of"]
+__all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "rel_round",
+           "sentinels_of", "special_mask"]
 
 ATTRIBUTE = "zopt_lossy"
 #: valid neighbour pairs (along the best-sampled dimension) a chunk needs for its own keepbits
 MIN_CHUNK_PAIRS = 256
 #: at most this many chunks' keepbits are written into the ``zopt_lossy`` attribute (verify's exact check)
 MAX_GRID_IN_ATTRIBUTES = 65536
-
-
-def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None,
-             sentinels: tuple[Any, ...] = ()) -> np.ndarray:
-    """``values`` (float16/32/64) rounded to ``keepbits`` mantissa bits by numcodecs' ``BitRound``;
-    elements where ``keep`` is true, non-finite ones, and finite ones that would round to
-    infinity keep their exact bits. So do subnormal values (their significant bits sit below
-    the exponent field's: bitrounding the mantissa field zeroes them, no relative bound holds)
-    and values that would round onto one of ``sentinels`` (the fill value: a value must not
-    become "missing"). Raises ValueError naming ``keepbits`` when it exceeds the type's mantissa."""
-    import numcodecs
-
-    values = np.asarray(values)
-    nmant = np.finfo(values.dtype).nmant
-    if not 0 <= keepbits <= nmant:
-        raise ValueError(f"keepbits: {keepbits} is outside [0, {nmant}] for {values.dtype}")
-    if keepbits == nmant:
-        return values
-    flat = np.ascontiguousarray(values)
-    rounded = np.asarray(numcodecs.BitRound(keepbits=int(keepbits)).encode(flat)).view(values.dtype).reshape(values.shape)
-    same = ~np.isfinite(values) | ~np.isfinite(rounded)
-    same |= np.abs(values) < np.finfo(values.dtype).smallest_normal  # subnormals (and zeros: unchanged anyway)
-    for s in sentinels:
-        if not np.isnan(s):
-            same |= rounded == values.dtype.type(s)
-    if keep is not None:
-        same |= keep
-    return np.where(same, values, rounded)
-
-
-def _decode_attr_scalar(v: Any, dtype: np.dtype) -> Any:
-    """An attribute value as a scalar of ``dtype``: numbers, or xarray's base64 ``_FillValue``."""
-    if isinstance(v, str):
-        try:
-            raw = base64.b64decode(v, validate=True)
-            return np.frombuffer(raw, dtype=f"<f{len(raw)}" if dtype.kind == "f" else f"<i{len(raw)}")[0]
-        except (ValueError, TypeError):
-            return None
-    if isinstance(v, list | tuple | np.ndarray):
-        return None
-    try:
-        return dtype.type(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tuple[Any, ...]:
-    """The values restored exactly: the array's fill value, ``_FillValue`` and every ``missing_value``."""
-    out = [fill_value] if fill_value is not None else []
-    for key in ("_FillValue", "missing_value"):
-        v = attrs.get(key)
-        items = v if isinstance(v, list | tuple | np.ndarray) and not isinstance(v, str) else [v]
-        for item in items:
-            if item is not None:
-                s = _decode_attr_scalar(item, dtype)
-                if s is not None:
-                    out.append(s)
-    return tuple(dtype.type(s) for s in out)
-
-
-def rel_round(values: np.ndarray, keepbits: int, sentinels: tuple[Any, ...]) -> np.ndarray:
-    """``values`` as ``rel`` stores them: bitrounded, specials, sentinels and subnormals kept."""
-    from zopt.lossy.relative import keep_mask
-
-    values = np.asarray(values)
-    return bitround(values, keepbits, keep_mask(values, special_mask(values, sentinels)))
-
-
-def special_mask(values: np.ndarray, sentinels: tuple[Any, ...]) -> np.ndarray:
-    mask = ~np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
-    for s in sentinels:
-        if not (isinstance(s, float | np.floating) and np.isnan(s)):
-            mask |= values == values.dtype.type(s)
-    return mask
 
 
 @dataclass(frozen=True)
@@ -138,8 +67,11 @@ class LossyVariable:
     grid: np.ndarray | None = None
     plan: Any = None
     pack: bool = True
-    tail: str = "packbits"  # abs: the codecs after the codes (``zopt.lossy.tails``)
-    tail_trial: dict[str, int] | None = None  # abs ``auto``: sampled bytes per tail tried
+    tail: str = "packbits"  # the codecs after the codes (abs) or of the rounded floats (``zopt.lossy.tails``)
+    tail_trial: dict[str, int] | None = None  # ``auto``: sampled bytes per tail tried
+    lossless_trial: dict[str, int] | None = None  # sampled bytes of the lossless default's candidates
+    #: the lossless candidate written instead, when it stores fewer bytes than the lossy tail (issue 35)
+    lossless: str | None = None
 
     @property
     def name(self) -> str:
@@ -151,10 +83,8 @@ class LossyVariable:
         replaced by ``packbits`` or ``bytes``, …); else ``base``."""
         from zopt.lossy.tails import tail_codecs
 
-        if self.spec.method == "rel":  # the rounded values, stored by the chosen tail
+        if self.abs_chain is None:  # rel, keepbits: the rounded values, stored by the chosen tail
             return tail_codecs(self.tail, self.dtype, 0, base)
-        if self.abs_chain is None:
-            return list(base)
 
         c = self.abs_chain
         return [*c.filters(), *tail_codecs(self.tail, c.storage, c.bits, base)]
@@ -163,16 +93,13 @@ class LossyVariable:
         """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
         spec = self.spec
         if self.abs_chain is not None:
-            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail}
-            if self.tail_trial:
-                record["tail_trial"] = dict(self.tail_trial)
+            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail, **self._trials()}
             return {ATTRIBUTE: record}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
-                                  "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)]}
+                                  "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)],
+                                  "tail": self.tail, **self._trials()}
         if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
-            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits), "tail": self.tail})
-            if self.tail_trial:
-                record["tail_trial"] = dict(self.tail_trial)
+            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits)})
             return {ATTRIBUTE: record}
         if self.grid is None:
             record["keepbits"] = int(self.keepbits)
@@ -186,6 +113,14 @@ class LossyVariable:
         if spec.method == "info":
             record["information"] = spec.value
         return {ATTRIBUTE: record}
+
+    def _trials(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.tail_trial:
+            out["tail_trial"] = dict(self.tail_trial)
+        if self.lossless_trial:
+            out["lossless_trial"] = dict(self.lossless_trial)
+        return out
 
     def keepbits_of(self, index: tuple[int, ...]) -> int | None:
         if self.grid is not None:
@@ -286,7 +221,7 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
         release("lossy-plan")
     chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
     prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
-                             explicit=list(levels))
+                             explicit=list(levels), pack=False)  # only the plan: no tail trial
     return _plan_of({v: p.plan for v, p in prepared.items()}, levels, confidence)
 
 
@@ -310,15 +245,19 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                   scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
                   attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
                   confidence: float | None = 0.99, explicit: Any = None, readers: Any = None,
-                  base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
+                  base: list[dict[str, Any]] | None = None, lossless: dict[str, dict[str, Any]] | None = None,
+                  budget: Any = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
     source : ``zopt.io.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
     given to ``recompress``. fill_values, attrs : the target array's fill value and the source
     attributes per variable (default: read from ``src``). explicit : the variables named by the
     caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). readers,
-    base : ``abs`` with tail ``auto`` tries the tails these readers read (``zopt.lossy.tails``)
-    after the lossless chain ``base`` (default: zopt's). Raises ValueError naming the variable
+    base : tail ``auto`` tries the tails these readers read (``zopt.lossy.tails``) after the
+    lossless chain ``base`` (default: zopt's). lossless, budget : ``{variable: {candidate:
+    chain}}``, the lossless default's candidates, tried on the same chunks; where the one the
+    menu picks (``budget``) stores fewer bytes than the best tail, the variable's
+    ``LossyVariable.lossless`` names it (``zopt.lossy.tails.lossless_instead``). Raises ValueError naming the variable
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
     """
@@ -395,40 +334,63 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             stats = RangeStats()
             for st in by_name[name]:
                 stats = stats.merge(st)
-            chain = design_abs(name, dt, stats, spec.value, sent[name])
-            from zopt.lossy.tails import choose_tail, with_storage
+            lv = LossyVariable(**common, abs_chain=design_abs(name, dt, stats, spec.value, sent[name]))
+        elif spec.method in ("keepbits", "rel"):
+            k = int(spec.value)
+            if spec.method == "rel":
+                from zopt.lossy.relative import rel_keepbits
 
-            tail, trial = choose_tail(src, name, var, chain, spec, pack, inner, readers, base, scheduler)
-            out[name] = LossyVariable(**common, abs_chain=with_storage(chain, tail), tail=tail, tail_trial=trial)
-        elif spec.method == "keepbits":
-            out[name] = LossyVariable(**common, keepbits=int(spec.value))
-        elif spec.method == "rel":
-            from zopt.lossy.relative import rel_keepbits
-            from zopt.lossy.tails import choose_tail
-
-            k = rel_keepbits(name, spec.value, dt)
-            rounding = functools.partial(rel_round, keepbits=k, sentinels=sent[name])
-            tail, trial = choose_tail(src, name, var, None, spec, True, inner, readers, base, scheduler, rounding)
-            out[name] = LossyVariable(**common, keepbits=k, tail=tail, tail_trial=trial)
+                k = rel_keepbits(name, spec.value, dt)
+            lv = LossyVariable(**common, keepbits=k)
         elif spec.method == "info" and not spec.per_chunk:
             from zopt.lossy.bitinfo import keepbits
 
             counts = sum(by_name[name]) if by_name[name] else np.zeros((1, dt.itemsize * 8, 4), np.int64)
-            out[name] = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, confidence))
+            lv = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, confidence))
         elif spec.method == "info":
             ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value, confidence)
-            out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
+            lv = LossyVariable(**common, grid=ap.keepbits, plan=ap)
         else:
             ap = _load_plan(name, spec.value, var, inner)
-            out[name] = LossyVariable(**common, grid=ap.keepbits, plan=ap)
+            lv = LossyVariable(**common, grid=ap.keepbits, plan=ap)
+        out[name] = _with_tail(src, name, var, lv, inner, readers, base, scheduler, (lossless or {}).get(name), budget)
     return out
+
+
+def _with_tail(src: str, name: str, var: Any, lv: LossyVariable, inner: tuple[int, ...], readers: Any,
+               base: list[dict[str, Any]] | None, scheduler: str | None, lossless: dict[str, Any] | None,
+               budget: Any) -> LossyVariable:
+    """``lv`` with the tail storing it (``zopt.lossy.tails.choose_tail``: named, or by trial on
+    sampled chunks) and, where the lossless default stores fewer bytes, the candidate to write
+    instead (issue 35: keepbits and info used to keep the lossless ``--codecs`` tail, which
+    stored a DEM 1.37× larger than the lossless default's pcodec)."""
+    import dataclasses
+
+    from zopt.lossy.tails import choose_tail, lossless_instead, with_storage
+
+    spec = lv.spec
+    if lv.abs_chain is not None:
+        tail, trial, plain = choose_tail(src, name, var, lv.abs_chain, spec, lv.pack, inner, readers, base, scheduler,
+                                         lossless=lossless)
+        lv = dataclasses.replace(lv, abs_chain=with_storage(lv.abs_chain, tail))
+    else:
+        rounding = functools.partial(rounded_as_stored, method=spec.method, keepbits=lv.keepbits or 0,
+                                     sentinels=lv.sentinels, grid=lv.grid, inner=tuple(inner))
+        pack = lv.pack or spec.method == "rel"  # pack=False (keepbits_plan, the old flag): no trial
+        tail, trial, plain = choose_tail(src, name, var, None, spec, pack, inner, readers, base, scheduler,
+                                         rounding, lossless)
+    instead = lossless_instead(tail, trial, plain, lossless, budget)
+    return dataclasses.replace(lv, tail=tail, tail_trial=trial if trial and len(trial) > 1 else None,
+                               lossless_trial=plain, lossless=instead)
 
 
 def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
                            scheduler: str | None, explicit: Any = None, readers: Any = None,
-                           base: list[dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
+                           base: list[dict[str, Any]] | None = None, lossless: Any = None,
+                           budget: Any = None) -> dict[str, LossyVariable]:
     """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
-    variable. Raises ValueError for a lossy variable that is not rewritten."""
+    variable (``lossless``, ``budget``: as for ``prepare_lossy``). Raises ValueError for a lossy
+    variable that is not rewritten."""
     from zopt.lossy.spec import parse_lossy
 
     specs = parse_lossy(lossy)
@@ -436,7 +398,8 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     if outside:
         raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
-    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base)
+    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base,
+                         lossless=lossless, budget=budget)
 
 
 def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,

@@ -17,7 +17,6 @@ per-chunk scales cannot be written with ``scale_offset``, whose parameters are p
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -29,11 +28,11 @@ __all__ = ["check_relative", "keep_mask", "rel_keepbits"]
 def rel_keepbits(name: str, rel: float, dtype: Any) -> int:
     """The fewest mantissa bits ``K`` with ``2^-(K+1) <= rel`` for variable ``name`` (float ``dtype``).
 
-    Raises ValueError naming the variable and ``rel`` when ``rel`` is not a finite number > 0, or
+    Raises ValueError naming the variable and ``rel`` when ``rel`` is not in (0, 1), or
     needs more bits than ``dtype``'s mantissa (a bound below its precision).
     """
-    if not (rel > 0) or not math.isfinite(rel):
-        raise ValueError(f"lossy {name}: rel: the bound must be a finite number > 0, got {rel!r}")
+    if not 0 < rel < 1:
+        raise ValueError(f"lossy {name}: rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rel!r}")
     nmant = int(np.finfo(dtype).nmant)
     r = Fraction(rel)
     k = 0

@@ -109,8 +109,8 @@ def _parse_one(variable: str, text: str) -> LossySpec:
             raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
         return LossySpec(variable, "abs", number, pack=tail != "bytes", tail=tail)
     if method == "rel":
-        if not (number > 0) or not math.isfinite(number):
-            raise ValueError(f"{where}: rel: the bound must be a finite number > 0, got {rest!r}")
+        if not 0 < number < 1:  # R >= 1 allows any value within R·|x|: bitround would make powers of two
+            raise ValueError(f"{where}: rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rest!r}")
         return LossySpec(variable, "rel", number, tail=tail)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:

@@ -23,6 +23,12 @@ the inner chunk (up to 3 such dimensions; beyond, single dimensions and all-but-
 with every tail that all ``readers`` read (default: ``zarr-python``, i.e. plain zarr-python >= 3.2
 without zopt; ``--readers zopt`` adds ``lorenzo``, ``bytes`` and ``packbits``) and keeps the one
 storing the fewest bytes in total (ties: the order of ``ORDER``). ``abs:E:TAIL`` names the tail.
+``rel``, ``keepbits`` and ``info`` do the same with the rounded floats and ``REL_ORDER``.
+
+The same trial encodes the sampled chunks as they are with the lossless default's candidates
+(``lossless``): when the chain the menu would choose from them stores fewer bytes than the best
+tail, ``lossless_instead`` names it and the job writes the variable losslessly, saying so (no
+lossy mode stores more than lossless: issue 35).
 """
 
 from __future__ import annotations
@@ -34,13 +40,15 @@ import numpy as np
 
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
-__all__ = ["ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "sample_regions", "sample_sizes", "tail_codecs",
-           "with_storage"]
+__all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "lossless_instead", "sample_regions",
+           "sample_sizes", "tail_codecs", "with_storage"]
 
 #: inner chunks encoded per variable by the trial
 SAMPLES = 8
 PCODEC = {"name": "numcodecs.pcodec", "configuration": {"level": 8}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+#: prefix of the lossless default's candidates in a trial's sizes
+LOSSLESS = "lossless:"
 
 
 def lorenzo_variants(inner: Sequence[int]) -> list[str]:
@@ -171,33 +179,42 @@ def with_storage(chain: Any, tail: str) -> Any:
 
 def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
     """Bytes each of ``tails`` (``REL_ORDER``) stores for one inner chunk of values already
-    rounded as ``rel`` stores them."""
+    rounded as ``rel`` or keepbits store them."""
     values = np.ascontiguousarray(values)
     return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
 def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
-                token: str | None = None, rounding: Any = None) -> dict[str, int]:
+                token: str | None = None, rounding: Any = None,
+                lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:
     from zopt.io.sources import read_source
 
     values = np.asarray(read_source(src, name, region, token))
     if rounding is not None:
-        return rounded_sample_sizes(rounding(values), tails, base)
-    return sample_sizes(chain, values, tails, base)
+        out = rounded_sample_sizes(rounding(values, region), tails, base)
+    else:
+        out = sample_sizes(chain, values, tails, base)
+    for k, codecs in (lossless or {}).items():  # the lossless default's candidates, on the values as they are
+        out[LOSSLESS + k] = _encoded_size(np.ascontiguousarray(values), codecs)
+    return out
 
 
 def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
-                rounding: Any = None) -> tuple[str, dict | None]:
-    """(tail, sampled bytes per tail or None) for variable ``name`` of ``src`` (``var``: its source
-    variable; ``spec``: its ``LossySpec``; ``chain``: its ``AbsChain``, or for ``rel`` None and
-    ``rounding``, a picklable function of a chunk's values giving what ``rel`` stores): the named
-    tail, or the trial over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per
-    sampled chunk."""
+                rounding: Any = None, lossless: dict[str, list[dict[str, Any]]] | None = None
+                ) -> tuple[str, dict | None, dict | None]:
+    """(tail, sampled bytes per tail or None, sampled bytes of each ``lossless`` chain or None) for
+    variable ``name`` of ``src`` (``var``: its source variable; ``spec``: its ``LossySpec``;
+    ``chain``: its ``AbsChain``, or for ``rel`` and keepbits None and ``rounding``, a picklable
+    function of a chunk's values and region giving what is stored): the named tail, or the trial
+    over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk.
+    ``lossless``: ``{candidate: chain}`` of the lossless default (``zopt.planning.candidates``),
+    encoded on the same chunks as they are, so ``lossless_instead`` can tell whether the lossy
+    result stores more (issue 35: a DEM under ``info:0.99`` stored 1.37× its lossless size)."""
     if spec.tail != "auto":
-        return spec.tail, None
+        return spec.tail, None, None
     if not pack:  # the old ``pack=False`` flag of prepare_lossy
-        return "bytes", None
+        return "bytes", None, None
     import uuid
 
     import dask
@@ -209,10 +226,11 @@ def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool
     base = list(base) if base is not None else parse_chain(None)
     tails = candidates(readers, base, inner, REL_ORDER if rounding is not None else ORDER)
     regions_ = sample_regions(tuple(var.shape), inner)
-    if len(tails) == 1 or not regions_:
-        return tails[0], None
+    lossless = dict(lossless or {})
+    if (len(tails) == 1 and not lossless) or not regions_:
+        return tails[0], None, None
     token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding)
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding, lossless)
              for r in regions_]
     try:
         sizes = compute(tasks, scheduler, None, token)
@@ -220,4 +238,18 @@ def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool
         release(token)
     total = {t: sum(s[t] for s in sizes) for t in tails}
     best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
-    return best, total
+    plain = {k: sum(s[LOSSLESS + k] for s in sizes) for k in lossless} if lossless else None
+    return best, total, plain
+
+
+def lossless_instead(tail: str, total: dict[str, int] | None, plain: dict[str, int] | None,
+                     lossless: dict[str, list[dict[str, Any]]] | None, budget: Any = None) -> str | None:
+    """The lossless candidate to write instead of the lossy ``tail``, or None: the one the menu's
+    cost model (``zopt.planning.optimizer.choose``, ``budget``) picks from the sampled bytes
+    ``plain``, when it stores fewer bytes than ``tail`` did on the same chunks (``total``)."""
+    if not plain or not lossless or not total or tail not in total:
+        return None
+    from zopt.planning.optimizer import choose
+
+    picked = choose({k: (plain[k], 0.0) for k in lossless if k in plain}, lossless, budget).name
+    return picked if plain[picked] < total[tail] else None

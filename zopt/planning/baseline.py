@@ -6,7 +6,9 @@ named arrays of a Zarr v3 store with the codecs ``zarr.create_array`` picks when
 array per Dask task, and sums the bytes. Same inner chunks, same shards, same fill value and the
 same rule for chunks equal to the fill value (not stored), so the sum is what ``zarr`` alone
 would have written for the same data: the "vs zarr default" column of ``zopt recompress
---vs-default``. Nothing is written to disk.
+--vs-default``. Arrays the job wrote lossy (a ``zopt_lossy`` attribute) are encoded from the
+job's source, not from their rounded values (issue 35: zarr's default of the lossy output is not
+what zarr alone would have stored). Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -49,12 +51,18 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
 
 
 def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  shard: tuple[int, ...] | None) -> int:
-    """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array."""
+                  shard: tuple[int, ...] | None, source: Any = None, token: str | None = None) -> int:
+    """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its
+    values in ``store``, or with ``source`` the same variable's values there."""
     from zarr.storage import MemoryStore
 
     src = zarr.open_array(store, path=name, mode="r")
-    values = src[region]
+    if source is None:
+        values = src[region]
+    else:
+        from zopt.io.sources import read_source
+
+        values = np.asarray(read_source(source, name, region, token), dtype=src.dtype)
     stored: dict[str, Any] = {}
     out = zarr.create_array(MemoryStore(stored), shape=values.shape, dtype=src.metadata.data_type, chunks=inner, shards=shard,
                             fill_value=src.metadata.fill_value)
@@ -62,18 +70,25 @@ def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple
     return sum(len(v) for k, v in stored.items() if not k.endswith("zarr.json"))
 
 
-def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], scheduler: str | None = None
-                       ) -> dict[str, int]:
+def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], scheduler: str | None = None,
+                       source: str | os.PathLike | Any = None) -> dict[str, int]:
     """Bytes zarr's default codecs would store for each array ``names`` of the Zarr v3 ``store``
     (a local path, a URL or a zarr Store), on its own inner chunks and shards.
+
+    source : the job's source (what ``zopt.io.sources.read_source`` reads: a path, a URL, files
+        combined); the arrays with a ``zopt_lossy`` attribute are encoded from its values.
 
     One Dask task per shard (or per ~64 MiB of chunks when unsharded), run on ``scheduler`` as
     ``zopt.job.recompress`` runs its own. Returns ``{name: bytes}``; 0-d arrays are skipped.
     """
+    import uuid
+
     import dask
 
     from zopt.compat.scheduling import compute
+    from zopt.io.sources import release
 
+    token = f"baseline-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     store = os.fspath(store) if isinstance(store, str | os.PathLike) else store
     tasks = []
     for name in names:
@@ -82,10 +97,18 @@ def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], sch
             continue
         inner, shard = _grids(array)
         step = _task_shape(tuple(array.shape), inner, shard, array.dtype.itemsize)
+        original = source if source is not None and "zopt_lossy" in array.attrs else None
+        if isinstance(original, os.PathLike):
+            original = os.fspath(original)
         for start in np.ndindex(*(math.ceil(s / k) for s, k in zip(array.shape, step, strict=True))):
             region = tuple(slice(i * k, min((i + 1) * k, s)) for i, k, s in zip(start, step, array.shape, strict=True))
-            tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard)))
+            tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard, original,
+                                                                        token)))
     out = dict.fromkeys(names, 0)
-    for (name, _), n in zip(tasks, compute([t for _, t in tasks], scheduler, None), strict=True):
+    try:
+        results = compute([t for _, t in tasks], scheduler, None, token)
+    finally:
+        release(token)  # this process's (local schedulers); workers release their own
+    for (name, _), n in zip(tasks, results, strict=True):
         out[name] += n
     return out

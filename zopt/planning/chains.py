@@ -9,13 +9,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
-__all__ = ["DEFAULT_CHAIN", "chains_to_check", "menu_chains", "parse_chain", "split_chain", "split_for", "with_checksum", "with_decision"]
+__all__ = ["DEFAULT_CHAIN", "chains_to_check", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
+           "with_checksum", "with_decision"]
 
 #: the default target chain for types of 2 bytes and more (``zopt.planning.menu.default_chain`` gives
 #: each data type's): raw bytes, then shuffle+zstd where they make the chunk smaller
@@ -112,6 +114,49 @@ def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = 
     return zarr.Array(AsyncArray(metadata=new_meta, store_path=aa.store_path, config=aa.config))
 
 
+def _itemsize(data_type: Any) -> int | None:
+    """Bytes per element of a ``cast_value`` target (a Zarr data type name), None if unknown."""
+    try:
+        return np.dtype(data_type).itemsize
+    except TypeError:
+        pass
+    try:
+        from zopt.dtypes.numeric import zarr_dtype
+
+        return zarr_dtype(data_type).to_native_dtype().itemsize
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def sized_chain(chain: list[dict[str, Any]], dtype: Any) -> list[dict[str, Any]]:
+    """``chain`` (codec JSON) for an array of ``dtype``, with every ``shuffle`` (inside
+    ``conditional`` too) that names no ``element_size`` and every ``blosc`` that names no
+    ``typesize`` given the item size of what it receives, where a ``cast_value`` before it changed
+    the data type. zarr sizes them from the array's data type, whatever comes before: issue 35
+    found files packed differently (float64 re-expressed as int16 codes) written with a shuffle of
+    element size 8 over 2-byte codes. Other chains are returned unchanged."""
+    itemsize = None  # None: the array's own data type, which zarr gives them
+
+    def sized(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        nonlocal itemsize
+        out = []
+        for c in codecs:
+            conf = dict(c.get("configuration") or {})
+            name = c.get("name")
+            if name == "cast_value" and "data_type" in conf:
+                itemsize = _itemsize(conf["data_type"])
+            elif itemsize is not None and name == "shuffle" and conf.get("element_size") is None:
+                c = {**c, "configuration": {**conf, "element_size": itemsize}}
+            elif itemsize is not None and name == "blosc" and conf.get("typesize") is None:
+                c = {**c, "configuration": {**conf, "typesize": itemsize}}
+            elif name == "conditional" and isinstance(conf.get("codecs"), list):
+                c = {**c, "configuration": {**conf, "codecs": sized(conf["codecs"])}}
+            out.append(c)
+        return out
+
+    return sized([dict(c) for c in chain])
+
+
 def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
     """The chain of one variable: a given chain for every variable, else ``zopt.planning.menu``'s default
     for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
@@ -122,28 +167,37 @@ def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[s
 
 def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
                  codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: Any, layout: str,
-                 scheduler: str | None, job_id: str, partial: Any) -> dict[str, Any]:
+                 scheduler: str | None, job_id: str, partial: Any, repacks: dict | None = None,
+                 chosen: dict | None = None) -> dict[str, Any]:
     """``{name: zopt.planning.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (issue
     26): without ``codecs`` and plan, every numeric variable that is not lossy, by trial tasks run
     on ``scheduler`` (``zopt.planning.optimizer.choose_chains``; an explicit ``decision`` keeps the menu to
     candidates with a mask, ``fixed-slot`` to chains with a size bound); with a plan, the chains
     it recorded (no trials); a resumed job (``partial``: its store) keeps its first run's chains.
-    Raises ValueError naming ``budget``, ``menu`` or ``readers``."""
+    ``repacks``: ``{name: zopt.io.packing.Repack}`` of files packed differently: the menu of the
+    integers, each chain after the re-expression's two codecs (issue 35: the menu chose on the
+    floats and its choice was not written). ``chosen``: choices already made (a lossy variable
+    written lossless), kept as they are. Raises ValueError naming ``budget``, ``menu`` or ``readers``."""
     from zopt.planning.optimizer import MenuChoice, chains_in_store, choose_chains, parse_budget
 
     b = parse_budget(budget)  # a bad budget is refused whatever else is given
-    todo = [n for n in names if n not in lossy_vars and source[n].dtype.kind in "biuf"]
+    done = dict(chosen or {})
+    todo = [n for n in names if n not in lossy_vars and n not in done and source[n].dtype.kind in "biuf"]
+    repacks = {n: r for n, r in (repacks or {}).items() if n in todo}
     if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
-        return {n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
-                for n in todo if (ap := plan.arrays.get(n)) is not None and ap.chain is not None}
+        return {**done, **{n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
+                           for n in todo if n not in repacks and (ap := plan.arrays.get(n)) is not None
+                           and ap.chain is not None}}
     if codecs is not None or plan is not None or not todo:
-        return {}
+        return done
     if isinstance(partial, str | os.PathLike):
-        return {n: MenuChoice(name="resumed", chain=c, budget=b) for n, c in chains_in_store(os.fspath(partial), todo).items()}
+        return {**done, **{n: MenuChoice(name="resumed", chain=c, budget=b)
+                           for n, c in chains_in_store(os.fspath(partial), todo).items()}}
     explicit_decision = not (isinstance(decision, str) and decision == "compress_if_smaller")
-    return choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
-                         masks_only=explicit_decision, bounded_only=layout == "fixed-slot", scheduler=scheduler,
-                         token=job_id)
+    prefixes = {n: (r.filters(), np.dtype(r.int_dtype)) for n, r in repacks.items()}
+    return {**done, **choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
+                                    masks_only=explicit_decision, bounded_only=layout == "fixed-slot",
+                                    scheduler=scheduler, token=job_id, prefixes=prefixes)}
 
 
 def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,

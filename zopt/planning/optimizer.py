@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
 #: the default speed budget (see module docstring)
@@ -181,11 +181,11 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
 
 
 def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                 token: str | None = None, n: int = TRIAL_CHUNKS) -> list[np.ndarray]:
+                 token: str | None = None, n: int = TRIAL_CHUNKS, fill: Any = None) -> list[np.ndarray]:
     """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
     ``dtype``) of ``src``, read with ``zopt.io.sources.read_source``; edge chunks padded like the
-    writer pads them. A trial chunk equal to the fill value is kept (it costs little and weighs
-    nothing in the sizes)."""
+    writer pads them, with ``fill`` (default 0). A trial chunk equal to the fill value is kept (it
+    costs little and weighs nothing in the sizes)."""
     from zopt.io.sources import read_source
 
     native = np.dtype(dtype)
@@ -197,7 +197,8 @@ def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_sh
         if values.shape != chunk_shape:  # an edge chunk: padded like the writer does
             from zopt.codecs.grid import padded
 
-            values = np.ascontiguousarray(padded(values, chunk_shape, np.zeros((), native)))
+            pad = np.zeros((), native) if fill is None else np.asarray(fill, native)
+            values = np.ascontiguousarray(padded(values, chunk_shape, pad))
         chunks.append(values)
     return chunks
 
@@ -209,13 +210,15 @@ def _timed(chains: Mapping[str, Any]) -> bool:
     return not all(k in CANDIDATES for k in chains)
 
 
-def trial_task(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], timed: bool
-               ) -> dict[str, tuple[int, float]]:
-    """Dask task: ``trial_encode`` of ``chunks`` (from ``trial_chunks``) with ``chains``."""
+def trial_task(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], timed: bool,
+               fill: Any = None) -> dict[str, tuple[int, float]]:
+    """Dask task: ``trial_encode`` of ``chunks`` (from ``trial_chunks``) with ``chains``; ``fill``:
+    the array's fill value (default 0)."""
     if not chunks:
         return {k: (0, 0.0) for k in chains}
     native = chunks[0].dtype
-    return trial_encode(chunks, chains, zarr_data_type(native), np.zeros((), native), timed=timed)
+    return trial_encode(chunks, chains, zarr_data_type(native),
+                        np.zeros((), native) if fill is None else np.asarray(fill, native), timed=timed)
 
 
 def raw_bytes_of(chunks: Sequence[np.ndarray]) -> int:
@@ -248,10 +251,28 @@ def zarr_data_type(native: np.dtype) -> Any:
     return get_data_type_from_native_dtype(native)
 
 
+def menu_candidates(dtype: Any, menu: Any = None, readers: Any = None, masks_only: bool = False,
+                    bounded_only: bool = False, name: str = "") -> dict[str, list[dict[str, Any]]]:
+    """``{candidate: chain}`` of ``zopt.planning.candidates.menu_for(dtype, menu, readers)`` that keep
+    a per-chunk mask (``masks_only``: an explicit decision) and have a size bound
+    (``bounded_only``: fixed-slot shards). Raises ValueError naming ``menu`` (and variable
+    ``name``) when none is left, or ``budget``/``readers`` as ``menu_for`` does."""
+    from zopt.planning.candidates import CANDIDATES, menu_for
+
+    every = menu_for(dtype, menu, readers)
+    chains = {k: v for k, v in every.items() if (CANDIDATES[k].keeps_mask or not masks_only)
+              and (CANDIDATES[k].bounded or not bounded_only)}
+    if not chains:
+        raise ValueError(f"menu: no candidate of {list(every)} for {name!r} keeps a "
+                         "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
+                         f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}")
+    return chains
+
+
 def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]], *,
                   menu: Any = None, budget: Any = None, readers: Any = None, masks_only: bool = False,
-                  bounded_only: bool = False, scheduler: str | None = None, token: str | None = None
-                  ) -> dict[str, MenuChoice]:
+                  bounded_only: bool = False, scheduler: str | None = None, token: str | None = None,
+                  prefixes: Mapping[str, tuple[list[dict[str, Any]], Any]] | None = None) -> dict[str, MenuChoice]:
     """Choose each variable's chain from the menu: for each variable with more than one applicable
     candidate, a ``trial_chunks`` task, one ``trial_task`` per candidate and a ``choose_task``, all
     run as one Dask graph (``zopt.compat.scheduling.compute``).
@@ -260,25 +281,24 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
     (inner chunk shape, shard shape or None)}``. menu, readers : as for
     ``zopt.planning.candidates.menu_for``; masks_only : only candidates keeping the ``conditional`` mask
     (an explicit ``decision`` must be honoured); bounded_only : only chains with a known bound on
-    their encoded size (``fixed-slot`` shards). Raises ValueError naming ``budget``, ``menu`` or
-    ``readers``.
+    their encoded size (``fixed-slot`` shards). prefixes : ``{name: (array → array codecs JSON,
+    the data type they give)}``: the menu of that data type, each chain after those codecs, tried
+    on the variable's values (files packed differently, re-expressed as integers:
+    ``zopt.io.packing``; the trials pad and fill with NaN, the re-expression's fill). Raises
+    ValueError naming ``budget``, ``menu`` or ``readers``.
     """
     import dask
 
     from zopt.compat.scheduling import compute
-    from zopt.planning.candidates import CANDIDATES, menu_for
 
     b = parse_budget(budget)
     out: dict[str, MenuChoice] = {}
     tasks, pending = [], []
     for name, var in variables.items():
-        chains = menu_for(var.dtype, menu, readers)
-        chains = {k: v for k, v in chains.items() if (CANDIDATES[k].keeps_mask or not masks_only)
-                  and (CANDIDATES[k].bounded or not bounded_only)}
-        if not chains:
-            raise ValueError(f"menu: no candidate of {list(menu_for(var.dtype, menu, readers))} for {name!r} keeps a "
-                             "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
-                             f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}")
+        prefix, dtype = (prefixes or {}).get(name, ([], var.dtype))
+        chains = {k: [*prefix, *v] for k, v in
+                  menu_candidates(dtype, menu, readers, masks_only, bounded_only, name).items()}
+        fill = np.nan if prefix else None
         if len(chains) == 1 or var.size == 0:
             first = next(iter(chains))
             out[name] = MenuChoice(name=first, chain=chains[first], budget=b)
@@ -288,9 +308,9 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
         # in parallel even when the job has one variable
         chunks = dask.delayed(trial_chunks, pure=False)(
             src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], token,
-            dask_key_name=f"zopt-menu-chunks-{name}-{token}")
+            TRIAL_CHUNKS, fill, dask_key_name=f"zopt-menu-chunks-{name}-{token}")
         timed = _timed(chains)
-        parts = [dask.delayed(trial_task, pure=False)(chunks, {k: v}, timed,
+        parts = [dask.delayed(trial_task, pure=False)(chunks, {k: v}, timed, fill,
                                                        dask_key_name=f"zopt-menu-trial-{name}-{k}-{token}")
                  for k, v in chains.items()]
         raw = dask.delayed(raw_bytes_of, pure=False)(chunks, dask_key_name=f"zopt-menu-raw-{name}-{token}")

@@ -30,12 +30,11 @@ import os
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from zopt.errors import ZoptError
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
 from zopt.readback.endpoints import (
     check_endpoint_types,
@@ -47,114 +46,19 @@ from zopt.readback.endpoints import (
 from zopt.readback.verify_nodes import compare_metadata as _compare_metadata
 from zopt.readback.verify_nodes import decode_fill as _decode_fill
 from zopt.readback.verify_nodes import plain as _plain
+from zopt.readback.verify_report import (
+    ArrayCheck,
+    ChunkDifference,
+    VariableCheck,
+    VerifyError,
+    VerifyReport,
+)
 
 __all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
 
 #: attributes that are not attributes of the array's data: lossy records and xarray's v2 dimension names
 _NOT_ATTRIBUTES = ("_FillValue", "_ARRAY_DIMENSIONS", "zopt_lossy")
 LOSSY_ATTRIBUTE = "zopt_lossy"
-
-
-class VerifyError(ZoptError, ValueError):
-    """``recompress --verify`` found a difference; the message names the arrays (one line)."""
-
-
-@dataclass
-class ChunkDifference:
-    """One inner chunk whose values differ: grid coordinates and element region in the destination's
-    chunk grid, differing elements, and the largest absolute difference over pairs of finite
-    numbers (array units; None when no such pair differs, e.g. a NaN payload)."""
-
-    coords: tuple[int, ...]
-    region: tuple[tuple[int, int], ...]
-    elements: int
-    max_abs_diff: float | None
-
-    def __str__(self) -> str:
-        where = ", ".join(f"{a}:{b}" for a, b in self.region)
-        diff = "" if self.max_abs_diff is None else f", max |diff| {self.max_abs_diff:.6g}"
-        return f"chunk {'.'.join(map(str, self.coords)) or '0'} [{where}]: {self.elements} element(s){diff}"
-
-
-@dataclass
-class ArrayCheck:
-    """The comparison of one array. Errors in the array's units (relative: dimensionless).
-
-    ``violations``: values beyond the bound, or (lossless) elements whose bits differ;
-    ``metadata``: one text per metadata difference; ``problem``: the array could not be compared
-    (absent from one store, shapes differ); ``differing_chunks`` of ``chunks`` inner chunks, the
-    first few in ``first_differences`` (grid order)."""
-
-    name: str
-    kind: str = "lossless"  # "lossless", "abs", "keepbits"
-    bound: str = ""
-    elements: int = 0
-    violations: int = 0
-    special_mismatches: int = 0  # NaN, ±Infinity or sentinel positions not preserved (lossy)
-    max_abs_error: float = 0.0
-    max_rel_error: float = 0.0
-    keepbits: str = ""
-    information_kept: float | None = None
-    problem: str = ""
-    metadata: list[str] = field(default_factory=list)
-    chunks: int = 0
-    differing_chunks: int = 0
-    first_differences: list[ChunkDifference] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return (not self.problem and not self.metadata and self.violations == 0 and self.special_mismatches == 0
-                and self.differing_chunks == 0)
-
-    def summary(self) -> str:
-        """What differs, in one line ("" when ok)."""
-        parts = [self.problem] if self.problem else []
-        parts += self.metadata
-        if self.differing_chunks:
-            parts.append(f"{self.differing_chunks} of {self.chunks} chunks differ, first: "
-                         + "; ".join(map(str, self.first_differences)))
-        elif self.violations or self.special_mismatches:
-            parts.append(f"{self.violations} value(s) beyond the bound, {self.special_mismatches} special value(s) moved")
-        return "; ".join(parts)
-
-
-VariableCheck = ArrayCheck  # the name zopt.readback.verify used
-
-
-@dataclass
-class VerifyReport:
-    """Every array compared; ``ok`` when every check passes."""
-
-    src: str
-    dst: str
-    checks: list[ArrayCheck] = field(default_factory=list)
-    #: differences outside the arrays (``zopt.readback.verify_nodes``): group attributes, consolidated copy
-    nodes: list[str] = field(default_factory=list)
-    #: source arrays with broken metadata left out (``skip_broken``), not compared
-    skipped: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks) and not self.nodes
-
-    @property
-    def failed(self) -> list[ArrayCheck]:
-        return [c for c in self.checks if not c.ok]
-
-    def failure_line(self) -> str:
-        """One line naming each array that differs and how ("" when ok)."""
-        bad = self.failed
-        if not bad and not self.nodes:
-            return ""
-        arrays = (f"{len(bad)} array(s) break their bound or differ: "
-                  + "; ".join(f"{c.name or '(root array)'} ({c.summary()})" for c in bad)) if bad else ""
-        nodes = f"{len(self.nodes)} other difference(s): " + "; ".join(self.nodes) if self.nodes else ""
-        return "verify: " + "; ".join(x for x in (arrays, nodes) if x)
-
-    def success_line(self) -> str:
-        lossy = sum(c.kind != "lossless" for c in self.checks)
-        return (f"verified {self.dst} against {self.src}: {len(self.checks)} array(s), metadata and values "
-                + ("bit for bit" if not lossy else f"bit for bit ({lossy} within their lossy bound)"))
 
 
 def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
@@ -378,8 +282,11 @@ def verify(
     (against each node's own ``zarr.json``) are compared too (``zopt.readback.verify_nodes``;
     ``VerifyReport.nodes``).
 
-    Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, in ``arrays`` order, else the
-    destination's then the source's others; see the module docstring for what is compared).
+    Returns a ``VerifyReport`` (one ``ArrayCheck`` per array, sorted by name; see the module
+    docstring for what is compared). A variable of several files packed differently
+    (``concat_dim``, ``zopt.io.packing``) is compared bit for bit with the files' exact decimal
+    values ``p·scale + offset`` and labelled ``re-expressed``: xarray's CF decoding of a file
+    rounds its own float sum and may differ from those in the last bit.
     Raises FileNotFoundError for a missing store, ValueError when ``dst`` is not a Zarr store or
     an array of ``arrays`` is in neither store, and the readers' errors for a corrupt chunk
     (``zopt.errors``, naming the chunk key).
@@ -433,9 +340,9 @@ def verify(
             unknown = [n for n in arrays if n not in theirs and n not in ours]
             if unknown:
                 raise ValueError(f"arrays: {unknown} are in neither store; {dst!r} has {sorted(ours)}")
-            names = list(dict.fromkeys(arrays))
+            names = sorted(dict.fromkeys(arrays))
         else:
-            names = [*ours, *(n for n in theirs if n not in ours)]
+            names = sorted({*ours, *theirs})
         unknown = sorted(set(bounds or {}) - set(ours))
         if unknown:
             raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
@@ -460,11 +367,13 @@ def verify(
             check.kind = kind_of(d.lossy)
             if d.lossy is not None:
                 check.bound, check.keepbits = bound_text(d.lossy)
+            elif combined and name in getattr(src, "repacks", {}):  # not the files' own CF float decoding
+                check.kind, check.bound = "re-expressed", "exact decimals p·scale+offset"
             if s.shape != d.shape or s.dtype != d.dtype:
                 continue  # values of other shapes or types are not compared
             sentinels: tuple[Any, ...] = ()
             if d.lossy is not None:
-                from zopt.lossy.prepare import sentinels_of
+                from zopt.lossy.rounding import sentinels_of
 
                 sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
             for region in regions(d.shape, d.unit):
