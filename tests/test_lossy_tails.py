@@ -314,3 +314,17 @@ def test_docs_mention_every_tail():
     text = (Path(__file__).parent.parent / "docs" / "lossy.md").read_text()
     for tail in ORDER:
         assert f"`{tail}`" in text
+
+
+def test_a_codecs_chain_with_bytes_without_endian_is_tried_as_written_little_endian():
+    """zarr 3.4 refuses ``bytes`` without ``endian`` for multi-byte types; the job writes it
+    little-endian (planning.chains.split_chain), and the tail trials of ``rel``/``info`` encode the
+    same chain (docs/lossy.md's --codecs example failed on zarr 3.4 before)."""
+    from zopt.lossy.tails import rounded_sample_sizes
+
+    values = np.linspace(0, 1, 4096, dtype=np.float32).reshape(64, 64)
+    base = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 3}}]
+    sizes = rounded_sample_sizes(values, ["bytes"], base)
+    little = rounded_sample_sizes(values, ["bytes"], [{"name": "bytes", "configuration": {"endian": "little"}},
+                                                      base[1]])
+    assert sizes == little and 0 < sizes["bytes"] < values.nbytes

@@ -151,7 +151,10 @@ def _encoded_size(codes: np.ndarray, codecs: list[dict[str, Any]]) -> int:
     from zopt.dtypes.numeric import zarr_dtype
 
     spec = chunk_spec(codes.shape, zarr_dtype(codes.dtype.name), 0)
-    enc = ChunkEncoder([resolve_codec(c, where="lossy tail") for c in codecs], spec).with_decision(CompressIfSmaller())
+    from zopt.planning.chains import little_endian_bytes
+
+    # the chain as the job writes it: a ``bytes`` without endian is little-endian (zarr 3.4 refuses it)
+    enc = ChunkEncoder([resolve_codec(little_endian_bytes(c), where="lossy tail") for c in codecs], spec).with_decision(CompressIfSmaller())
     return int(enc.encode(np.ascontiguousarray(codes), (0,) * codes.ndim).data.size)
 
 

@@ -16,7 +16,7 @@ from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
-__all__ = ["DEFAULT_CHAIN", "chains_to_check", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
+__all__ = ["DEFAULT_CHAIN", "chains_to_check", "little_endian_bytes", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
            "with_checksum", "with_decision"]
 
 #: the default target chain for types of 2 bytes and more (``zopt.planning.menu.default_chain`` gives
@@ -48,6 +48,14 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
     return chain
 
 
+def little_endian_bytes(codec: dict[str, Any]) -> dict[str, Any]:
+    """A ``bytes`` codec's JSON given without ``endian`` made little-endian (see ``split_chain``);
+    any other codec's JSON as it is."""
+    if codec.get("name") == "bytes" and not (codec.get("configuration") or {}).get("endian"):
+        return {"name": "bytes", "configuration": {**(codec.get("configuration") or {}), "endian": "little"}}
+    return codec
+
+
 def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
     """Codec objects for ``filters``/``serializer``/``compressors`` from a JSON chain.
 
@@ -70,9 +78,7 @@ def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
         if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
             raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
                              f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
-        if c.get("name") == "bytes" and not (c.get("configuration") or {}).get("endian"):
-            c = {"name": "bytes", "configuration": {**(c.get("configuration") or {}), "endian": "little"}}
-        codec = resolve_codec(c, where=f"codecs[{i}]")
+        codec = resolve_codec(little_endian_bytes(c), where=f"codecs[{i}]")
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):
