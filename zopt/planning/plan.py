@@ -71,10 +71,10 @@ def _mask_dtype(header_bits: int) -> np.dtype:
     raise ValueError(f"header_bits: {header_bits} > 64 is not supported for plans")
 
 
-def fingerprint(digests: np.ndarray, digest_windows: tuple[int, int] | None = None) -> str:
+def fingerprint(digests: np.ndarray, digest_windows: tuple[int, ...] | None = None) -> str:
     """Content fingerprint of an array from its per-chunk crc32c grid: BLAKE2b-128 hex.
 
-    digest_windows : ``(fraction, windows)`` when the digests cover sample windows (hashed in,
+    digest_windows : ``ArrayPlan.digest_windows`` when the digests cover sample windows (hashed in,
     so a windowed fingerprint never equals a whole-chunk one); None for whole chunks.
     """
     h = hashlib.blake2b(digest_size=16)
@@ -99,8 +99,9 @@ class ArrayPlan:
     digests: np.ndarray  # crc32c per chunk (uint32), the content the plan was made for
     stats: dict[str, float] = field(default_factory=dict)
     ratios: np.ndarray | None = None  # estimated raw/stored per chunk (float32; NaN: fill chunks)
-    # (fraction, windows) when the digests cover the sample windows of each fill-padded chunk
-    digest_windows: tuple[int, int] | None = None
+    # when the digests cover the sample windows of each fill-padded chunk: (fraction, windows,
+    # min_window) for spread windows, (fraction, windows) for the ends windows of zopt 0.1's plans
+    digest_windows: tuple[int, ...] | None = None
     # mantissa bits kept per chunk (uint8; zopt.lossy: bitround needs no decode step)
     keepbits: np.ndarray | None = None
     # the whole target chain chosen from the codec menu (zopt.planning.optimizer), and the choice with its
@@ -125,7 +126,8 @@ class ArrayPlan:
         values = np.asarray(values)
         chunk = padded(values, tuple(self.chunk_shape), np.asarray(fill, dtype=values.dtype))
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
-        return chunk_digest(sampled_bytes(raw, *self.digest_windows))
+        fraction, windows, *spread = self.digest_windows  # (fraction, windows): a plan of zopt 0.1, ends windows
+        return chunk_digest(sampled_bytes(raw, fraction, windows, spread[0] if spread else None))
 
     def validate(self) -> None:
         """Raise ValueError when a mask sets bits beyond the codec list (reserved bits)."""
@@ -365,11 +367,15 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
     return masks.reshape(grid).astype(_mask_dtype(int(ds.attrs["header_bits"]))), used
 
 
-def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
-    """(fraction, windows) of an analysis whose digests cover sample windows, else None."""
+def _digest_windows(ds: xr.Dataset) -> tuple[int, ...] | None:
+    """``zopt.planning.sampling.window_spec`` of an analysis whose digests cover sample windows, else
+    None; an analysis saved by zopt 0.1 (no ``placement`` attribute) sampled the chunk's ends."""
+    from zopt.planning.sampling import window_spec
+
     if ds.attrs.get("digest_scope", "chunk") != "windows":
         return None
-    return max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"])
+    return window_spec(max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"]),
+                       str(ds.attrs.get("placement", "ends")))
 
 
 def _menu_fields(ds: xr.Dataset) -> dict[str, Any]:
