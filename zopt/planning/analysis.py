@@ -66,6 +66,7 @@ from zopt.planning.sampling import (
     window_spec,
 )
 from zopt.planning.trials import DEFAULT_CANDIDATES, candidate_codecs
+from zopt.store.raw_read import MIN_WINDOW
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -122,6 +123,7 @@ def analyze_array(
     task_bytes: int = TASK_BYTES,
     windows: int = ANALYSIS_WINDOWS,
     placement: str = "spread",
+    min_window: int = MIN_WINDOW,
     read: str = "auto",
     decode_times: bool = False,
     menu: Any = None,
@@ -136,8 +138,8 @@ def analyze_array(
     sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for the whole chunk.
     windows : number of windows the sample is made of.
     placement : ``"spread"`` (default): one window centred in each of ``windows`` equal parts of
-        the chunk, each at least 4 KiB (``zopt.store.raw_read.analysis_windows``; the sample is
-        then more than ``sample`` of chunks under ``windows * 4 KiB * (1 / sample)`` bytes);
+        the chunk, each at least ``min_window`` bytes (default 4 KiB; ``zopt.store.raw_read.analysis_windows``;
+        the sample is then more than ``sample`` of chunks under ``windows * min_window / sample`` bytes);
         ``"ends"``: windows evenly spaced from the chunk's first byte to its last (zopt 0.1's
         analysis; its estimates are biased where a chunk's first and last rows differ from the
         rest, as the polar and land rows of a lat-lon field: docs/benchmarks.md).
@@ -176,8 +178,8 @@ def analyze_array(
         raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
         raise ValueError(f"windows: {windows!r} must be an integer >= 1")
-    spec = window_spec(1, windows, placement)  # checks placement
-    min_window = spec[2] if len(spec) > 2 else None
+    spec = window_spec(1, windows, placement, min_window)  # checks placement and min_window
+    spread = spec[2] if len(spec) > 2 else None
     store = os.fspath(store)
     array = open_array(store, path=name, mode="r")
     chunk_shape = _analysis_chunk_shape(array, chunks)
@@ -196,7 +198,7 @@ def analyze_array(
         codecs_arg = dask.delayed(wrapped_codecs_json, pure=True)(choice, codecs_json)
     tasks = [
         dask.delayed(analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times, min_window,
+            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times, spread,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
@@ -238,7 +240,7 @@ def analyze_array(
         array=name, store=store, shape=list(array.shape), chunk_shape=list(chunk_shape), dtype=str(array.dtype),
         codecs=json.dumps(wrapped), header_bits=header_bits,
         sample=-1.0 if sample is None else float(sample), windows=int(windows), placement=placement,
-        min_window=-1 if min_window is None else int(min_window), early_out_entropy=float(early_out_entropy),
+        min_window=-1 if spread is None else int(spread), early_out_entropy=float(early_out_entropy),
         read=mode, digest_scope="windows" if mode == "windows" else "chunk", decode_times=int(decode_times),
         seconds=seconds, zopt_version=__version__,
     )

@@ -374,8 +374,9 @@ def _digest_windows(ds: xr.Dataset) -> tuple[int, ...] | None:
 
     if ds.attrs.get("digest_scope", "chunk") != "windows":
         return None
+    spread = int(ds.attrs.get("min_window", -1))
     return window_spec(max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"]),
-                       str(ds.attrs.get("placement", "ends")))
+                       str(ds.attrs.get("placement", "ends")), *((spread,) if spread > 0 else ()))
 
 
 def _menu_fields(ds: xr.Dataset) -> dict[str, Any]:

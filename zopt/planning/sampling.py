@@ -27,12 +27,15 @@ ANALYSIS_WINDOWS = 16
 PLACEMENTS = ("spread", "ends")
 
 
-def window_spec(fraction: int, windows: int, placement: str) -> tuple[int, ...]:
-    """``(fraction, windows)`` for ends windows, ``(fraction, windows, MIN_WINDOW)`` for spread
-    ones: the arguments of ``analysis_windows`` (and a plan's ``digest_windows``)."""
+def window_spec(fraction: int, windows: int, placement: str, min_window: int = MIN_WINDOW) -> tuple[int, ...]:
+    """``(fraction, windows)`` for ends windows, ``(fraction, windows, min_window)`` for spread
+    ones: the arguments of ``analysis_windows`` (and a plan's ``digest_windows``). Raises
+    ValueError for another placement or a ``min_window`` that is not a positive multiple of 64."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement: {placement!r} is not one of {list(PLACEMENTS)}")
-    return (fraction, windows) if placement == "ends" else (fraction, windows, MIN_WINDOW)
+    if isinstance(min_window, bool) or not isinstance(min_window, int) or min_window < 64 or min_window % 64:
+        raise ValueError(f"min_window: {min_window!r} must be a positive multiple of 64 bytes")
+    return (fraction, windows) if placement == "ends" else (fraction, windows, min_window)
 
 
 def analyze_region(
