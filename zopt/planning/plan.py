@@ -108,6 +108,8 @@ class ArrayPlan:
     # trials (MenuChoice.to_json()); None for plans made without a menu
     chain: list[dict[str, Any]] | None = None
     choice: dict[str, Any] | None = None
+    # the array's dimension names (axis labels of its picture); None in plans made before zopt 0.2
+    dims: tuple[str, ...] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -227,7 +229,8 @@ class Plan:
             g.attrs.update({"array": name, "codecs": ap.codecs, "header_bits": ap.header_bits, "shape": list(ap.shape),
                             "chunk_shape": list(ap.chunk_shape), "dtype": ap.dtype, "fingerprint": ap.fingerprint,
                             "digest_windows": None if ap.digest_windows is None else list(ap.digest_windows),
-                            "stats": ap.stats, **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
+                            "stats": ap.stats, **({"dims": list(ap.dims)} if ap.dims is not None else {}),
+                            **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
             g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or None)
             g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
             if ap.ratios is not None:
@@ -256,6 +259,7 @@ class Plan:
                 digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
                 chain=list(a["chain"]) if a.get("chain") is not None else None,
                 choice=dict(a["menu_choice"]) if a.get("menu_choice") is not None else None,
+                dims=tuple(str(d) for d in a["dims"]) if a.get("dims") is not None else None,
             )
             if ap.fingerprint != a["fingerprint"]:
                 raise ValueError(f"plan: {key!r}: stored fingerprint does not match its digests (corrupt plan)")
@@ -417,6 +421,7 @@ def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callab
                    "estimated_bytes": float(chosen[stored].sum())},
             ratios=np.where(stored, ds["raw_bytes"].values.reshape(-1) / np.maximum(chosen, 1), np.nan)
             .reshape(masks.shape).astype(np.float32),
+            dims=tuple(str(d).removeprefix("chunk_") for d in ds["raw_bytes"].dims),
             **menu,
         )
     name = policy if isinstance(policy, str) else "function"
