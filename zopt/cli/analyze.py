@@ -7,7 +7,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import Location
-from zopt.cli.tables import console
+from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.cli.tables import plan_table as _plan_table
 from zopt.compat.scheduling import scheduler_option
@@ -33,6 +33,7 @@ def _analysis_options(command):
         click.option("--budget", default=None, help="The speed budget of the --menu choice: a number > 0 (default 1) or 'inf'."),
         click.option("--readers", default=None, help="With --menu: only chains these readers all read (zopt, zarr-python, "
                      "tensorstore, zarrs)."),
+        wide_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -111,7 +112,7 @@ def _analysis_table(analyses, store) -> Table:
             _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
         )
     table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
-    return table
+    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"))
 
 
 class _PlanGroup(click.Group):
@@ -164,6 +165,7 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
 @plan.command("show")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw the masks over the chunk grid into this PNG.")
+@wide_option
 def plan_show(path, png) -> None:
     """Summarise a saved plan; --png draws its masks over the chunk grid."""
     from zopt.planning.plan import Plan
