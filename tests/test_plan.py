@@ -124,9 +124,9 @@ def test_sampled_analysis_estimates_and_nan_fraction(tmp_path):
     est, exact = sampled["encoded_bytes"].values, full["encoded_bytes"].values
     assert np.argmin(exact[1, 0]) == 2  # a smooth ramp: zstd alone
     assert est[1, 0, 2] == pytest.approx(exact[1, 0, 2], rel=0.1)
-    # ...but shuffle's estimate is half its size: the ramp's staircase of repeated values shuffled
-    # matches across the 16 spread windows more than along the whole chunk (docs/plans.md)
-    assert est[1, 0, 3] < 0.6 * exact[1, 0, 3]
+    # ...but shuffle's estimate is a third too small: the ramp's staircase of repeated values,
+    # shuffled, matches across the 12 evenly spaced windows more than along the whole chunk (docs/plans.md)
+    assert est[1, 0, 3] < 0.7 * exact[1, 0, 3]
     assert (est[..., 3] < est[..., 0]).all() and (est[..., 2] < est[..., 0]).all()
     assert sampled.attrs["sample"] == 1 / 16 and full.attrs["sample"] == -1.0
 

@@ -10,8 +10,8 @@ to choose that chunk's mask (``zopt.planning.plan``):
   runs) and of NaNs;
 - for every candidate mask of the wrapped codec list, the encoded size (bytes, as an estimate
   for the whole chunk) and the encode time (seconds, likewise), and with ``decode_times=True``
-  the decode time, by trial encoding a sample of the chunk (default: 16 windows of at least
-  4 KiB, one centred in each sixteenth of the chunk, totalling at least 1/16 of it; chunks of
+  the decode time, by trial encoding a sample of the chunk (default: 12 windows of at least
+  4 KiB, one centred in each twelfth of the chunk, totalling at least 1/16 of it; chunks of
   at most 64 KiB whole) or the whole chunk (``sample=None``). A task's trials run as batches where a
   codec allows it (``zopt.planning.trials.Trials``): one numpy shuffle for all samples, one blosc call for the zstd
   sizes of all samples (``zopt.codecs.sync.zstd_row_sizes``).

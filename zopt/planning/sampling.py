@@ -19,9 +19,10 @@ from zopt.store.raw_read import MIN_WINDOW
 
 __all__ = ["ANALYSIS_WINDOWS", "PLACEMENTS", "analyze_region", "fill_value_of", "read_mode", "task_regions", "window_spec"]
 
-#: sample windows per chunk (``zopt.store.raw_read.analysis_windows``): enough that a feature of a
-#: tenth of the chunk's rows (sea ice at the poles) is seen, each at least ``MIN_WINDOW`` bytes
-ANALYSIS_WINDOWS = 16
+#: sample windows per chunk (``zopt.store.raw_read.analysis_windows``), each at least ``MIN_WINDOW``
+#: bytes: enough to see a feature of a tenth of the chunk's rows (sea ice at one pole), few enough
+#: to keep the sample of a 256 KiB chunk at 48 KiB (docs/benchmarks.md, "Where the sample lies")
+ANALYSIS_WINDOWS = 12
 #: where the windows lie: spread through the chunk (the default), or at its ends (zopt 0.1's
 #: analysis, biased on lat-lon grids whose first and last rows are land or ice; for comparison)
 PLACEMENTS = ("spread", "ends")
