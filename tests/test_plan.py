@@ -369,7 +369,7 @@ def test_max_memory_refuses_a_job_before_writing(store, tmp_path):
 def test_cli_analyze_plan_show_png_and_recompress(store, tmp_path):
     src, a = store
     runner = CliRunner()
-    res = runner.invoke(main, ["analyze", str(src), "--chunks", "y=32,x=32", "-o", str(tmp_path / "an.zarr"), "--no-progress"])
+    res = runner.invoke(main, ["analyze", str(src), "--chunks", "y=32,x=32", "-o", str(tmp_path / "an.zarr"), "--no-progress", "--wide"])
     assert res.exit_code == 0, res.output
     assert "early out" in res.output and (tmp_path / "an.zarr").exists()
     res = runner.invoke(main, ["plan", str(src), "--analysis", str(tmp_path / "an.zarr"), "--policy", "min_gain",
