@@ -19,7 +19,8 @@ __all__ = ["analyze", "plan"]
 def _analysis_options(command):
     """The options of an analysis run, shared by ``analyze`` and ``plan create``."""
     options = [
-        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded."),
+        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded, at least: 12 windows of at least 4 KiB, "
+                     "one in each twelfth of the chunk (docs/plans.md)."),
         click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample."),
         click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
                      help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; "
