@@ -64,3 +64,5 @@ def test_window_count_and_placement_are_checked(nemo):
         analyze_array(nemo, "tos", placement="middle")
     with pytest.raises(ValueError, match=r"windows: 0 must be an integer >= 1"):
         analyze_array(nemo, "tos", windows=0)
+    with pytest.raises(ValueError, match=r"min_window: 100 must be a positive multiple of 64 bytes"):
+        analyze_array(nemo, "tos", min_window=100)

@@ -144,8 +144,8 @@ def analyze_array(
         analysis; its estimates are biased where a chunk's first and last rows differ from the
         rest, as the polar and land rows of a lat-lon field: docs/benchmarks.md).
     read : ``"full"`` reads every chunk whole; ``"windows"`` reads only the sample windows
-        (``zopt.store.raw_read``: raw-stored sources in a local directory store; 1/16 of the
-        bytes by default); ``"auto"`` (default) reads windows when the source allows it and
+        (``zopt.store.raw_read``: raw-stored sources in a local directory store; the sample's
+        bytes); ``"auto"`` (default) reads windows when the source allows it and
         ``sample`` is set. With window reads, ``digest`` is the crc32c of the sample windows
         of the fill-padded chunk (``digest_scope`` attribute ``"windows"``), so a plan checks
         those bytes at write time; with full reads it is the crc32c of the whole chunk's
@@ -163,8 +163,9 @@ def analyze_array(
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
     ``encode_seconds``, ``decode_seconds`` and ``early_out``; attributes name the array, its
     shape, the chunk shape, the codec list and ``header_bits``.
-    Raises ValueError for a bad ``sample``, ``chunks`` or ``read`` (or ``read="windows"`` on a
-    source that is not raw-stored locally), KeyError-like zarr errors for a missing array.
+    Raises ValueError for a bad ``sample``, ``chunks``, ``windows``, ``placement``, ``min_window``
+    or ``read`` (or ``read="windows"`` on a source that is not raw-stored locally), KeyError-like
+    zarr errors for a missing array.
     """
     import dask
 

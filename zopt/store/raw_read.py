@@ -8,7 +8,8 @@ buffers), without zarr's pipeline:
 - ``read_windows``: only the sample windows the analysis (``zopt.planning.analysis``) trial-encodes —
   ``windows`` byte windows of each analysed chunk in C order spread through it, about
   ``1/fraction`` of it (``analysis_windows``): 12 windows, at least 1/16 of the bytes, instead of all. A
-  window is cut into row segments along the last axis (contiguous in the stored chunk too); the
+  window is cut into row segments along the last axis, or along the trailing axes the analysed
+  chunk shares whole with the stored one (contiguous in the stored chunk too); the
   segments of one file are sorted and merged into ranges (gaps up to ``MERGE_GAP`` bytes are
   read through), one read per range.
 - ``read_region``: any region, reading from each stored chunk only the rows (along the first
