@@ -183,8 +183,7 @@ def _mask_panel(fig: Any, ax: Any, p: GridPanel, label: str, masks: np.ndarray, 
         return
     n = len(p.codecs)
     n_masks = 1 << n
-    cmap = ListedColormap(plt.get_cmap("tab10" if n_masks <= 10 else "tab20").colors[:n_masks])
-    cmap.set_bad(NOT_WRITTEN)
+    cmap = ListedColormap(plt.get_cmap("tab10" if n_masks <= 10 else "tab20").colors[:n_masks]).with_extremes(bad=NOT_WRITTEN)
     norm = BoundaryNorm(np.arange(n_masks + 1) - 0.5, n_masks)
     shown = np.ma.masked_less(masks, 0)
     im = ax.imshow(shown[None, :] if one_d else shown, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto",
