@@ -7,7 +7,7 @@ ratio. Only the grid dimensions with more than one chunk are drawn (a 20 × 1 ×
 of 20 cells). A 2-D grid is drawn as two heatmaps (row 0 at the bottom, integer chunk indices on
 the axes); an N-D grid as up to ``MAX_SLICES`` 2-D slices along its leading dimensions; a 1-D
 grid as a strip of masks and a bar chart of ratios. Axes are labelled with the dimension names
-(``dim 0`` … only for plans made before zopt recorded them). Ratios are on a log scale (one
+(``dim 0`` … only for plans saved without them, by zopt 0.1). Ratios are on a log scale (one
 700× chunk must not flatten the rest). A chunk equal to the fill value is not written: light
 grey in the mask panel, blank in the ratio panel. An array without a ``conditional`` codec has
 no masks: its left panel says which one chain every chunk gets and which chunks were written.

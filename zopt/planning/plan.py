@@ -108,7 +108,7 @@ class ArrayPlan:
     # trials (MenuChoice.to_json()); None for plans made without a menu
     chain: list[dict[str, Any]] | None = None
     choice: dict[str, Any] | None = None
-    # the array's dimension names (axis labels of its picture); None in plans made before zopt 0.2
+    # the array's dimension names (axis labels of its picture); None in plans saved without them (zopt 0.1)
     dims: tuple[str, ...] | None = None
 
     @property
