@@ -122,7 +122,11 @@ def test_sampled_analysis_estimates_and_nan_fraction(tmp_path):
     assert sampled["encoded_bytes"].values[..., 0].tolist() == full["encoded_bytes"].values[..., 0].tolist()
     # sizes from a sample are estimates for ranking masks (how well: benchmarks/plan_quality.py)
     est, exact = sampled["encoded_bytes"].values, full["encoded_bytes"].values
-    assert np.argmin(est[1, 0]) == np.argmin(exact[1, 0]) == 2  # a smooth ramp: zstd alone
+    assert np.argmin(exact[1, 0]) == 2  # a smooth ramp: zstd alone
+    assert est[1, 0, 2] == pytest.approx(exact[1, 0, 2], rel=0.1)
+    # ...but shuffle's estimate is a third too small: the ramp's staircase of repeated values,
+    # shuffled, matches across the 12 evenly spaced windows more than along the whole chunk (docs/plans.md)
+    assert est[1, 0, 3] < 0.7 * exact[1, 0, 3]
     assert (est[..., 3] < est[..., 0]).all() and (est[..., 2] < est[..., 0]).all()
     assert sampled.attrs["sample"] == 1 / 16 and full.attrs["sample"] == -1.0
 
@@ -365,7 +369,7 @@ def test_max_memory_refuses_a_job_before_writing(store, tmp_path):
 def test_cli_analyze_plan_show_png_and_recompress(store, tmp_path):
     src, a = store
     runner = CliRunner()
-    res = runner.invoke(main, ["analyze", str(src), "--chunks", "y=32,x=32", "-o", str(tmp_path / "an.zarr"), "--no-progress"])
+    res = runner.invoke(main, ["analyze", str(src), "--chunks", "y=32,x=32", "-o", str(tmp_path / "an.zarr"), "--no-progress", "--wide"])
     assert res.exit_code == 0, res.output
     assert "early out" in res.output and (tmp_path / "an.zarr").exists()
     res = runner.invoke(main, ["plan", str(src), "--analysis", str(tmp_path / "an.zarr"), "--policy", "min_gain",

@@ -85,7 +85,7 @@ def test_cli_presets_and_recompress_with_a_preset_vs_zarr_default(tmp_path):
     assert res.exit_code == 0 and "lossless-8bit" in res.output and "zstd" in res.output
     dst = tmp_path / "a.zarr"
     res = runner.invoke(main, ["recompress", A1B, str(dst), "--chunks", "time=12", "--shards", "time=120",
-                               "--preset", "archive", "--vs-default", "--no-progress"])
+                               "--preset", "archive", "--vs-default", "--no-progress", "--wide"])
     assert res.exit_code == 0, res.output
     assert "vs zarr default" in res.output
     meta = json.loads((dst / "air_temperature" / "zarr.json").read_text())

@@ -48,9 +48,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("fraction, windows", [(16, 2), (4, 3)])
+@pytest.mark.parametrize("fraction, windows, min_window", [(16, 12, 4096), (16, 2, None), (4, 3, 4096), (8, 16, 256)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, (*c[:4], np.dtype(c[4]).name, *c[5:]))))
-def test_window_reads_equal_the_sampled_bytes_of_whole_chunks(tmp_path, case, fraction, windows):
+def test_window_reads_equal_the_sampled_bytes_of_whole_chunks(tmp_path, case, fraction, windows, min_window):
     shape, stored, inner, chunk, dtype, endian, index_location = case
     data = _data(shape, dtype)
     z = _raw_array(tmp_path / "a.zarr", np.zeros(shape, dtype), stored, sharded_inner=inner, endian=endian,
@@ -66,13 +66,13 @@ def test_window_reads_equal_the_sampled_bytes_of_whole_chunks(tmp_path, case, fr
     assert reader is not None and reader.fits_windows(chunk)
     grid = tuple(s // c for s, c in zip(shape, chunk, strict=True))
     indices = list(np.ndindex(*grid))
-    samples, absent = reader.read_windows(chunk, indices, fraction, windows, np.zeros((), dtype))
+    samples, absent = reader.read_windows(chunk, indices, fraction, windows, np.zeros((), dtype), min_window)
     for k, idx in enumerate(indices):
         region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunk, strict=True))
         raw = np.ascontiguousarray(expected_full[region]).view(np.uint8).ravel()
-        np.testing.assert_array_equal(samples[k], sampled_bytes(raw, fraction, windows), err_msg=str(idx))
+        np.testing.assert_array_equal(samples[k], sampled_bytes(raw, fraction, windows, min_window), err_msg=str(idx))
         assert absent[k] == (idx[0] * chunk[0] >= shape[0] - block[0])
-    spans = analysis_windows(int(np.prod(chunk)) * np.dtype(dtype).itemsize, fraction, windows)
+    spans = analysis_windows(int(np.prod(chunk)) * np.dtype(dtype).itemsize, fraction, windows, min_window)
     assert samples.shape == (len(indices), sum(n for _, n in spans))
 
 
@@ -177,15 +177,18 @@ def test_a_plan_from_window_reads_checks_the_windows(tmp_path):
     src = tmp_path / "src.zarr"
     data = _source(src)
     plan = make_plan(analyze_array(src, "v", chunks=(128, 160)))
-    assert plan["v"].digest_windows == (16, 2)
+    assert plan["v"].digest_windows == (16, 12, 4096)
     plan.save(tmp_path / "plan.zarr")
     from zopt.planning.plan import Plan
 
     back = Plan.load(tmp_path / "plan.zarr")
-    assert back["v"].digest_windows == (16, 2) and back["v"].fingerprint == plan["v"].fingerprint
+    assert back["v"].digest_windows == (16, 12, 4096) and back["v"].fingerprint == plan["v"].fingerprint
     assert plan["v"].fingerprint != make_plan(analyze_array(src, "v", chunks=(128, 160), read="full"))["v"].fingerprint
     z = zarr.open_array(str(src), path="v", mode="r+")
-    # the windows of chunk (0, 0) are its first and last 8 KiB (rows 0..12 and 115..127)
+    # the 80 KiB chunk (0, 0) has 12 windows of 4 KiB, one centred in each twelfth: bytes 41000
+    # (row 64, column 10) lie between two, bytes 1960 (row 3, column 10) inside the first
+    assert analysis_windows(128 * 160 * 4, 16, 12)[0] == (1344, 4096)
+    assert analysis_windows(128 * 160 * 4, 16, 12)[5:7] == [(35456, 4096), (42304, 4096)]
     z[64, 10] = data[64, 10] + 1  # outside the windows: the plan still applies
     os.makedirs(tmp_path / "out", exist_ok=True)
     dst = tmp_path / "out" / "d.zarr"
@@ -196,6 +199,52 @@ def test_a_plan_from_window_reads_checks_the_windows(tmp_path):
     z[3, 10] = data[3, 10] + 1  # inside a window
     with pytest.raises(PlanMismatchError, match=r"made for other data: chunk \(0, 0\)"):
         recompress(src, dst, chunks=(128, 160), shards=(256, 320), plan=back, variables=["v"], overwrite=True)
+
+
+def test_a_plan_of_ends_windows_as_zopt_0_1_made_still_applies(tmp_path):
+    """Plans made before the windows were spread record (fraction, windows): their digests cover
+    the chunk's first and last windows, and recompress checks those, not the spread ones."""
+    from zopt.planning.plan import Plan
+
+    src = tmp_path / "src.zarr"
+    data = _source(src)
+    ends = analyze_array(src, "v", chunks=(128, 160), windows=2, placement="ends")
+    del ends.attrs["placement"], ends.attrs["min_window"]  # as an analysis saved by zopt 0.1
+    plan = make_plan(ends)
+    assert plan["v"].digest_windows == (16, 2)
+    plan.save(tmp_path / "plan.zarr")
+    z = zarr.open_array(str(src), path="v", mode="r+")
+    z[3, 10] = data[3, 10]  # rewritten unchanged
+    z[64, 10] = data[64, 10] + 1  # the middle of chunk (0, 0): outside both ends windows
+    recompress(src, tmp_path / "d.zarr", chunks=(128, 160), shards=(256, 320), plan=Plan.load(tmp_path / "plan.zarr"),
+               variables=["v"])
+    z[3, 10] = data[3, 10] + 1  # inside the first window
+    with pytest.raises(PlanMismatchError, match=r"made for other data: chunk \(0, 0\)"):
+        recompress(src, tmp_path / "e.zarr", chunks=(128, 160), shards=(256, 320), plan=Plan.load(tmp_path / "plan.zarr"),
+                   variables=["v"])
+
+
+def test_spread_windows_lie_one_in_each_stratum_and_never_at_the_ends():
+    for nbytes in (65 * 1024, 80 * 1024, 256 * 1024, 330 * 360 * 4, 4 * 2**20 + 64 * 7):
+        for fraction, windows in ((16, 16), (16, 8), (4, 3), (64, 16)):
+            spans = analysis_windows(nbytes, fraction, windows)
+            if spans == [(0, nbytes)]:
+                assert windows * 4096 > nbytes - 64 * windows  # too small to sample: whole
+                continue
+            stratum = nbytes / windows
+            assert len(spans) == windows
+            for k, (start, length) in enumerate(spans):
+                assert start % 64 == 0 and length % 64 == 0 and length >= 4096
+                assert length >= nbytes // (fraction * windows) // 64 * 64
+                centre = start + length / 2
+                assert abs(centre - (k + 0.5) * stratum) <= 64, (nbytes, fraction, windows, k)
+            ends = [s + n for s, n in spans]
+            assert all(e <= s for e, (s, _) in zip(ends, spans[1:], strict=False))  # no overlap
+            if stratum >= 2 * spans[0][1]:  # a sparse sample: neither the chunk's first nor last bytes
+                assert spans[0][0] > 0 and ends[-1] < nbytes
+    # the ends placement (zopt 0.1) keeps its first and last bytes
+    assert analysis_windows(256 * 1024, 16, 2, None) == [(0, 8192), (253952, 8192)]
+    assert analysis_windows(64 * 1024, 16, 16) == [(0, 65536)]
 
 
 @pytest.mark.parametrize("layout", ["compact", "fixed-slot"])

@@ -7,7 +7,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import Location
-from zopt.cli.tables import console
+from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.cli.tables import plan_table as _plan_table
 from zopt.compat.scheduling import scheduler_option
@@ -19,7 +19,8 @@ __all__ = ["analyze", "plan"]
 def _analysis_options(command):
     """The options of an analysis run, shared by ``analyze`` and ``plan create``."""
     options = [
-        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded."),
+        click.option("--sample", type=float, default=1 / 16, show_default=True, help="Fraction of each chunk trial-encoded, at least: 12 windows of at least 4 KiB, "
+                     "one in each twelfth of the chunk (docs/plans.md)."),
         click.option("--full", is_flag=True, help="Trial-encode whole chunks instead of a sample."),
         click.option("--read", "read", type=click.Choice(["auto", "windows", "full"]), default="auto", show_default=True,
                      help="windows: read only the sampled windows of raw-stored (uncompressed) local sources; "
@@ -33,6 +34,7 @@ def _analysis_options(command):
         click.option("--budget", default=None, help="The speed budget of the --menu choice: a number > 0 (default 1) or 'inf'."),
         click.option("--readers", default=None, help="With --menu: only chains these readers all read (zopt, zarr-python, "
                      "tensorstore, zarrs)."),
+        wide_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -111,7 +113,7 @@ def _analysis_table(analyses, store) -> Table:
             _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
         )
     table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
-    return table
+    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"))
 
 
 class _PlanGroup(click.Group):
@@ -164,6 +166,7 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
 @plan.command("show")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw the masks over the chunk grid into this PNG.")
+@wide_option
 def plan_show(path, png) -> None:
     """Summarise a saved plan; --png draws its masks over the chunk grid."""
     from zopt.planning.plan import Plan

@@ -20,6 +20,7 @@ from zopt.cli.info import compact, info
 from zopt.cli.lossy import lossy_plan
 from zopt.cli.recompress import presets_command, recompress
 from zopt.cli.shared import cli_words as _cli_words
+from zopt.cli.tables import set_width
 from zopt.cli.verify import verify
 from zopt.compat.interrupts import exit_quietly, interrupt_note
 from zopt.compat.interrupts import settle_zarr_tasks as _settle_zarr_tasks
@@ -51,6 +52,7 @@ class _Main(click.Group):
         # zarr 3.1 warns on every numcodecs.* codec it parses (pcodec, a menu candidate): zopt
         # chose it knowing its readers (docs/interop.md); a warning per command is noise
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3")
+        set_width()  # this command's terminal, COLUMNS or default width (a command's --wide widens it)
         try:
             with interrupt_note(None, until_exit=True):  # a second Ctrl-C leaves at once (zopt.compat.interrupts)
                 return super().invoke(ctx)

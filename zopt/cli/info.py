@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import shard_rewrite_errors
-from zopt.cli.tables import console
+from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.scheduling import scheduler_option
@@ -24,6 +24,7 @@ __all__ = ["compact", "info"]
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
               help="Also draw each array's chunk grid into this PNG: the mask and raw/stored ratio of every inner chunk.")
 @click.option("--check", is_flag=True, help="Also decode every stored chunk (checksums, codecs); a corrupt one is named.")
+@wide_option
 def info(store, arrays, png, check) -> None:
     """Show per array of a local Zarr store or an Icechunk repository (icechunk://PATH[@BRANCH]):
     shard layout, slots, masks, stored vs logical bytes."""
@@ -60,7 +61,7 @@ def info(store, arrays, png, check) -> None:
             _human(a.allocated_bytes), f"{a.logical_bytes / a.apparent_bytes:.2f}" if a.apparent_bytes else "—", _mask_text(a.masks),
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
-    console.print(table)
+    console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape")))
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 
@@ -76,6 +77,7 @@ def info(store, arrays, png, check) -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option("--grace", type=float, default=2.0, show_default=True,
               help="Seconds between replacing the shards (sizes kept) and dropping their holes; see docs/reliability.md.")
+@wide_option
 def compact(store, arrays, scheduler, no_progress, grace) -> None:
     """Rewrite the fixed-slot shards of STORE packed, atomically, one task per shard."""
     from zopt.job.compact import compact as run
@@ -88,6 +90,6 @@ def compact(store, arrays, scheduler, no_progress, grace) -> None:
     for a in report.arrays:
         table.add_row(a.name, str(a.shards), str(a.compacted), _human(a.apparent_before), _human(a.apparent_after),
                       _human(a.allocated_before), _human(a.allocated_after))
-    console.print(table)
+    console.print(fitted(table, ("allocated before", "allocated after")))
     for note in report.notes:
         console.print(f"note: {note}")

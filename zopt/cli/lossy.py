@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from zopt.cli.tables import wide_option
 from zopt.compat.scheduling import scheduler_option
 
 __all__ = ["lossy_plan"]
@@ -16,6 +17,7 @@ __all__ = ["lossy_plan"]
 @click.option("--chunks", default=None, help="Inner chunk shape, as for recompress (the plan's grid).")
 @click.option("--shards", default=None, help="Shard shape, as for recompress.")
 @click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
+@wide_option
 def lossy_plan(src, output, levels, chunks, shards, scheduler) -> None:
     """Save per-chunk keepbits (bitwise real information) of SRC's variables as a plan:
     show it with zopt plan show PLAN --png F, apply it with recompress --lossy VAR=plan:PLAN."""

@@ -16,7 +16,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import Location, cli_words, shard_rewrite_errors
-from zopt.cli.tables import console
+from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.interrupts import interrupt_note
@@ -42,7 +42,7 @@ def work_table(report: Any) -> Table:
     table.add_row("total", "", "", "", str(sum(a.units for a in report.arrays)),
                   str(sum(a.units_resumed for a in report.arrays)), str(sum(a.tasks for a in report.arrays)),
                   _human(report.logical_bytes), "", _human(max((a.projected_task_bytes for a in report.arrays), default=0)))
-    return table
+    return fitted(table, ("done", "source stored", "dtype", "tasks", "memory/task", "shape"))
 
 
 def _tree_bytes(path: str) -> int:
@@ -94,7 +94,7 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
     if baseline_seconds is not None:
         table.caption += ("; zarr default's time: reading DST back and encoding it with those codecs in memory "
                           "(no disk writes), wall clock")
-    return table
+    return fitted(table, ("written", "before", "dtype", "zarr default", "shape", "chunks", "logical"))
 
 
 @click.command("recompress")
@@ -148,6 +148,7 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
               "on any difference nothing is published and the partial output is kept.")
 @click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
               "status 3) instead of failing naming the file.")
+@wide_option
 @click.pass_context
 def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
                max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
@@ -267,6 +268,7 @@ def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
 
 
 @click.command("presets")
+@wide_option
 @click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, codecs).")
 def presets_command(as_json) -> None:
     """List the named codec chains that --preset takes, with their codec JSON."""
@@ -277,10 +279,10 @@ def presets_command(as_json) -> None:
         return
     table = Table(title="zopt presets (recompress --preset NAME; zopt.xarray.encoding(ds, preset=NAME))")
     for col in ("name", "decision", "what for", "codecs"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col)
     for p in presets():
         table.add_row(p.name, p.decision, p.summary, json.dumps(p.chain()))
-    console.print(table)
+    console.print(fitted(table))
 
 
 def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace, refused) -> None:

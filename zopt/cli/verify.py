@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from zopt.cli.tables import wide_option
 from zopt.compat.scheduling import scheduler_option
 
 __all__ = ["verify", "verify_table"]
@@ -35,7 +36,9 @@ def verify_table(report) -> Table:
             row += [_fmt(c.max_abs_error) if c.violations else "—"]
         row += ["—" if c.problem else ("same" if not c.metadata else f"{len(c.metadata)} differ"), "yes" if c.ok else "NO"]
         table.add_row(*row)
-    return table
+    from zopt.cli.tables import fitted
+
+    return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits"))
 
 
 @click.command("verify")
@@ -53,6 +56,7 @@ def verify_table(report) -> Table:
               "as recompress --concat-dim combines them.")
 @click.option("--combine", type=click.Choice(["by_coords", "nested"]), default="by_coords", show_default=True,
               help="With --concat-dim: the files' order, as recompress --combine.")
+@wide_option
 @click.pass_context
 def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_progress, concat_dim, combine) -> None:
     """Compare DST (e.g. written by zopt recompress) with SRC, array by array: presence, shape,

@@ -425,7 +425,7 @@ def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: 
         grid[index], digests[index] = (k if enough and k > 0 else k_var), digest
     return ArrayPlan(name=name, masks=np.zeros(grid_shape, np.uint8), codecs=[], header_bits=0,
                      shape=tuple(var.shape), chunk_shape=tuple(inner), dtype=str(np.dtype(var.dtype)),
-                     digests=digests, stats={"information": level}, keepbits=grid)
+                     digests=digests, stats={"information": level}, keepbits=grid, dims=tuple(var.dims) or None)
 
 
 def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:

@@ -10,8 +10,9 @@ to choose that chunk's mask (``zopt.planning.plan``):
   runs) and of NaNs;
 - for every candidate mask of the wrapped codec list, the encoded size (bytes, as an estimate
   for the whole chunk) and the encode time (seconds, likewise), and with ``decode_times=True``
-  the decode time, by trial encoding a sample of the chunk (default: 2 evenly spaced windows
-  totalling 1/16) or the whole chunk (``sample=None``). A task's trials run as batches where a
+  the decode time, by trial encoding a sample of the chunk (default: 12 windows of at least
+  4 KiB, one centred in each twelfth of the chunk, totalling at least 1/16 of it; chunks of
+  at most 64 KiB whole) or the whole chunk (``sample=None``). A task's trials run as batches where a
   codec allows it (``zopt.planning.trials.Trials``): one numpy shuffle for all samples, one blosc call for the zstd
   sizes of all samples (``zopt.codecs.sync.zstd_row_sizes``).
 
@@ -48,7 +49,6 @@ import xarray as xr
 import zarr
 
 from zopt.codecs.conditional import default_header_bits
-from zopt.codecs.decisions import SAMPLE_WINDOWS
 from zopt.compat.zarr_compat import open_array
 from zopt.planning.chunk_stats import (
     batch_entropies,
@@ -57,8 +57,16 @@ from zopt.planning.chunk_stats import (
     chunk_digest,
     entropy_estimate,
 )
-from zopt.planning.sampling import analyze_region, fill_value_of, read_mode, task_regions
+from zopt.planning.sampling import (
+    ANALYSIS_WINDOWS,
+    analyze_region,
+    fill_value_of,
+    read_mode,
+    task_regions,
+    window_spec,
+)
 from zopt.planning.trials import DEFAULT_CANDIDATES, candidate_codecs
+from zopt.store.raw_read import MIN_WINDOW
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -113,7 +121,9 @@ def analyze_array(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     task_bytes: int = TASK_BYTES,
-    windows: int = SAMPLE_WINDOWS,
+    windows: int = ANALYSIS_WINDOWS,
+    placement: str = "spread",
+    min_window: int = MIN_WINDOW,
     read: str = "auto",
     decode_times: bool = False,
     menu: Any = None,
@@ -126,10 +136,16 @@ def analyze_array(
         ``conditional`` codec's, else ``DEFAULT_CANDIDATES``.
     chunks : chunk shape of the analysed grid; default the grid the conditional codec sees.
     sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for the whole chunk.
-    windows : number of evenly spaced windows the sample is made of.
+    windows : number of windows the sample is made of.
+    placement : ``"spread"`` (default): one window centred in each of ``windows`` equal parts of
+        the chunk, each at least ``min_window`` bytes (default 4 KiB; ``zopt.store.raw_read.analysis_windows``;
+        the sample is then more than ``sample`` of chunks under ``windows * min_window / sample`` bytes);
+        ``"ends"``: windows evenly spaced from the chunk's first byte to its last (zopt 0.1's
+        analysis; its estimates are biased where a chunk's first and last rows differ from the
+        rest, as the polar and land rows of a lat-lon field: docs/benchmarks.md).
     read : ``"full"`` reads every chunk whole; ``"windows"`` reads only the sample windows
-        (``zopt.store.raw_read``: raw-stored sources in a local directory store; 1/16 of the
-        bytes by default); ``"auto"`` (default) reads windows when the source allows it and
+        (``zopt.store.raw_read``: raw-stored sources in a local directory store; the sample's
+        bytes); ``"auto"`` (default) reads windows when the source allows it and
         ``sample`` is set. With window reads, ``digest`` is the crc32c of the sample windows
         of the fill-padded chunk (``digest_scope`` attribute ``"windows"``), so a plan checks
         those bytes at write time; with full reads it is the crc32c of the whole chunk's
@@ -147,8 +163,9 @@ def analyze_array(
     ``plane_entropy``, ``zero_fraction``, ``run_fraction``, ``nan_fraction``, ``encoded_bytes``,
     ``encode_seconds``, ``decode_seconds`` and ``early_out``; attributes name the array, its
     shape, the chunk shape, the codec list and ``header_bits``.
-    Raises ValueError for a bad ``sample``, ``chunks`` or ``read`` (or ``read="windows"`` on a
-    source that is not raw-stored locally), KeyError-like zarr errors for a missing array.
+    Raises ValueError for a bad ``sample``, ``chunks``, ``windows``, ``placement``, ``min_window``
+    or ``read`` (or ``read="windows"`` on a source that is not raw-stored locally), KeyError-like
+    zarr errors for a missing array.
     """
     import dask
 
@@ -160,6 +177,10 @@ def analyze_array(
         raise ValueError(f"sample: {sample!r} must be a fraction in (0, 1], or None for whole chunks")
     if read not in READ_MODES:
         raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ValueError(f"windows: {windows!r} must be an integer >= 1")
+    spec = window_spec(1, windows, placement, min_window)  # checks placement and min_window
+    spread = spec[2] if len(spec) > 2 else None
     store = os.fspath(store)
     array = open_array(store, path=name, mode="r")
     chunk_shape = _analysis_chunk_shape(array, chunks)
@@ -178,7 +199,7 @@ def analyze_array(
         codecs_arg = dask.delayed(wrapped_codecs_json, pure=True)(choice, codecs_json)
     tasks = [
         dask.delayed(analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times,
+            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times, spread,
             dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
@@ -219,7 +240,8 @@ def analyze_array(
     ds.attrs.update(
         array=name, store=store, shape=list(array.shape), chunk_shape=list(chunk_shape), dtype=str(array.dtype),
         codecs=json.dumps(wrapped), header_bits=header_bits,
-        sample=-1.0 if sample is None else float(sample), windows=int(windows), early_out_entropy=float(early_out_entropy),
+        sample=-1.0 if sample is None else float(sample), windows=int(windows), placement=placement,
+        min_window=-1 if spread is None else int(spread), early_out_entropy=float(early_out_entropy),
         read=mode, digest_scope="windows" if mode == "windows" else "chunk", decode_times=int(decode_times),
         seconds=seconds, zopt_version=__version__,
     )

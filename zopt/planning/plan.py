@@ -71,10 +71,10 @@ def _mask_dtype(header_bits: int) -> np.dtype:
     raise ValueError(f"header_bits: {header_bits} > 64 is not supported for plans")
 
 
-def fingerprint(digests: np.ndarray, digest_windows: tuple[int, int] | None = None) -> str:
+def fingerprint(digests: np.ndarray, digest_windows: tuple[int, ...] | None = None) -> str:
     """Content fingerprint of an array from its per-chunk crc32c grid: BLAKE2b-128 hex.
 
-    digest_windows : ``(fraction, windows)`` when the digests cover sample windows (hashed in,
+    digest_windows : ``ArrayPlan.digest_windows`` when the digests cover sample windows (hashed in,
     so a windowed fingerprint never equals a whole-chunk one); None for whole chunks.
     """
     h = hashlib.blake2b(digest_size=16)
@@ -99,14 +99,17 @@ class ArrayPlan:
     digests: np.ndarray  # crc32c per chunk (uint32), the content the plan was made for
     stats: dict[str, float] = field(default_factory=dict)
     ratios: np.ndarray | None = None  # estimated raw/stored per chunk (float32; NaN: fill chunks)
-    # (fraction, windows) when the digests cover the sample windows of each fill-padded chunk
-    digest_windows: tuple[int, int] | None = None
+    # when the digests cover the sample windows of each fill-padded chunk: (fraction, windows,
+    # min_window) for spread windows, (fraction, windows) for the ends windows of zopt 0.1's plans
+    digest_windows: tuple[int, ...] | None = None
     # mantissa bits kept per chunk (uint8; zopt.lossy: bitround needs no decode step)
     keepbits: np.ndarray | None = None
     # the whole target chain chosen from the codec menu (zopt.planning.optimizer), and the choice with its
     # trials (MenuChoice.to_json()); None for plans made without a menu
     chain: list[dict[str, Any]] | None = None
     choice: dict[str, Any] | None = None
+    # the array's dimension names (axis labels of its picture); None in plans saved without them (zopt 0.1)
+    dims: tuple[str, ...] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -125,7 +128,8 @@ class ArrayPlan:
         values = np.asarray(values)
         chunk = padded(values, tuple(self.chunk_shape), np.asarray(fill, dtype=values.dtype))
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
-        return chunk_digest(sampled_bytes(raw, *self.digest_windows))
+        fraction, windows, *spread = self.digest_windows  # (fraction, windows): a plan of zopt 0.1, ends windows
+        return chunk_digest(sampled_bytes(raw, fraction, windows, spread[0] if spread else None))
 
     def validate(self) -> None:
         """Raise ValueError when a mask sets bits beyond the codec list (reserved bits)."""
@@ -225,7 +229,8 @@ class Plan:
             g.attrs.update({"array": name, "codecs": ap.codecs, "header_bits": ap.header_bits, "shape": list(ap.shape),
                             "chunk_shape": list(ap.chunk_shape), "dtype": ap.dtype, "fingerprint": ap.fingerprint,
                             "digest_windows": None if ap.digest_windows is None else list(ap.digest_windows),
-                            "stats": ap.stats, **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
+                            "stats": ap.stats, **({"dims": list(ap.dims)} if ap.dims is not None else {}),
+                            **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
             g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or None)
             g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
             if ap.ratios is not None:
@@ -254,6 +259,7 @@ class Plan:
                 digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
                 chain=list(a["chain"]) if a.get("chain") is not None else None,
                 choice=dict(a["menu_choice"]) if a.get("menu_choice") is not None else None,
+                dims=tuple(str(d) for d in a["dims"]) if a.get("dims") is not None else None,
             )
             if ap.fingerprint != a["fingerprint"]:
                 raise ValueError(f"plan: {key!r}: stored fingerprint does not match its digests (corrupt plan)")
@@ -365,11 +371,16 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
     return masks.reshape(grid).astype(_mask_dtype(int(ds.attrs["header_bits"]))), used
 
 
-def _digest_windows(ds: xr.Dataset) -> tuple[int, int] | None:
-    """(fraction, windows) of an analysis whose digests cover sample windows, else None."""
+def _digest_windows(ds: xr.Dataset) -> tuple[int, ...] | None:
+    """``zopt.planning.sampling.window_spec`` of an analysis whose digests cover sample windows, else
+    None; an analysis saved by zopt 0.1 (no ``placement`` attribute) sampled the chunk's ends."""
+    from zopt.planning.sampling import window_spec
+
     if ds.attrs.get("digest_scope", "chunk") != "windows":
         return None
-    return max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"])
+    spread = int(ds.attrs.get("min_window", -1))
+    return window_spec(max(1, round(1 / float(ds.attrs["sample"]))), int(ds.attrs["windows"]),
+                       str(ds.attrs.get("placement", "ends")), *((spread,) if spread > 0 else ()))
 
 
 def _menu_fields(ds: xr.Dataset) -> dict[str, Any]:
@@ -410,6 +421,7 @@ def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callab
                    "estimated_bytes": float(chosen[stored].sum())},
             ratios=np.where(stored, ds["raw_bytes"].values.reshape(-1) / np.maximum(chosen, 1), np.nan)
             .reshape(masks.shape).astype(np.float32),
+            dims=tuple(str(d).removeprefix("chunk_") for d in ds["raw_bytes"].dims),
             **menu,
         )
     name = policy if isinstance(policy, str) else "function"

@@ -12,18 +12,37 @@ import numpy as np
 import zarr
 
 from zopt.codecs.chain import chunk_spec
-from zopt.codecs.decisions import SAMPLE_WINDOWS
 from zopt.compat.zarr_compat import open_array
 from zopt.planning.chunk_stats import batch_entropies, batch_value_stats, chunk_digest
 from zopt.planning.trials import Trials
+from zopt.store.raw_read import MIN_WINDOW
 
-__all__ = ["analyze_region", "fill_value_of", "read_mode", "task_regions"]
+__all__ = ["ANALYSIS_WINDOWS", "PLACEMENTS", "analyze_region", "fill_value_of", "read_mode", "task_regions", "window_spec"]
+
+#: sample windows per chunk (``zopt.store.raw_read.analysis_windows``), each at least ``MIN_WINDOW``
+#: bytes: enough to see a feature of a tenth of the chunk's rows (sea ice at one pole), few enough
+#: to keep the sample of a 256 KiB chunk at 48 KiB (docs/benchmarks.md, "Where the sample lies")
+ANALYSIS_WINDOWS = 12
+#: where the windows lie: spread through the chunk (the default), or at its ends (zopt 0.1's
+#: analysis, biased on lat-lon grids whose first and last rows are land or ice; for comparison)
+PLACEMENTS = ("spread", "ends")
+
+
+def window_spec(fraction: int, windows: int, placement: str, min_window: int = MIN_WINDOW) -> tuple[int, ...]:
+    """``(fraction, windows)`` for ends windows, ``(fraction, windows, min_window)`` for spread
+    ones: the arguments of ``analysis_windows`` (and a plan's ``digest_windows``). Raises
+    ValueError for another placement or a ``min_window`` that is not a positive multiple of 64."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement: {placement!r} is not one of {list(PLACEMENTS)}")
+    if isinstance(min_window, bool) or not isinstance(min_window, int) or min_window < 64 or min_window % 64:
+        raise ValueError(f"min_window: {min_window!r} must be a positive multiple of 64 bytes")
+    return (fraction, windows) if placement == "ends" else (fraction, windows, min_window)
 
 
 def analyze_region(
     store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
-    sample: float | None, early_out: float, windows: int = SAMPLE_WINDOWS, read: str = "full",
-    decode_times: bool = False,
+    sample: float | None, early_out: float, windows: int = ANALYSIS_WINDOWS, read: str = "full",
+    decode_times: bool = False, min_window: int | None = MIN_WINDOW,
 ) -> dict[str, Any]:
     """Dask task: analyse the chunks of one region (whole chunks). Returns the region's chunk-grid
     coordinates (``"index"``, int ``(n, ndim)``) and one array per dataset variable, row ``k``
@@ -32,6 +51,8 @@ def analyze_region(
     read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample
     windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
     the windows, see ``analyze_array``).
+    windows, min_window : where the sample windows lie (``zopt.store.raw_read.analysis_windows``:
+    spread through the chunk, or its ends with ``min_window=None``).
     """
     from zopt.codecs.grid import is_fill, padded
     from zopt.compat.zarr_compat import resolve_codec
@@ -60,14 +81,15 @@ def analyze_region(
     def local_region(k: int) -> tuple[slice, ...]:
         return tuple(slice(i * c, min((i + 1) * c, e)) for i, c, e in zip(local[k].tolist(), chunk_shape, extent.tolist(), strict=True))
 
-    width = raw_nbytes if fraction is None else sum(n for _, n in analysis_windows(raw_nbytes, fraction, windows))
+    width = raw_nbytes if fraction is None else sum(n for _, n in analysis_windows(raw_nbytes, fraction, windows, min_window))
     samples = np.empty((n, width), dtype=np.uint8)
     empty = np.zeros(n, dtype=bool)
     digests = np.zeros(n, dtype=np.uint32)
     whole = np.flatnonzero((local < extent // np.array(chunk_shape)).all(axis=1)).tolist()
     reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
     if reader is not None and whole:
-        samples[whole], empty[whole] = reader.read_windows(chunk_shape, grid_index[whole], fraction, windows, fill)
+        samples[whole], empty[whole] = reader.read_windows(chunk_shape, grid_index[whole], fraction, windows, fill,
+                                                            min_window)
         for k in whole:
             digests[k] = chunk_digest(samples[k])
         rest = sorted(set(range(n)) - set(whole))
@@ -86,7 +108,7 @@ def analyze_region(
         if valid.shape != tuple(chunk_shape) and valid.size:
             edges[k] = np.ascontiguousarray(valid, dtype=native).reshape(1, -1).view(np.uint8)
         raw = np.ascontiguousarray(chunk).view(np.uint8).ravel()
-        part = raw if fraction is None else sampled_bytes(raw, fraction, windows)
+        part = raw if fraction is None else sampled_bytes(raw, fraction, windows, min_window)
         samples[k] = part
         empty[k] = is_fill(chunk, fill)
         digests[k] = chunk_digest(part if read == "windows" else valid)

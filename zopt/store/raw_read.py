@@ -6,9 +6,10 @@ element are known. ``RawChunkReader`` then reads with positional reads (``os.pre
 buffers), without zarr's pipeline:
 
 - ``read_windows``: only the sample windows the analysis (``zopt.planning.analysis``) trial-encodes —
-  ``windows`` evenly spaced byte windows of each analysed chunk in C order, about
-  ``1/fraction`` of it (``analysis_windows``): 1/16 of the bytes by default instead of all. A
-  window is cut into row segments along the last axis (contiguous in the stored chunk too); the
+  ``windows`` byte windows of each analysed chunk in C order spread through it, about
+  ``1/fraction`` of it (``analysis_windows``): 12 windows, at least 1/16 of the bytes, instead of all. A
+  window is cut into row segments along the last axis, or along the trailing axes the analysed
+  chunk shares whole with the stored one (contiguous in the stored chunk too); the
   segments of one file are sorted and merged into ranges (gaps up to ``MERGE_GAP`` bytes are
   read through), one read per range.
 - ``read_region``: any region, reading from each stored chunk only the rows (along the first
@@ -22,6 +23,7 @@ recompressed at the cost of reading what is needed. Absent chunks read as the fi
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -33,25 +35,50 @@ from zopt.codecs.decisions import sample_windows
 from zopt.compat.zarr_compat import endian_of, regular_chunk_shape
 from zopt.errors import ZoptError
 
-__all__ = ["RawChunkReader", "analysis_windows", "sampled_bytes"]
+__all__ = ["MIN_WINDOW", "RawChunkReader", "analysis_windows", "sampled_bytes"]
 
 #: chunks of at most this many bytes are "sampled" whole
 WHOLE_CHUNK_BYTES = 64 * 1024
+#: the shortest spread window (bytes): a shorter one loses the codec's context (zstd matching a row
+#: back) and costs a page read all the same (docs/benchmarks.md, "Where the analysis samples")
+MIN_WINDOW = 4096
 #: gaps of at most this many bytes between two wanted segments are read through (one read)
 MERGE_GAP = 4096
 
 
-def analysis_windows(nbytes: int, fraction: int, windows: int) -> list[tuple[int, int]]:
-    """``(start, length)`` in bytes of the windows the analysis samples in a chunk of ``nbytes``:
-    ``zopt.codecs.decisions.sample_windows``, or the whole chunk when ``nbytes <= WHOLE_CHUNK_BYTES``."""
+def analysis_windows(nbytes: int, fraction: int, windows: int, min_window: int | None = MIN_WINDOW) -> list[tuple[int, int]]:
+    """``(start, length)`` in bytes of the windows the analysis samples in a chunk of ``nbytes``.
+
+    Spread (``min_window`` a byte count, the default): the chunk cut into ``windows`` equal
+    strata, one window centred in each, every window ``max(min_window, nbytes / (fraction *
+    windows))`` bytes (a multiple of 64, so whole elements of every item size dividing 64); so no
+    part of the chunk weighs more than another, and its first and last rows (the polar or land
+    rows of a lat-lon field) no more than any. The whole chunk when the windows would cover it
+    (``windows * length > nbytes - 64 * windows``) or ``nbytes <= WHOLE_CHUNK_BYTES``.
+    Ends (``min_window=None``): ``zopt.codecs.decisions.sample_windows``, evenly spaced from the
+    chunk's first byte to its last: the analysis of zopt 0.1 (plans made then record it).
+    """
     if nbytes <= WHOLE_CHUNK_BYTES:
         return [(0, nbytes)]
-    return sample_windows(nbytes, fraction, windows)
+    if min_window is None:
+        return sample_windows(nbytes, fraction, windows)
+    return list(_spread_windows(int(nbytes), int(fraction), int(windows), int(min_window)))
 
 
-def sampled_bytes(raw: np.ndarray, fraction: int, windows: int) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def _spread_windows(nbytes: int, fraction: int, windows: int, min_window: int) -> tuple[tuple[int, int], ...]:
+    # cached: every chunk of an array has the same size
+    width = max(min_window, nbytes // (fraction * windows)) // 64 * 64 or 64
+    if windows * width > nbytes - 64 * windows:
+        return ((0, nbytes),)
+    # centre of stratum k at (2k + 1) * nbytes / (2 * windows); starts rounded down to 64 bytes stay
+    # inside their stratum because width <= nbytes / windows - 64
+    return tuple((((2 * k + 1) * nbytes // (2 * windows) - width // 2) // 64 * 64, width) for k in range(windows))
+
+
+def sampled_bytes(raw: np.ndarray, fraction: int, windows: int, min_window: int | None = MIN_WINDOW) -> np.ndarray:
     """The ``analysis_windows`` of ``raw`` (1-D uint8, a whole chunk) concatenated, uint8."""
-    spans = analysis_windows(raw.size, fraction, windows)
+    spans = analysis_windows(raw.size, fraction, windows, min_window)
     if spans == [(0, raw.size)]:
         return raw
     return np.concatenate([raw[s : s + n] for s, n in spans])
@@ -158,13 +185,13 @@ class RawChunkReader:
         return path, offset
 
     def read_windows(self, chunk_shape: Sequence[int], chunk_indices: Sequence[tuple[int, ...]], fraction: int,
-                     windows: int, fill: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     windows: int, fill: np.ndarray, min_window: int | None = MIN_WINDOW) -> tuple[np.ndarray, np.ndarray]:
         """The samples of whole chunks of the analysed grid.
 
         chunk_shape : the analysed chunk shape; ``fits_windows(chunk_shape)`` must hold.
         chunk_indices : n chunk coordinates; each chunk must lie inside the array (no edge
             chunks: their padding is not stored).
-        fraction, windows : as ``analysis_windows``.
+        fraction, windows, min_window : as ``analysis_windows``.
         fill : the fill value, a 0-d array of the array's native dtype (absent chunks).
         Returns ``(samples, absent)``: uint8 ``(n, sample_bytes)`` in native byte order, and a
         bool ``(n,)`` that is True where the chunk is not stored (all fill value).
@@ -175,12 +202,22 @@ class RawChunkReader:
         if not self.fits_windows(c):
             raise ValueError(f"chunk_shape: {c} does not divide the stored chunk shape {s}")
         n = len(chunk_indices)
-        spans = analysis_windows(math.prod(c) * item, fraction, windows)
+        spans = analysis_windows(math.prod(c) * item, fraction, windows, min_window)
         width = sum(length for _, length in spans)
         out = np.empty((n, width), dtype=np.uint8)
         absent = np.zeros(n, dtype=bool)
         if n == 0:
             return out, absent
+        origin = np.asarray(chunk_indices, dtype=np.int64) * np.asarray(c, dtype=np.int64)  # (n, ndim)
+        stored = origin // np.asarray(s, dtype=np.int64)
+        inside = origin - stored * np.asarray(s, dtype=np.int64)
+        # trailing dimensions the analysed chunk shares whole with the stored one are contiguous in
+        # both: merged into one "row", so a window is a few long segments, not one per short row
+        k0 = len(c) - 1
+        while k0 > 0 and c[k0] == s[k0]:
+            k0 -= 1
+        c, s = (*c[:k0], math.prod(c[k0:])), (*s[:k0], math.prod(s[k0:]))
+        inside = np.concatenate([inside[:, :k0], inside[:, k0 : k0 + 1] * math.prod(self.stored_shape[k0 + 1 :])], axis=1)
         # row segments of the windows, in elements of the analysed chunk: (row coords, first column, length, dest)
         seg_rows, seg_col, seg_len, seg_dest = [], [], [], []
         dest = 0
@@ -197,9 +234,6 @@ class RawChunkReader:
         col = np.array(seg_col, dtype=np.int64)
         nbytes = np.array(seg_len, dtype=np.int64) * item
         dests = np.array(seg_dest, dtype=np.int64)
-        origin = np.asarray(chunk_indices, dtype=np.int64) * np.asarray(c, dtype=np.int64)  # (n, ndim)
-        stored = origin // np.asarray(s, dtype=np.int64)
-        inside = origin - stored * np.asarray(s, dtype=np.int64)
         # element offset of every segment inside its stored chunk: (n, segments)
         strides = np.array([math.prod(s[k + 1 :]) for k in range(len(s))], dtype=np.int64)
         first = (inside[:, None, :-1] + rows[None]) @ strides[:-1] + inside[:, None, -1] + col[None]
