@@ -65,7 +65,7 @@ def info(store, arrays, png, check) -> None:
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 
-        console.print(check_summary(infos), markup=False)
+        console.print(check_summary(infos), markup=False, soft_wrap=True)  # one line, whatever the width
     if png:
         console.print(f"wrote {png}")
 

@@ -90,14 +90,14 @@ def verify(ctx, src, dst, arrays, variables, scheduler, bounds, skip_broken, no_
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     console.print(verify_table(report))
     for c in report.failed:
-        console.print(f"{c.name or '(root array)'}: {c.summary()}", markup=False)
+        console.print(f"{c.name or '(root array)'}: {c.summary()}", markup=False, soft_wrap=True)
     for line in report.nodes:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
     if not report.ok:  # the last line: "Error: verify: K of N arrays differ: …"
         raise click.ClickException(report.failure_line())
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} source array(s) with broken metadata: "
-                      + ", ".join(report.skipped), markup=False)
-    console.print(report.verdict(), markup=False)  # the last line: "N arrays equal"
+                      + ", ".join(report.skipped), markup=False, soft_wrap=True)
+    console.print(report.verdict(), markup=False, soft_wrap=True)  # the last line: "N arrays equal"
     if report.skipped:
         ctx.exit(3)
