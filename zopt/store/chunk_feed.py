@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.compat import libzstd
 from zopt.compat.zarr_compat import endian_of, regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 
@@ -30,28 +31,39 @@ __all__ = ["AlignedChunkReader"]
 _local = threading.local()
 
 
-def _buffer(nbytes: int) -> np.ndarray:
-    """This thread's decode buffer of ``nbytes`` bytes (reused from chunk to chunk)."""
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size != nbytes:
-        buf = _local.buf = np.empty(nbytes, dtype=np.uint8)
-    return buf
+def _buffers(nbytes: int, native: np.dtype, shape: tuple[int, ...], blob_nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's decode buffer of ``nbytes`` bytes (reused from chunk to chunk), a view of it
+    as a chunk of ``shape`` and ``native`` type, and its input buffer of at least ``blob_nbytes``."""
+    key = (nbytes, native, shape)
+    views = getattr(_local, "views", None)
+    if views is None or views[0] != key:
+        buf = np.empty(nbytes, dtype=np.uint8)
+        views = _local.views = (key, buf, buf.view(native).reshape(shape))
+    blob = getattr(_local, "blob", None)
+    if blob is None or blob.size < blob_nbytes:
+        blob = _local.blob = np.empty(max(blob_nbytes, 2 * (0 if blob is None else blob.size)), dtype=np.uint8)
+    return views[1], views[2], blob
 
 
-def _read_file(f: Any) -> memoryview:
-    """The whole of the open file ``f``, read into this thread's reused input buffer."""
-    size = os.fstat(f.fileno()).st_size
-    buf = getattr(_local, "blob", None)
-    if buf is None or len(buf) < size:
-        buf = _local.blob = bytearray(max(size, 2 * len(buf or b"")))
-    view = memoryview(buf)[:size]
-    got = 0
-    while got < size:
-        n = f.readinto(view[got:])
+def _read_into(fd: int, *outs: np.ndarray) -> int:
+    """Read the open file ``fd`` from its start into ``outs`` (1-D uint8, filled in order) until
+    they are full or the file ends; returns the bytes read. One ``readv`` call on local files."""
+    views = [memoryview(o) for o in outs]
+    total = sum(v.nbytes for v in views)
+    got = os.readv(fd, views)
+    while 0 < got < total:  # a short read before the end (rare on local files): go on where it stopped
+        rest, skip = [], got
+        for v in views:
+            if skip >= v.nbytes:
+                skip -= v.nbytes
+                continue
+            rest.append(v[skip:])
+            skip = 0
+        n = os.readv(fd, rest)
         if not n:
             break
         got += n
-    return view[:got]
+    return got
 
 
 class AlignedChunkReader:
@@ -68,6 +80,12 @@ class AlignedChunkReader:
         self.chunk_shape = tuple(int(c) for c in array.metadata.chunk_grid.chunk_shape)
         self.nbytes = int(np.prod(self.chunk_shape)) * native.itemsize
         self.zstd = zstd  # a numcodecs.Zstd, or None for raw chunks
+        self._encode_key = array.metadata.chunk_key_encoding.encode_chunk_key
+        self._prefix = os.path.join(root, array.path, "")
+        # one read takes any file up to this size (a chunk's largest zstd frame, 1 KiB spare); one
+        # byte more tells a longer file, which is then read whole (its size from fstat)
+        self._read_nbytes = (libzstd.compress_bound(self.nbytes) + 1024 if zstd is not None else self.nbytes) + 1
+        self._direct_zstd = zstd is not None and libzstd.available()
 
     @classmethod
     def open(cls, store: str | os.PathLike, name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
@@ -105,8 +123,8 @@ class AlignedChunkReader:
         return cls(root, array, native, zstd)
 
     def path(self, chunk_index: tuple[int, ...]) -> tuple[str, str]:
-        key = self.array.metadata.chunk_key_encoding.encode_chunk_key(chunk_index)
-        return key, os.path.join(self.root, self.array.path, *key.split("/"))
+        key = self._encode_key(chunk_index)
+        return key, self._prefix + (key if os.sep == "/" else os.path.join(*key.split("/")))
 
     def read(self, chunk_index: tuple[int, ...], fill: np.ndarray) -> np.ndarray:
         """Source chunk ``chunk_index`` (chunk shape, native dtype; absent: ``fill`` everywhere).
@@ -114,24 +132,33 @@ class AlignedChunkReader:
         Raises ChunkDecodeError naming the chunk key when its bytes do not decode to exactly one
         chunk.
         """
-        key, path = self.path(chunk_index)
-        buf = _buffer(self.nbytes)
-        chunk = buf.view(self.native).reshape(self.chunk_shape)
+        key = self._encode_key(chunk_index)
+        buf, chunk, blob = _buffers(self.nbytes, self.native, self.chunk_shape, self._read_nbytes)
         try:
-            with open(path, "rb", buffering=0) as f:
-                if self.zstd is None:
-                    got = f.readinto(memoryview(buf))
-                    if got != self.nbytes or f.read(1):
-                        raise ValueError(f"{got} or more bytes, expected {self.nbytes}")
-                    return chunk
-                blob = _read_file(f)
+            fd = os.open(self._prefix + key if os.sep == "/" else self.path(chunk_index)[1], os.O_RDONLY)
         except FileNotFoundError:
             chunk[...] = fill
             return chunk
-        except ValueError as exc:
-            raise ChunkDecodeError(key, None, exc) from exc
         try:
-            self.zstd.decode(blob, out=buf)
+            if self.zstd is None:
+                got = _read_into(fd, buf, blob[:1])  # one byte more tells a longer file
+                if got != self.nbytes:
+                    raise ChunkDecodeError(key, None, ValueError(f"{got} or more bytes, expected {self.nbytes}"))
+                return chunk
+            got = _read_into(fd, blob[: self._read_nbytes])
+            if got == self._read_nbytes:  # longer than any frame of one chunk: read it whole
+                whole = np.empty(os.fstat(fd).st_size, dtype=np.uint8)
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = whole[: _read_into(fd, whole)]
+            else:
+                data = blob[:got]
+        finally:
+            os.close(fd)
+        try:
+            if self._direct_zstd:  # the GIL is released for the whole decode (zopt.compat.libzstd)
+                libzstd.decompress_into(data, buf, self.nbytes)
+            elif self.zstd.decode(data, out=buf).nbytes != self.nbytes:
+                raise ValueError(f"zstd frame holds fewer bytes than the {self.nbytes} of a chunk")
         except Exception as exc:  # numcodecs raises RuntimeError/ValueError for corrupt frames
             raise ChunkDecodeError(key, None, exc) from exc
         return chunk
