@@ -13,8 +13,11 @@ use to undo a chain's trailing codecs, e.g. ``crc32c``):
 
 - array→array and array→bytes codecs through their synchronous ``_encode_sync`` (zarr's
   ``bytes``/``transpose`` and zopt's codecs have one), otherwise their async method on a
-  private event loop;
-- bytes→bytes codecs through ``zopt.codecs.sync`` (numcodecs, releasing the GIL);
+  private event loop; except two array→bytes steps done without zarr's buffer objects (~20 µs
+  of GIL per chunk, issue 34): little-endian ``bytes`` of plain numpy numbers (the chunk's own
+  bytes) and numcodecs' ``pcodec`` (``simple_compress`` with the configuration made once);
+- bytes→bytes codecs through ``zopt.codecs.sync`` (numcodecs, or ``zopt.compat.libzstd`` for
+  zstd and numpy for the byte shuffle, all releasing the GIL);
 - ``conditional`` through its decision with the chunk's ``chunk_index``.
 
 ``max_encoded_size`` is the per-chunk upper bound (bytes) used to size fixed slots:

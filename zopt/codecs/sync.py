@@ -6,7 +6,9 @@ thread instead, so it needs plain functions: the numcodecs object behind zarr's 
 blosc codecs and behind zarr's ``numcodecs.*`` wrappers (numcodecs releases the GIL while
 compressing), zopt's own ``shuffle``, zarr's synchronous ``_encode_sync``/``_decode_sync``
 where a codec has them (crc32c), and, for any other codec, its async method run on a private
-event loop in the calling thread.
+event loop in the calling thread. zstd goes through ``zopt.compat.libzstd`` (numcodecs' library,
+a context per thread: numcodecs makes one per call while holding the GIL) and the byte shuffle,
+zopt's or numcodecs', through numpy (numcodecs' Cython loop holds the GIL): the same bytes.
 """
 
 from __future__ import annotations

@@ -4,12 +4,19 @@ When ``recompress`` rewrites a local Zarr v3 array whose chunks have exactly the
 chunk shape and whose chain is ``[bytes]`` or ``[bytes, zstd]`` (little-endian or 1-byte
 types, unsharded, regular grid), every inner chunk of the target is one source chunk file. The
 shard writer then reads that file and zstd-decodes it into a per-thread buffer of the chunk's
-size (``numcodecs.Zstd.decode(..., out=)``, which releases the GIL), instead of asking zarr for
-the whole shard region and slicing a non-contiguous chunk out of it.
+size, instead of asking zarr for the whole shard region and slicing a non-contiguous chunk out
+of it.
 
 Measured on ``benchmarks/recompress.py``'s source (64³ float32 chunks, 1 MiB each): zarr's read
 of a 256³ region costs 3.3 ms of CPU per MiB; file read + decode into the buffer 1.3 ms, with no
 page faults (the buffer is reused), and the chunk needs no copy to become contiguous.
+
+Per chunk the GIL is held only between four calls that release it (issue 34): ``os.open``, one
+``os.readv`` into this thread's input buffer (sized for any zstd frame of one chunk, one byte
+more to tell a longer file, which is then read whole), ``os.close`` and the zstd decode
+(``zopt.compat.libzstd``, the library numcodecs bundles, with this thread's context; numcodecs'
+``Zstd.decode(out=)`` where that is not available). A frame that decodes to any other size than
+one chunk is an error naming the chunk key, never a chunk partly left from the one before.
 
 Any other source goes through ``zopt.job.read_source`` as before.
 """
