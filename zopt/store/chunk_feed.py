@@ -53,24 +53,10 @@ def _buffers(nbytes: int, native: np.dtype, shape: tuple[int, ...], blob_nbytes:
 
 
 def _read_into(fd: int, *outs: np.ndarray) -> int:
-    """Read the open file ``fd`` from its start into ``outs`` (1-D uint8, filled in order) until
-    they are full or the file ends; returns the bytes read. One ``readv`` call on local files."""
-    views = [memoryview(o) for o in outs]
-    total = sum(v.nbytes for v in views)
-    got = os.readv(fd, views)
-    while 0 < got < total:  # a short read before the end (rare on local files): go on where it stopped
-        rest, skip = [], got
-        for v in views:
-            if skip >= v.nbytes:
-                skip -= v.nbytes
-                continue
-            rest.append(v[skip:])
-            skip = 0
-        n = os.readv(fd, rest)
-        if not n:
-            break
-        got += n
-    return got
+    """Read the open regular file ``fd`` from its start into ``outs`` (1-D uint8, filled in
+    order); returns the bytes read. One ``readv`` call: a read from a regular file returns less
+    than asked only at its end."""
+    return os.readv(fd, [memoryview(o) for o in outs])
 
 
 class AlignedChunkReader:
