@@ -278,14 +278,22 @@ def perf_probes() -> tuple[str, str] | None:
         return None
     obj = _python_object()
     group = "zopt_gil_" + "".join(c if c.isalnum() else "_" for c in Path(obj).name)[:40]
-    save, restore = f"{group}:save", f"{group}:restore__return"
-    listed = subprocess.run(["perf", "probe", "-l"], capture_output=True, text=True).stdout
-    if save not in listed:
+
+    def events() -> tuple[str | None, str | None]:
+        names = [line.split()[0] for line in subprocess.run(["perf", "probe", "-l"], capture_output=True,
+                                                            text=True).stdout.splitlines() if line.strip().startswith(group + ":")]
+        save = next((n for n in names if n.split(":")[1].startswith("save")), None)
+        restore = next((n for n in names if n.split(":")[1].startswith("restore")), None)
+        return save, restore
+
+    save, restore = events()
+    if save is None or restore is None:
         for spec in (f"{group}:save=PyEval_SaveThread", f"{group}:restore=PyEval_RestoreThread%return"):
-            r = subprocess.run(["perf", "probe", "-x", obj, "-a", spec], capture_output=True, text=True)
-            if r.returncode:
+            # -f: another probe may sit at the same address already
+            if subprocess.run(["perf", "probe", "-f", "-x", obj, "-a", spec], capture_output=True).returncode:
                 return None
-    return save, restore
+        save, restore = events()
+    return (save, restore) if save and restore else None
 
 
 def held_cpu(perf_text: str, t0: float, t1: float) -> tuple[float, int]:
@@ -310,10 +318,10 @@ def held_cpu(perf_text: str, t0: float, t1: float) -> tuple[float, int]:
         s[2] = t
         if event == "PERF_RECORD_SWITCH":
             s[0] = len(parts) > 3 and parts[3] == "IN"
-        elif event.endswith("restore__return:"):
+        elif ":restore" in event:
             takes += not s[1]  # a second probe on the same return (the PLT entry) is no new take
             s[0], s[1] = True, True
-        elif event.endswith("save:"):
+        elif ":save" in event:
             s[0], s[1] = True, False
     for s in state.values():  # up to the end of the window
         if s[0] and s[1]:
