@@ -393,24 +393,14 @@ def write_packed(path: str | os.PathLike, data: bytes | np.ndarray | Sequence[me
     return sum(p.nbytes for p in parts)
 
 
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
-
-
 def write_all(fd: int, parts: Sequence[memoryview]) -> None:
-    """Write ``parts`` (1-D byte memoryviews) one after another at ``fd``'s position: one
-    ``writev`` call for up to ``IOV_MAX`` parts (one release of the GIL instead of one per part),
-    going on where a partial write stopped."""
-    pending = [p for p in parts if p.nbytes]
-    while pending:
-        batch = pending[:_IOV_MAX] if hasattr(os, "writev") else pending[:1]
-        n = os.writev(fd, batch) if hasattr(os, "writev") else os.write(fd, batch[0])
-        done = 0
-        while done < len(batch) and n >= batch[done].nbytes:
-            n -= batch[done].nbytes
-            done += 1
-        pending = pending[done:]
-        if n:  # the first unwritten part was written in part
-            pending[0] = pending[0][n:]
+    """Write ``parts`` (1-D byte memoryviews) one after another at ``fd``'s position, one
+    ``write`` per part, going on where a partial write stopped. (Issue 34: one ``writev`` of a
+    whole shard's parts cost the kernel three times the system time of a write per part.)"""
+    for part in parts:
+        view = part
+        while view.nbytes:
+            view = view[os.write(fd, view):]
 
 
 # -- reading and compaction --------------------------------------------------------------------------
