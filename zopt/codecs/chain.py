@@ -13,8 +13,11 @@ use to undo a chain's trailing codecs, e.g. ``crc32c``):
 
 - array→array and array→bytes codecs through their synchronous ``_encode_sync`` (zarr's
   ``bytes``/``transpose`` and zopt's codecs have one), otherwise their async method on a
-  private event loop;
-- bytes→bytes codecs through ``zopt.codecs.sync`` (numcodecs, releasing the GIL);
+  private event loop; except two array→bytes steps done without zarr's buffer objects (~20 µs
+  of GIL per chunk, issue 34): little-endian ``bytes`` of plain numpy numbers (the chunk's own
+  bytes) and numcodecs' ``pcodec`` (``simple_compress`` with the configuration made once);
+- bytes→bytes codecs through ``zopt.codecs.sync`` (numcodecs, or ``zopt.compat.libzstd`` for
+  zstd and numpy for the byte shuffle, all releasing the GIL);
 - ``conditional`` through its decision with the chunk's ``chunk_index``.
 
 ``max_encoded_size`` is the per-chunk upper bound (bytes) used to size fixed slots:
@@ -39,6 +42,7 @@ Any other codec has no known bound: ``max_encoded_size`` raises ValueError namin
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +158,13 @@ class ChunkEncoder:
             None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
         ]
         self._decoders: list[Any] | None = None  # made on the first decode: most encoders never decode
+        self._native, self._direct = _direct_array_bytes(self.array_array, self.array_bytes[0], spec)
+        self._conditional_encoders()
+
+    def _conditional_encoders(self) -> None:
+        self._choosers = [
+            c.chunk_encoder(s) if isinstance(c, ConditionalCodec) else None for c, s in self.bytes_bytes
+        ]
 
     @property
     def codecs(self) -> tuple[Any, ...]:
@@ -167,6 +178,7 @@ class ChunkEncoder:
             (c.with_decision(decision) if isinstance(c, ConditionalCodec) else c, s)
             for c, s in self.bytes_bytes
         ]
+        out._conditional_encoders()
         return out
 
     def max_encoded_size(self) -> int:
@@ -185,6 +197,8 @@ class ChunkEncoder:
         return n
 
     def _to_bytes(self, chunk: np.ndarray) -> np.ndarray:
+        if self._direct is not None and chunk.dtype == self._native:
+            return self._direct(chunk)
         proto = self.spec.prototype
         if not (chunk.flags.c_contiguous and chunk.flags.aligned):
             # a view of a region, or an array unpickled from a network frame (a chunk sent between
@@ -280,17 +294,68 @@ class ChunkEncoder:
         self, data: np.ndarray, chunk_index: tuple[int, ...] | None, force_zero: bool
     ) -> tuple[np.ndarray, tuple[int, ...]]:
         masks = []
-        for (codec, s), enc in zip(self.bytes_bytes, self._encoders, strict=True):
+        for (codec, _), enc, choose in zip(self.bytes_bytes, self._encoders, self._choosers, strict=True):
             if enc is not None:
                 data = enc(data)
                 continue
-            mask, payload = (0, data) if force_zero else codec.encode_bytes(data, s, chunk_index)
-            out = np.empty(codec.header_nbytes + payload.size, dtype=np.uint8)
-            out[: codec.header_nbytes] = np.frombuffer(format_header(mask, codec.header_bits), np.uint8)
-            out[codec.header_nbytes :] = payload
+            mask, payload = (0, data) if force_zero else choose(data, chunk_index)
+            head = codec.header_nbytes
+            out = np.empty(head + payload.size, dtype=np.uint8)
+            if head == 1:
+                out[0] = mask
+            else:
+                out[:head] = np.frombuffer(format_header(mask, codec.header_bits), np.uint8)
+            out[head:] = payload
             data = out
             masks.append(mask)
         return data, tuple(masks)
+
+
+def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) -> tuple[np.dtype | None, Any]:
+    """``(native dtype, f(chunk) -> 1-D uint8)`` for chains whose array→bytes step needs none of
+    zarr's buffer objects (issue 34: they cost ~20 µs of GIL per chunk), else ``(None, None)``.
+
+    - ``bytes`` little-endian (or 1-byte) on a little-endian machine, no array→array codec, a
+      plain numpy number type: the chunk's own bytes in C order (a view when it is C-contiguous),
+      what zarr's ``BytesCodec`` returns;
+    - numcodecs' ``PCodec`` (``numcodecs.pcodec``): ``pcodec.standalone.simple_compress`` on the
+      flattened chunk with the codec's configuration made once, what ``PCodec.encode`` does.
+    """
+    from zarr.codecs import BytesCodec as ZarrBytesCodec
+
+    from zopt.compat.zarr_compat import endian_text
+    from zopt.dtypes.complex import MLComplex
+    from zopt.dtypes.ml import MLDType
+
+    if array_array or isinstance(spec.dtype, MLDType | MLComplex):
+        return None, None
+    try:
+        native = np.dtype(spec.dtype.to_native_dtype())
+    except Exception:  # noqa: BLE001 - a data type without a numpy equivalent
+        return None, None
+    if native.kind not in "biufc" or native.byteorder not in "=<|" or sys.byteorder != "little":
+        return None, None
+    if isinstance(array_bytes, ZarrBytesCodec):
+        if native.itemsize > 1 and endian_text(array_bytes.endian) not in (None, "little"):
+            return None, None
+
+        def raw(chunk: np.ndarray) -> np.ndarray:
+            return (chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)).reshape(-1).view(np.uint8)
+
+        return native, raw
+    nc = numcodec_of(array_bytes) if isinstance(array_bytes, ArrayBytesCodec) else None
+    if nc is not None and type(nc).__name__ == "PCodec" and type(nc).__module__ == "numcodecs.pcodec":
+        from pcodec import standalone
+
+        config = nc._get_chunk_config()  # what PCodec.encode builds on every call
+        compress = standalone.simple_compress
+
+        def pco(chunk: np.ndarray) -> np.ndarray:
+            flat = (chunk if chunk.flags.c_contiguous and chunk.flags.aligned else np.require(chunk, requirements="CA")).reshape(-1)
+            return np.frombuffer(compress(flat, config), dtype=np.uint8)
+
+        return native, pco
+    return None, None
 
 
 def _codec_name(codec: Any) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Self
 
@@ -226,10 +227,21 @@ class ConditionalCodec(BytesBytesCodec):
 
         Synchronous (call it from a worker thread); the payload excludes the header.
         """
+        return self.chunk_encoder(spec)(data, chunk_index)
+
+    def chunk_encoder(self, spec: ArraySpec) -> Callable[[np.ndarray, tuple[int, ...] | None], tuple[int, np.ndarray]]:
+        """``encode_bytes`` for one chunk spec as ``f(data, chunk_index) -> (mask, payload)``, with
+        the wrapped codecs' encoders and references made once instead of per chunk."""
         if self.decision is None:
-            return 0, data
+            return lambda data, chunk_index: (0, data)
         encoders = [sync_encoder(c, spec) for c in self.codecs]
-        return self.decision.choose(chunk_index, self.codec_refs(), data, lambda i, d: encoders[i](d))
+        refs = self.codec_refs()
+        choose = self.decision.choose
+
+        def run(i: int, d: np.ndarray) -> np.ndarray:
+            return encoders[i](d)
+
+        return lambda data, chunk_index: choose(chunk_index, refs, data, run)
 
     def decode_bytes(self, stored: np.ndarray, spec: ArraySpec) -> tuple[int, np.ndarray]:
         """Split and decode a stored chunk (1-D uint8); returns ``(mask, decoded bytes)``.

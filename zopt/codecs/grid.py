@@ -23,8 +23,11 @@ def _uint_view(a: np.ndarray) -> np.ndarray:
 def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     """True when every element of ``chunk`` has the bit pattern of ``fill`` (a 0-d array).
 
-    Bitwise, so ``-0.0`` is not the fill value ``0.0`` and the chunk is kept.
+    Bitwise, so ``-0.0`` is not the fill value ``0.0`` and the chunk is kept. A chunk whose first
+    element differs is answered from that element alone (~1 µs instead of a pass over the chunk).
     """
+    if chunk.size and chunk.dtype == fill.dtype and chunk[(0,) * chunk.ndim].tobytes() != fill.tobytes():
+        return False
     return bool(np.all(_uint_view(chunk) == _uint_view(fill)))
 
 

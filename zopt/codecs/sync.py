@@ -6,7 +6,9 @@ thread instead, so it needs plain functions: the numcodecs object behind zarr's 
 blosc codecs and behind zarr's ``numcodecs.*`` wrappers (numcodecs releases the GIL while
 compressing), zopt's own ``shuffle``, zarr's synchronous ``_encode_sync``/``_decode_sync``
 where a codec has them (crc32c), and, for any other codec, its async method run on a private
-event loop in the calling thread.
+event loop in the calling thread. zstd goes through ``zopt.compat.libzstd`` (numcodecs' library,
+a context per thread: numcodecs makes one per call while holding the GIL) and the byte shuffle,
+zopt's or numcodecs', through numpy (numcodecs' Cython loop holds the GIL): the same bytes.
 """
 
 from __future__ import annotations
@@ -91,11 +93,58 @@ def _via_zarr_method(codec: Any, spec: Any, sync_name: str, async_name: str) -> 
     return run
 
 
+def _contiguous_u8(data: np.ndarray) -> np.ndarray:
+    return data if data.flags.c_contiguous and data.dtype == np.uint8 and data.ndim == 1 else np.ascontiguousarray(data).view(np.uint8).ravel()
+
+
+def shuffle_encoder(size: int, fallback: Transform | None = None) -> Transform:
+    """``f(bytes_u8) -> bytes_u8``: the byte shuffle of ``size``-byte elements as one numpy
+    transposed copy (which releases the GIL), with the least Python per call; the bytes of
+    ``zopt.codecs.shuffle.ShuffleCodec`` and of ``numcodecs.Shuffle``. Inputs whose length is
+    not a whole number of elements go to ``fallback`` (numcodecs refuses them; zopt's shuffle
+    leaves the trailing bytes in place)."""
+    from zopt.codecs.shuffle import shuffle_rows
+
+    def encode(data: np.ndarray) -> np.ndarray:
+        data = _contiguous_u8(data)
+        n = data.size
+        if size <= 1:
+            return data.copy()
+        if n % size:
+            return fallback(data) if fallback is not None else shuffle_rows(data.reshape(1, -1), size, False).reshape(-1)
+        out = np.empty(n, dtype=np.uint8)
+        out.reshape(size, n // size)[...] = data.reshape(n // size, size).T
+        return out
+
+    return encode
+
+
+def _fast_encoder(codec: Any, nc: Any) -> Transform | None:
+    """An encoder that holds the GIL for a few microseconds a call (issue 34), for the codecs
+    that have one: zstd (``zopt.compat.libzstd``: the bytes numcodecs writes, without its
+    per-call context) and the byte shuffle (zopt's and numcodecs', whose Cython loop holds the
+    GIL); None for the others."""
+    from zopt.codecs.shuffle import ShuffleCodec
+    from zopt.compat import libzstd
+
+    if isinstance(codec, ShuffleCodec):
+        return shuffle_encoder(codec.element_size or 1)
+    if type(nc) is numcodecs.Shuffle:
+        return shuffle_encoder(int(nc.elementsize), lambda data: _as_u8(nc.encode(data)))
+    if type(nc) is numcodecs.Zstd and libzstd.available():
+        level, checksum = int(nc.level), bool(getattr(nc, "checksum", False))
+        return lambda data: libzstd.compress(_contiguous_u8(data), level, checksum)
+    return None
+
+
 def sync_encoder(codec: Any, spec: Any) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
         return _via_zarr_method(codec, spec, "_encode_sync", "_encode_single")
+    fast = _fast_encoder(codec, nc)
+    if fast is not None:
+        return fast
     return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
 
 

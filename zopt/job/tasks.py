@@ -176,6 +176,22 @@ class ShardJob:
             key = "/".join(p for p in (self.shard_dir, self.chunk_key_encoding.encode_chunk_key(shard_coords)) if p)
             put_shard(self.store, key, data)
 
+    def _encoding(self) -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None]:
+        """The inner chunks' encoder (with the decision attached), their native type, the fill value
+        and the reader of aligned source chunks (or None): made once per process and job (issue 34:
+        opening the source array and building the chain cost milliseconds of GIL per shard)."""
+        def make() -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None]:
+            layout = self.layout
+            encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
+            native = encoder.spec.dtype.to_native_dtype()
+            fill = np.asarray(layout.fill_value, dtype=native)
+            # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
+            return encoder, native, fill, AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+
+        if not isinstance(self.src, str):  # e.g. several files combined (zopt.io.multi)
+            return make()
+        return _once_per_job((self.src, self.name, self.shard_dir, self.job, "encode"), make)
+
     def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
         """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
         and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
@@ -187,31 +203,35 @@ class ShardJob:
             hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
             region[axis] = slice(lo, hi)
         origin = [r.start for r in region]
-        encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
-        native = encoder.spec.dtype.to_native_dtype()
-        fill = np.asarray(layout.fill_value, dtype=native)
-        # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
-        direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+        encoder, native, fill, direct = self._encoding()
         if direct is None:
             data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
         slot = layout.slot_size if limit else None
-        for i, index, chunk_region in layout.inner_chunks(shard_coords, self.shape):
-            r = chunk_region[axis]
-            if r.start < region[axis].start or r.start >= region[axis].stop:
+        lo, hi = region[axis].start, region[axis].stop
+        plan, lossy = self.plan, self.lossy
+        # a chain without bytes→bytes codecs may return a view of the reader's reused buffer
+        copy_views = direct is not None and not encoder.bytes_bytes_codecs
+        for i, index, chunk_region, full in layout.inner_chunk_items(shard_coords, self.shape):
+            start = chunk_region[axis].start
+            if start < lo or start >= hi:
                 continue
             if direct is not None:
-                local = direct.read(index, fill)[tuple(slice(0, c.stop - c.start) for c in chunk_region)]
+                local = direct.read(index, fill)
+                if not full:
+                    local = local[tuple(slice(0, c.stop - c.start) for c in chunk_region)]
             else:
                 local = data[tuple(slice(c.start - o, c.stop - o) for c, o in zip(chunk_region, origin, strict=True))]
-            if self.plan is not None:
-                self.plan.check_chunk(index, local, fill)
-            if self.lossy is not None:
-                local = self.lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
+            if plan is not None:
+                plan.check_chunk(index, local, fill)
+            if lossy is not None:
+                local = lossy.prepare(index, local, f"inner chunk {index} (shard {tuple(shard_coords)})")
             chunk = padded(local, layout.inner_shape, fill)
+            if not chunk.flags.c_contiguous:  # a view of a region: one copy, used by the fill check and the chain
+                chunk = np.ascontiguousarray(chunk)
             if is_fill(chunk, fill):
                 continue
             encoded = encoder.encode(chunk, index, limit=slot)
-            if direct is not None and np.may_share_memory(encoded.data, chunk):  # e.g. a [bytes] chain: no copy made
+            if copy_views and np.may_share_memory(encoded.data, chunk):  # e.g. a [bytes] chain: no copy made
                 encoded = type(encoded)(encoded.data.copy(), encoded.masks)
             yield i, encoded
 

@@ -4,12 +4,19 @@ When ``recompress`` rewrites a local Zarr v3 array whose chunks have exactly the
 chunk shape and whose chain is ``[bytes]`` or ``[bytes, zstd]`` (little-endian or 1-byte
 types, unsharded, regular grid), every inner chunk of the target is one source chunk file. The
 shard writer then reads that file and zstd-decodes it into a per-thread buffer of the chunk's
-size (``numcodecs.Zstd.decode(..., out=)``, which releases the GIL), instead of asking zarr for
-the whole shard region and slicing a non-contiguous chunk out of it.
+size, instead of asking zarr for the whole shard region and slicing a non-contiguous chunk out
+of it.
 
 Measured on ``benchmarks/recompress.py``'s source (64³ float32 chunks, 1 MiB each): zarr's read
 of a 256³ region costs 3.3 ms of CPU per MiB; file read + decode into the buffer 1.3 ms, with no
 page faults (the buffer is reused), and the chunk needs no copy to become contiguous.
+
+Per chunk the GIL is held only between four calls that release it (issue 34): ``os.open``, one
+``os.readv`` into this thread's input buffer (sized for any zstd frame of one chunk, one byte
+more to tell a longer file, which is then read whole), ``os.close`` and the zstd decode
+(``zopt.compat.libzstd``, the library numcodecs bundles, with this thread's context; numcodecs'
+``Zstd.decode(out=)`` where that is not available). A frame that decodes to any other size than
+one chunk is an error naming the chunk key, never a chunk partly left from the one before.
 
 Any other source goes through ``zopt.job.read_source`` as before.
 """
@@ -22,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.compat import libzstd
 from zopt.compat.zarr_compat import endian_of, regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 
@@ -30,28 +38,25 @@ __all__ = ["AlignedChunkReader"]
 _local = threading.local()
 
 
-def _buffer(nbytes: int) -> np.ndarray:
-    """This thread's decode buffer of ``nbytes`` bytes (reused from chunk to chunk)."""
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size != nbytes:
-        buf = _local.buf = np.empty(nbytes, dtype=np.uint8)
-    return buf
+def _buffers(nbytes: int, native: np.dtype, shape: tuple[int, ...], blob_nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's decode buffer of ``nbytes`` bytes (reused from chunk to chunk), a view of it
+    as a chunk of ``shape`` and ``native`` type, and its input buffer of at least ``blob_nbytes``."""
+    key = (nbytes, native, shape)
+    views = getattr(_local, "views", None)
+    if views is None or views[0] != key:
+        buf = np.empty(nbytes, dtype=np.uint8)
+        views = _local.views = (key, buf, buf.view(native).reshape(shape))
+    blob = getattr(_local, "blob", None)
+    if blob is None or blob.size < blob_nbytes:
+        blob = _local.blob = np.empty(max(blob_nbytes, 2 * (0 if blob is None else blob.size)), dtype=np.uint8)
+    return views[1], views[2], blob
 
 
-def _read_file(f: Any) -> memoryview:
-    """The whole of the open file ``f``, read into this thread's reused input buffer."""
-    size = os.fstat(f.fileno()).st_size
-    buf = getattr(_local, "blob", None)
-    if buf is None or len(buf) < size:
-        buf = _local.blob = bytearray(max(size, 2 * len(buf or b"")))
-    view = memoryview(buf)[:size]
-    got = 0
-    while got < size:
-        n = f.readinto(view[got:])
-        if not n:
-            break
-        got += n
-    return view[:got]
+def _read_into(fd: int, *outs: np.ndarray) -> int:
+    """Read the open regular file ``fd`` from its start into ``outs`` (1-D uint8, filled in
+    order); returns the bytes read. One ``readv`` call: a read from a regular file returns less
+    than asked only at its end."""
+    return os.readv(fd, [memoryview(o) for o in outs])
 
 
 class AlignedChunkReader:
@@ -68,6 +73,12 @@ class AlignedChunkReader:
         self.chunk_shape = tuple(int(c) for c in array.metadata.chunk_grid.chunk_shape)
         self.nbytes = int(np.prod(self.chunk_shape)) * native.itemsize
         self.zstd = zstd  # a numcodecs.Zstd, or None for raw chunks
+        self._encode_key = array.metadata.chunk_key_encoding.encode_chunk_key
+        self._prefix = os.path.join(root, array.path, "")
+        # one read takes any file up to this size (a chunk's largest zstd frame, 1 KiB spare); one
+        # byte more tells a longer file, which is then read whole (its size from fstat)
+        self._read_nbytes = (libzstd.compress_bound(self.nbytes) + 1024 if zstd is not None else self.nbytes) + 1
+        self._direct_zstd = zstd is not None and libzstd.available()
 
     @classmethod
     def open(cls, store: str | os.PathLike, name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
@@ -105,8 +116,8 @@ class AlignedChunkReader:
         return cls(root, array, native, zstd)
 
     def path(self, chunk_index: tuple[int, ...]) -> tuple[str, str]:
-        key = self.array.metadata.chunk_key_encoding.encode_chunk_key(chunk_index)
-        return key, os.path.join(self.root, self.array.path, *key.split("/"))
+        key = self._encode_key(chunk_index)
+        return key, self._prefix + (key if os.sep == "/" else os.path.join(*key.split("/")))
 
     def read(self, chunk_index: tuple[int, ...], fill: np.ndarray) -> np.ndarray:
         """Source chunk ``chunk_index`` (chunk shape, native dtype; absent: ``fill`` everywhere).
@@ -114,24 +125,33 @@ class AlignedChunkReader:
         Raises ChunkDecodeError naming the chunk key when its bytes do not decode to exactly one
         chunk.
         """
-        key, path = self.path(chunk_index)
-        buf = _buffer(self.nbytes)
-        chunk = buf.view(self.native).reshape(self.chunk_shape)
+        key = self._encode_key(chunk_index)
+        buf, chunk, blob = _buffers(self.nbytes, self.native, self.chunk_shape, self._read_nbytes)
         try:
-            with open(path, "rb", buffering=0) as f:
-                if self.zstd is None:
-                    got = f.readinto(memoryview(buf))
-                    if got != self.nbytes or f.read(1):
-                        raise ValueError(f"{got} or more bytes, expected {self.nbytes}")
-                    return chunk
-                blob = _read_file(f)
+            fd = os.open(self._prefix + key if os.sep == "/" else self.path(chunk_index)[1], os.O_RDONLY)
         except FileNotFoundError:
             chunk[...] = fill
             return chunk
-        except ValueError as exc:
-            raise ChunkDecodeError(key, None, exc) from exc
         try:
-            self.zstd.decode(blob, out=buf)
+            if self.zstd is None:
+                got = _read_into(fd, buf, blob[:1])  # one byte more tells a longer file
+                if got != self.nbytes:
+                    raise ChunkDecodeError(key, None, ValueError(f"{got} or more bytes, expected {self.nbytes}"))
+                return chunk
+            got = _read_into(fd, blob[: self._read_nbytes])
+            if got == self._read_nbytes:  # longer than any frame of one chunk: read it whole
+                whole = np.empty(os.fstat(fd).st_size, dtype=np.uint8)
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = whole[: _read_into(fd, whole)]
+            else:
+                data = blob[:got]
+        finally:
+            os.close(fd)
+        try:
+            if self._direct_zstd:  # the GIL is released for the whole decode (zopt.compat.libzstd)
+                libzstd.decompress_into(data, buf, self.nbytes)
+            elif self.zstd.decode(data, out=buf).nbytes != self.nbytes:
+                raise ValueError(f"zstd frame holds fewer bytes than the {self.nbytes} of a chunk")
         except Exception as exc:  # numcodecs raises RuntimeError/ValueError for corrupt frames
             raise ChunkDecodeError(key, None, exc) from exc
         return chunk

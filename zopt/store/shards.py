@@ -29,6 +29,7 @@ Only local directory stores are written here (the engine writes other stores thr
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import uuid
@@ -54,6 +55,7 @@ __all__ = [
     "read_index_stat",
     "read_shard",
     "remove_temp_files",
+    "write_all",
     "write_packed",
     "write_slots",
 ]
@@ -178,14 +180,33 @@ class ShardLayout:
         i : position in the shard (C order); chunk_index : coordinates in the array's
         inner-chunk grid; region : the chunk's array region, clipped to the array.
         """
-        cps = self.chunks_per_shard
-        for i, local in enumerate(np.ndindex(*cps)):
-            index = tuple(s * n + c for s, n, c in zip(shard_coords, cps, local, strict=True))
-            start = [c * k for c, k in zip(index, self.inner_shape, strict=True)]
-            if any(o >= n for o, n in zip(start, array_shape, strict=True)):
-                continue
-            region = tuple(slice(o, min(o + k, n)) for o, k, n in zip(start, self.inner_shape, array_shape, strict=True))
+        for i, index, region, _ in self.inner_chunk_items(shard_coords, array_shape):
             yield i, index, region
+
+    def inner_chunk_items(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]) -> list[tuple[int, tuple[int, ...], tuple[slice, ...], bool]]:
+        """``inner_chunks`` as a list, each item with a fourth field: True when the chunk lies
+        whole inside the array (its region has ``inner_shape``). Built per axis, then combined:
+        a few microseconds per chunk less than ``np.ndindex`` per chunk (issue 34)."""
+        cps = self.chunks_per_shard
+        axes = []
+        for s, n, k, size in zip(shard_coords, cps, self.inner_shape, array_shape, strict=True):
+            axis = []
+            for c in range(n):
+                start = (s * n + c) * k
+                if start >= size:
+                    break
+                axis.append((c, s * n + c, slice(start, min(start + k, size)), start + k <= size))
+            axes.append(axis)
+        strides = [math.prod(cps[d + 1 :]) for d in range(len(cps))]
+        items = []
+        for combo in itertools.product(*axes):
+            items.append((
+                sum(a[0] * st for a, st in zip(combo, strides, strict=True)),
+                tuple(a[1] for a in combo),
+                tuple(a[2] for a in combo),
+                all(a[3] for a in combo),
+            ))
+        return items
 
 
 def layout_of(array: Any) -> ShardLayout | None:
@@ -314,17 +335,27 @@ def pack_parts(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | byt
     """The pieces of a packed shard in file order — chunks in C order, then (or before) the
     index — without joining them (``write_packed`` writes them one after the other, so a shard
     is never copied whole in memory). Same arguments and None as ``pack``."""
-    items = sorted(((i, memoryview(np.ascontiguousarray(d)).cast("B") if isinstance(d, np.ndarray) else memoryview(d)) for i, d in chunks), key=lambda x: x[0])
+    items = sorted(((i, _byte_view(d)) for i, d in chunks), key=lambda x: x[0])
     if not items:
         return None
     table = np.full((layout.n_inner, 2), EMPTY, dtype=np.uint64)
-    offset = layout.data_offset
-    for i, d in items:
-        table[i] = (offset, d.nbytes)
-        offset += d.nbytes
+    sizes = np.fromiter((d.nbytes for _, d in items), dtype=np.uint64, count=len(items))
+    where = np.fromiter((i for i, _ in items), dtype=np.intp, count=len(items))
+    table[where, 1] = sizes
+    table[where, 0] = layout.data_offset + np.cumsum(sizes) - sizes
     index = memoryview(layout.encode_index(table))
     parts = [d for _, d in items]
     return [index, *parts] if layout.index_location == "start" else [*parts, index]
+
+
+def _byte_view(d: np.ndarray | bytes | memoryview) -> memoryview:
+    """A 1-D byte memoryview of ``d``, without a copy when it is contiguous."""
+    if isinstance(d, np.ndarray):
+        if d.dtype == np.uint8 and d.ndim == 1 and d.flags.c_contiguous:
+            return memoryview(d)
+        return memoryview(np.ascontiguousarray(d)).cast("B")
+    view = memoryview(d)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | memoryview]]) -> bytes | None:
@@ -336,7 +367,7 @@ def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | m
     return None if parts is None else b"".join(parts)
 
 
-def write_packed(path: str | os.PathLike, data: bytes | Sequence[memoryview] | None,
+def write_packed(path: str | os.PathLike, data: bytes | np.ndarray | Sequence[memoryview] | None,
                  tmp_dir: str | os.PathLike | None = None) -> int:
     """Atomically replace the shard file ``path`` with ``data`` (bytes, or the pieces of
     ``pack_parts``; None: remove it). Returns bytes written.
@@ -349,18 +380,28 @@ def write_packed(path: str | os.PathLike, data: bytes | Sequence[memoryview] | N
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tmp_dir or path.parent) / f"{path.name}{TMP_MARK}packed-{uuid.uuid4().hex}"
-    parts = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+    parts = [_byte_view(data)] if isinstance(data, bytes | bytearray | memoryview | np.ndarray) else [_byte_view(p) for p in data]
     try:
-        with open(tmp, "wb", buffering=0) as f:
-            for part in parts:
-                view = memoryview(part).cast("B")
-                while view.nbytes:  # a raw write may be partial
-                    view = view[f.write(view):]
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            write_all(fd, parts)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return sum(memoryview(p).nbytes for p in parts)
+    return sum(p.nbytes for p in parts)
+
+
+def write_all(fd: int, parts: Sequence[memoryview]) -> None:
+    """Write ``parts`` (1-D byte memoryviews) one after another at ``fd``'s position, one
+    ``write`` per part, going on where a partial write stopped. (Issue 34: one ``writev`` of a
+    whole shard's parts cost the kernel three times the system time of a write per part.)"""
+    for part in parts:
+        view = part
+        while view.nbytes:
+            view = view[os.write(fd, view):]
 
 
 # -- reading and compaction --------------------------------------------------------------------------

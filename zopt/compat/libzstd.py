@@ -1,0 +1,176 @@
+"""zstd through the library numcodecs bundles, with one compression context per thread.
+
+``numcodecs.zstd.compress`` makes a new ``ZSTD_CCtx`` for every call and does it while holding
+the GIL: ``ZSTD_createCCtx`` queries the CPU's features with ``cpuid``, which a virtual machine
+traps (~15 µs a call here, half of the 38 µs that a 1 MiB compress holds the GIL for), and every
+call allocates and frees the context's ~1 MiB workspace. Threads writing chunks in parallel then
+queue for the GIL on every chunk (issue 34).
+
+This module calls the same functions of the same library build — the ``ZSTD_*`` symbols that
+numcodecs' ``zstd`` extension exports — through ``ctypes``, which releases the GIL for the whole
+foreign call: ``ZSTD_compress2`` on a context made once per thread and level, and
+``ZSTD_decompressDCtx`` on a context made once per thread. ``ZSTD_compress2`` resets the session
+on every call and the parameters (level, checksum flag) are the ones numcodecs sets, so the
+frames are the bytes ``numcodecs.zstd.compress`` writes; ``available()`` checks that on a probe
+once per process and is False (callers then use numcodecs) when the symbols are missing, the
+library is another version than numcodecs reports, or the bytes differ.
+
+Contexts live as long as their thread (freed with its thread-local storage).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["available", "compress", "compress_bound", "decompress_into"]
+
+_lock = threading.Lock()
+_lib: Any = None  # the loaded library, False when unavailable, None before the first check
+_local = threading.local()
+
+
+def compress_bound(n: int) -> int:
+    """``ZSTD_COMPRESSBOUND(n)`` (zstd.h): the most bytes one frame of ``n`` input bytes takes."""
+    return n + (n >> 8) + (((128 << 10) - n) >> 11 if n < (128 << 10) else 0)
+
+
+def _load() -> Any:
+    import numcodecs.zstd as nz
+
+    lib = ctypes.CDLL(nz.__file__)  # already loaded by the import: dlopen returns the same handle
+    size_t, vp, cvp = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p
+    for name, res, args in (
+        ("ZSTD_versionNumber", ctypes.c_uint, []),
+        ("ZSTD_createCCtx", vp, []),
+        ("ZSTD_freeCCtx", size_t, [vp]),
+        ("ZSTD_CCtx_setParameter", size_t, [vp, ctypes.c_int, ctypes.c_int]),
+        ("ZSTD_compress2", size_t, [vp, vp, size_t, cvp, size_t]),
+        ("ZSTD_createDCtx", vp, []),
+        ("ZSTD_freeDCtx", size_t, [vp]),
+        ("ZSTD_decompressDCtx", size_t, [vp, vp, size_t, cvp, size_t]),
+        ("ZSTD_isError", ctypes.c_uint, [size_t]),
+        ("ZSTD_getErrorName", ctypes.c_char_p, [size_t]),
+        ("ZSTD_maxCLevel", ctypes.c_int, []),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    if lib.ZSTD_versionNumber() != nz.VERSION_NUMBER:
+        return False
+    lib.max_level = lib.ZSTD_maxCLevel()
+    return lib
+
+
+def available() -> bool:
+    """True when this module's frames are numcodecs' (checked once per process on a probe)."""
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                try:
+                    lib = _load()
+                except (ImportError, OSError, AttributeError):
+                    lib = False
+                _lib = lib
+                if lib:
+                    _lib = lib if _same_as_numcodecs() else False
+    return bool(_lib)
+
+
+def _same_as_numcodecs() -> bool:
+    import numcodecs.zstd as nz
+
+    probe = np.frombuffer(bytes(range(256)) * 64 + b"zopt" * 1000, dtype=np.uint8)
+    try:
+        return all(
+            compress(probe, level, checksum).tobytes() == nz.compress(probe, level, checksum)
+            for level, checksum in ((3, False), (1, True))
+        )
+    except Exception:  # noqa: BLE001 - any failure means: use numcodecs
+        return False
+
+
+class _Context:
+    """A ``ZSTD_CCtx`` or ``ZSTD_DCtx`` freed with the thread-local storage that holds it."""
+
+    def __init__(self, lib: Any, compress: bool) -> None:
+        self.lib, self.compress = lib, compress
+        self.ptr = lib.ZSTD_createCCtx() if compress else lib.ZSTD_createDCtx()
+        if not self.ptr:
+            raise MemoryError("zstd: cannot create a context")
+
+    def __del__(self) -> None:
+        if self.ptr:
+            (self.lib.ZSTD_freeCCtx if self.compress else self.lib.ZSTD_freeDCtx)(self.ptr)
+            self.ptr = None
+
+
+def _check(lib: Any, code: int, what: str) -> int:
+    if lib.ZSTD_isError(code):
+        raise RuntimeError(f"zstd {what} error: {lib.ZSTD_getErrorName(code).decode()}")
+    return code
+
+
+def _cctx(level: int, checksum: bool) -> int:
+    contexts = getattr(_local, "cctx", None)
+    if contexts is None:
+        contexts = _local.cctx = {}
+    ctx = contexts.get((level, checksum))
+    if ctx is None:
+        lib = _lib
+        ctx = _Context(lib, True)
+        # what numcodecs.zstd.compress sets: the level (capped at the maximum), the checksum flag
+        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 100, min(level, lib.max_level)), "level")  # ZSTD_c_compressionLevel
+        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 201, 1 if checksum else 0), "checksum")  # ZSTD_c_checksumFlag
+        contexts[(level, checksum)] = ctx
+    return ctx.ptr
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of ``a``'s first byte (a writable array: through ctypes' buffer export, 4× faster than ``a.ctypes``)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError):  # read-only (e.g. over bytes) or empty
+        return a.ctypes.data
+
+
+def compress(data: np.ndarray, level: int, checksum: bool = False, head: int = 0) -> np.ndarray:
+    """One zstd frame of ``data`` (1-D C-contiguous uint8): the bytes of
+    ``numcodecs.zstd.compress(data, level, checksum)``, as a 1-D uint8 array of ``head`` bytes
+    left for the caller (uninitialised) followed by the frame. The GIL is released while zstd
+    runs. Call only after ``available()`` returned True. Raises RuntimeError on a zstd error.
+    """
+    n = data.size
+    cap = compress_bound(n)
+    out = np.empty(head + cap, dtype=np.uint8)
+    size = _lib.ZSTD_compress2(_cctx(level, checksum), _address(out) + head, cap, _address(data) if n else None, n)
+    if size > cap:  # zstd's error codes are the largest size_t values
+        _check(_lib, size, "compression")
+    out.resize(head + size, refcheck=False)  # realloc: shrinks in place, no copy
+    return out
+
+
+def decompress_into(blob: Any, out: np.ndarray, nbytes: int | None = None) -> int:
+    """Decode the zstd frame(s) in ``blob`` (bytes-like or 1-D uint8) into ``out`` (C-contiguous,
+    writable); returns the number of bytes decoded. ``nbytes``: the decoded size required
+    (ValueError otherwise). The GIL is released while zstd runs. Raises RuntimeError for bytes
+    zstd cannot decode into ``out`` (corrupt, or more than ``out`` holds).
+    """
+    lib = _lib
+    ctx = getattr(_local, "dctx", None)
+    if ctx is None:
+        ctx = _local.dctx = _Context(lib, False)
+    if isinstance(blob, bytes):  # ctypes passes a bytes object's own buffer
+        src, size = blob, len(blob)
+    else:
+        arr = blob if isinstance(blob, np.ndarray) else np.frombuffer(blob, dtype=np.uint8)
+        src, size = (_address(arr) if arr.nbytes else None), arr.nbytes
+    got = lib.ZSTD_decompressDCtx(ctx.ptr, _address(out), out.nbytes, src, size)
+    if got > out.nbytes:
+        _check(lib, got, "decompression")
+    if nbytes is not None and got != nbytes:
+        raise ValueError(f"zstd frame holds {got} bytes of content, expected {nbytes}")
+    return got
