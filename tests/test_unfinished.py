@@ -90,3 +90,48 @@ def test_an_s3_destination_killed_mid_job_is_refused_by_verify_until_rewritten(s
     assert not fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}")
     np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:], values)
     assert CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"]).exit_code == 0
+
+
+#: the job SIGKILLs itself when it is about to put its first metadata document (``zarr.json``) into the
+#: destination store, whatever the store's class (a ``LocalStore`` object, ``FsspecStore`` for ``s3://``)
+_KILL_AT_FIRST_METADATA = """
+import os, signal, sys
+import zarr.storage
+
+def killing(cls):
+    for name in ("set", "set_if_not_exists"):
+        real = getattr(cls, name)
+        async def put(self, key, *args, _real=real, **kwargs):
+            if key.rsplit("/", 1)[-1] == "zarr.json":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return await _real(self, key, *args, **kwargs)
+        setattr(cls, name, put)
+
+for cls in (zarr.storage.LocalStore, zarr.storage.FsspecStore):
+    killing(cls)
+from zopt import recompress
+src, dst = sys.argv[1], sys.argv[2]
+recompress(src, zarr.storage.LocalStore(dst) if "://" not in dst else dst, scheduler="synchronous")
+"""
+
+
+@pytest.mark.parametrize("where", ["local Store", "s3"])
+def test_a_job_killed_at_its_first_metadata_document_leaves_the_marker(source, tmp_path, request, where):
+    """Issue 35: the target's ``zarr.json`` documents were written before the marker: a job killed
+    in between (2 of 5 targeted kills) left a store that reads as all fill values and carries no
+    marker, so ``zopt info`` and ``zopt verify`` said nothing. The marker now comes first."""
+    src, _ = source
+    if where == "s3":  # the fixtures set the server's credentials in os.environ
+        dst = f"{request.getfixturevalue('s3_bucket')}/killed.zarr"
+        env = dict(os.environ, FSSPEC_S3_ENDPOINT_URL=request.getfixturevalue("s3_endpoint"))
+    else:
+        dst, env = str(tmp_path / "killed.zarr"), None
+    proc = subprocess.run([sys.executable, "-c", _KILL_AT_FIRST_METADATA, str(src), dst], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with pytest.raises(UnfinishedStoreError, match=UNFINISHED_KEY):
+        check_finished(dst)
+    result = CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"])
+    assert result.exit_code == 1 and "unfinished job" in result.output, result.output
+    if where != "s3":  # zopt info reads local stores
+        assert "unfinished job" in CliRunner().invoke(main, ["info", dst], env={"COLUMNS": "250"}).output

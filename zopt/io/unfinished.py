@@ -2,8 +2,8 @@
 
 A local directory DST is written under ``DST.zopt-partial`` and renamed into place, so a killed
 job never leaves a DST that looks finished. A Store has no rename: ``zopt recompress`` writes
-it in place. So, once the target's metadata exists, the job puts ``UNFINISHED_KEY`` at the
-store's root (the job id, its start time, host and pid, and SRC) and deletes it as the last
+it in place. So, before the target's first key (its root ``zarr.json``), the job puts
+``UNFINISHED_KEY`` at the store's root (the job id, its start time, host and pid, and SRC) and deletes it as the last
 step of a successful job; a failed job clears the whole store. A job killed in between leaves
 the marker: zarr readers still open the store (its missing shards read as fill values), but
 ``zopt verify`` refuses it and ``zopt info`` says so, both naming the marker

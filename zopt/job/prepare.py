@@ -9,6 +9,7 @@ cannot be honoured. Nothing here writes; ``zopt.job.api.run_job`` runs the phase
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import uuid
@@ -63,6 +64,7 @@ from zopt.planning.chains import (
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint
+from zopt.store.lock import destination_lock
 
 __all__ = ["Prepared", "job_layout", "parse_job", "plan_of_work"]
 
@@ -92,8 +94,13 @@ class Prepared:
     record: dict[str, Any] | None = None
 
 
-def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
-    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
+def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[str, LocalTarget | StoreTarget,
+                                                                                  list[str]]:
+    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused.
+
+    ``hold``: a local directory DST's lock (``zopt.store.lock.destination_lock``) is taken into it
+    before anything of DST is touched (the caller releases it once the job has published or
+    failed); None for a child group's job, which its parent's lock covers."""
     src, notes = _source(job)
     if is_icechunk(job.dst):
         return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
@@ -103,6 +110,8 @@ def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[
         for one in source_files(src):
             if not loc.is_url(one):
                 check_no_overlap(one, dst)
+        if hold is not None:  # one job per DST: StoreLockedError for a second one, nothing written
+            hold.enter_context(destination_lock(dst, "recompress"))
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)

@@ -22,6 +22,7 @@ from typing import Any
 import xarray as xr
 import zarr
 
+from zopt.errors import ZoptError
 from zopt.io import locations as loc
 from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
@@ -30,9 +31,14 @@ from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
 from zopt.store.shards import allocated_bytes, remove_temp_files
 
 __all__ = [
-    "LocalTarget", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
+    "LocalTarget", "PartialStoreGoneError", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
     "put_shard", "same_metadata", "stored_bytes_of", "stored_sizes", "target_arrays",
 ]
+
+
+class PartialStoreGoneError(ZoptError, FileNotFoundError):
+    """A local DST's partial store (``DST.zopt-partial``) was removed by another process while the
+    job was writing it; nothing was published."""
 
 
 class LocalTarget:
@@ -88,8 +94,9 @@ class StoreTarget:
         self._clear()
 
     def begin(self, job: str, src: str) -> None:
-        """Once the target's metadata exists: mark the store unfinished until ``publish``
-        (``zopt.io.unfinished``: a killed job's store is recognisable as such)."""
+        """Before the target's first key is written: mark the store unfinished until ``publish``
+        (``zopt.io.unfinished``: a killed job's store is recognisable as such, from its first
+        ``zarr.json`` on)."""
         mark_unfinished(self.store, job, src)
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
@@ -154,7 +161,8 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
     the source's data type, fill value, dimension names and attributes (only the chunk grid, chunk key encoding and
     codecs are new), and every other array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through
     xarray's ``to_zarr`` with lazy placeholders for the rewritten variables. A store whose root is an array
-    (``spec.root_meta``) gets a root array. ``spec.fills``: fill values to set for a
+    (``spec.root_meta``) gets a root array. ``partial`` is new (made empty by the caller): nothing there is
+    overwritten, so a store's unfinished marker, put first (``StoreTarget.begin``), stays. ``spec.fills``: fill values to set for a
     non-Zarr-v3 source (``zopt.lossy``: a lossy chain is designed for one fill value). ``only_rewritten``: create the
     rewritten arrays' metadata only (``target_arrays``), nothing else copied.
     """
@@ -171,12 +179,12 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         zarr.create_array(
             partial, shape=arr.shape, dtype=arr.metadata.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
             fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names if v3 else None,
-            attributes=dict(arr.attrs), zarr_format=3, overwrite=True, **splits[""],
+            attributes=dict(arr.attrs), zarr_format=3, **splits[""],
         )
         return
     if source_group is not None:
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
-        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs), overwrite=True)
+        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs))
         for name, arr in source_group.arrays():
             if name not in names:
                 if not only_rewritten:
@@ -204,7 +212,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
-    template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
+    template.to_zarr(partial, mode="w-", compute=False, zarr_format=3, consolidated=False,
                      encoding=encodings(ds, names, splits, layouts, fills))
 
 
