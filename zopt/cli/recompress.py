@@ -24,10 +24,12 @@ from zopt.compat.scheduling import scheduler_option
 from zopt.errors import disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
-__all__ = ["RESUME_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
+__all__ = ["RESUME_NOTE", "STORE_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
 
 #: what Ctrl-C says where the interrupted job resumes (``zopt.compat.interrupts``)
 RESUME_NOTE = "journal kept, run the same command to resume"
+#: and where it starts over (a store URL: written in place, no journal)
+STORE_NOTE = "run the same command with --overwrite to start over"
 
 
 def work_table(report: Any) -> Table:
@@ -216,7 +218,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         _preset_error(exc)
         raise  # one line from zopt.cli.commands' group, like every other error
     try:
-        with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
+        with interrupt_note(_interrupt_note(dst), until_exit=True):
             report = run_job(job)
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst and not concat_dim:
@@ -247,6 +249,14 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     for done in verified:
         console.print(done.success_line(), markup=False)
     _exit_if_skipped(ctx, report.skipped)
+
+
+def _interrupt_note(dst: str) -> str:
+    """What Ctrl-C says: a local DST and an Icechunk branch keep a journal (the partial store, the
+    work branch); a store URL is cleared, or left marked unfinished by a second Ctrl-C."""
+    if "://" not in dst or dst.startswith(("icechunk://", "icechunk+")):
+        return RESUME_NOTE
+    return STORE_NOTE
 
 
 def _preset_error(exc: ValueError) -> None:
