@@ -61,7 +61,22 @@ class IcechunkTarget(StoreTarget):
         self.snapshot: str | None = None  # the job's commit, once written
         self.journal = _CommitJournal(self)
         self.src_text = ""
-        check_store_replaceable(self.repo.readonly_session(snapshot_id=self.base).store, overwrite, self.text)
+        self.overwrite = overwrite
+        self.published = self._published_record()
+        if self.published is None:  # else: checked once the job's fingerprint is known (_CommitJournal.check)
+            self._check_replaceable()
+
+    def _check_replaceable(self) -> None:
+        check_store_replaceable(self.repo.readonly_session(snapshot_id=self.base).store, self.overwrite, self.text)
+
+    def _published_record(self) -> dict[str, Any] | None:
+        """The record of a job that moved the branch to its commit and was killed before removing its
+        work branch (the work branch then points at the branch's tip, a complete zopt commit), else None."""
+        if self.work_branch not in self.repo.list_branches() or self.repo.lookup_branch(self.work_branch) != self.base:
+            return None
+        record = (self.repo.lookup_snapshot(self.base).metadata or {}).get(RECORD_KEY)
+        ok = isinstance(record, dict) and record.get("format") == _FORMAT and record.get("complete")
+        return record if ok else None
 
     # -- the interface of LocalTarget / StoreTarget -----------------------------------------
     @property
@@ -117,10 +132,11 @@ class IcechunkTarget(StoreTarget):
         tip = self.repo.lookup_branch(self.branch)
         if tip != self.base:
             raise icc.BranchMovedError(self._moved(tip))
-        try:
-            self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
-        except ic.IcechunkError as exc:  # moved between the lookup and the reset
-            raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
+        if self.snapshot != tip:  # else published by the interrupted run of this job: only its work branch is left
+            try:
+                self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
+            except ic.IcechunkError as exc:  # moved between the lookup and the reset
+                raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
         self.repo.delete_branch(self.work_branch)
 
     def discard(self) -> None:
@@ -243,8 +259,9 @@ class _CommitJournal:
         if t.work_branch not in t.repo.list_branches():
             return None
         tip = t.repo.lookup_branch(t.work_branch)
-        if tip == t.base:  # a job published, then killed before removing its work branch: nothing to resume
-            return None
+        if tip == t.base:  # a job published, then killed before removing its work branch: finished if it was this job
+            t.record = t.published
+            return t.published
         record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
         if not isinstance(record, dict) or record.get("format") != _FORMAT:
             return None
@@ -252,14 +269,26 @@ class _CommitJournal:
         return record
 
     def check(self, record: dict[str, Any], fp: dict[str, Any], dst: str) -> None:
+        """ResumeMismatchError unless ``record`` is this job's, started at the branch's tip. The record of a
+        job that published and was killed before removing its work branch (``IcechunkTarget.published``):
+        this job's is finished by publishing nothing more; another's work branch is removed (``read`` then
+        returns None), and the branch is then replaced only with ``overwrite``."""
         from zopt.store.journal import Journal
 
         t = self.target
+        journal = Journal(f"{t.text} (branch {t.work_branch!r})")
+        if t.published is not None and record is t.published:
+            try:
+                journal.check(record, fp, dst)
+            except ResumeMismatchError:  # another job's, already published: its work branch holds nothing more
+                t.repo.delete_branch(t.work_branch)
+                t.published = None
+                t._check_replaceable()  # the branch holds that job's store: replaced only with overwrite
+            return  # this job's: resumed with every unit done, the branch already at its commit
         if record.get("base") != t.base:
             raise ResumeMismatchError(
                 f"resume: branch {t.branch!r} of {t.text} moved since the interrupted job started "
                 f"({record.get('base')} → {t.base}); delete branch {t.work_branch!r} to start over")
-        journal = Journal(f"{t.text} (branch {t.work_branch!r})")
         journal.check(record, fp, dst)
 
     def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:

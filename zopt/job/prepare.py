@@ -210,6 +210,7 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
+        p.record = journal.read()  # a check may set aside a record it does not resume (Icechunk: a published job's)
 
 
 def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared, plan: Any) -> None:
