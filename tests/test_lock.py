@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from concurrent_cli import run_at_once, start_workers, stop_workers
 
 from zopt.errors import ZoptError
 from zopt.store.lock import LOCK_NAME, STALE_GRACE, StoreLockedError, store_lock
@@ -148,20 +149,6 @@ def test_without_flock_a_stale_lock_is_still_taken_over_and_a_live_one_refused(t
 #: rounds each way of the two-jobs tests; ``ZOPT_DST_ROUNDS=20`` is the campaign docs/reliability.md reports
 DST_ROUNDS = int(os.environ.get("ZOPT_DST_ROUNDS", "4"))
 
-#: a CLI process kept alive over the rounds: reads the arguments of one ``zopt`` command a line (JSON), runs
-#: it as the command line does (``CliRunner``: exit status and output) and answers with them, so each round
-#: costs a job, not an interpreter start, and both jobs start within the same millisecond
-_WORKER = """
-import json, sys
-from click.testing import CliRunner
-from zopt.cli.commands import main
-print("ready", flush=True)
-for line in sys.stdin:
-    result = CliRunner().invoke(main, json.loads(line))
-    print(json.dumps([result.exit_code, result.output]), flush=True)
-"""
-
-
 @pytest.fixture(scope="module")
 def small_source(tmp_path_factory):
     """1 MiB of float32 in 16 shards of the target: each job writes for a fraction of a second."""
@@ -172,21 +159,6 @@ def small_source(tmp_path_factory):
     values = np.cumsum(np.random.default_rng(0).standard_normal((128, 2048)), axis=1).astype("f4")
     zarr.create_array(src, shape=values.shape, chunks=(32, 512), dtype="f4", compressors=None)[:] = values
     return src, values
-
-
-def _workers(n: int = 2) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER], cwd=Path(__file__).parents[1], text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(n)]
-    for p in procs:
-        assert p.stdout.readline().strip() == "ready"
-    return procs
-
-
-def _both(procs: list[subprocess.Popen], args: list[str]) -> list[tuple[int, str]]:
-    for p in procs:  # both written before either answer is read: the two jobs run at once
-        p.stdin.write(json.dumps(args) + "\n")
-        p.stdin.flush()
-    return [tuple(json.loads(p.stdout.readline())) for p in procs]
 
 
 def _args(src: Path, dst: Path) -> list[str]:
@@ -217,15 +189,13 @@ def test_two_jobs_on_one_new_dst_one_publishes_the_other_is_refused(small_source
     """Issue 35: two jobs started together on a new DST shared ``DST.zopt-partial``; the one exiting 0
     published a store without its root zarr.json (3 rounds of 20) or holding the journal (6 of 20)."""
     src, values = small_source
-    procs = _workers()
+    procs = start_workers()
     try:
         for r in range(DST_ROUNDS):
             dst = tmp_path / f"out{r}.zarr"
-            _one_published_the_other_refused(_both(procs, _args(src, dst)), dst, values)
+            _one_published_the_other_refused(run_at_once(procs, _args(src, dst)), dst, values)
     finally:
-        for p in procs:
-            p.stdin.close()
-            p.wait(60)
+        stop_workers(procs)
 
 
 def test_two_jobs_resuming_one_killed_job_one_publishes_the_other_is_refused(small_source, tmp_path):
@@ -244,17 +214,15 @@ def test_two_jobs_resuming_one_killed_job_one_publishes_the_other_is_refused(sma
     partial = Path(f"{killed}.zopt-partial")
     done = list((partial / ".zopt-journal" / "done").rglob("*"))
     assert (partial / ".zopt-journal" / "job.json").is_file() and 0 < len([p for p in done if p.is_file()]) < 16
-    procs = _workers()
+    procs = start_workers()
     try:
         for r in range(DST_ROUNDS):
             dst = tmp_path / f"out{r}.zarr"
             shutil.copytree(partial, f"{dst}.zopt-partial")
             if Path(f"{killed}.zopt-lock").exists():
                 shutil.copy(f"{killed}.zopt-lock", f"{dst}.zopt-lock")  # the killed job's, stale: taken over
-            results = _both(procs, _args(src, dst))
+            results = run_at_once(procs, _args(src, dst))
             _one_published_the_other_refused(results, dst, values)
             assert "resumed the interrupted job" in " ".join(next(o for c, o in results if c == 0).split())
     finally:
-        for p in procs:
-            p.stdin.close()
-            p.wait(60)
+        stop_workers(procs)

@@ -134,10 +134,12 @@ def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
     shutil.rmtree(aside)
 
 
-def check_store_replaceable(store: Any, overwrite: bool, text: str) -> None:
+def check_store_replaceable(store: Any, overwrite: bool, text: str, zopt_keys: tuple[str, ...] = ()) -> bool:
     """The ``check_replaceable`` of a destination that is a zarr Store (an fsspec URL): refuse
-    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata at its
-    root even with ``overwrite`` (writing there clears every key under it). ``text`` names it."""
+    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata (nor one of
+    ``zopt_keys``, e.g. a killed job's ``zopt.io.unfinished.UNFINISHED_KEY``) at its root even with
+    ``overwrite`` (writing there clears every key under it). ``text`` names it. Returns whether the
+    store holds anything (False: there is nothing to clear)."""
     from zarr.core.sync import sync
 
     async def first_key() -> str | None:
@@ -147,12 +149,13 @@ def check_store_replaceable(store: Any, overwrite: bool, text: str) -> None:
 
     key = sync(first_key())
     if key is None:
-        return
+        return False
     if not overwrite:
         raise FileExistsError(f"dst {text} is not empty; use --overwrite (overwrite=True) to replace it")
-    if not any(sync(store.exists(n)) for n in _ZARR_METADATA):
+    if not any(sync(store.exists(n)) for n in (*_ZARR_METADATA, *zopt_keys)):
         raise NotAZarrStoreError(f"dst {text} holds keys (e.g. {key!r}) but no Zarr hierarchy; --overwrite only "
                                  "replaces a Zarr store: choose another DST")
+    return True
 
 
 def store_text(store: Any) -> str:

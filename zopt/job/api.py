@@ -22,8 +22,10 @@ from typing import Any
 
 import zarr
 
+from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
 from zopt.io.multi import job_source, source_bytes
 from zopt.io.sources import release as release_sources
+from zopt.io.unfinished import read_unfinished
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
@@ -261,7 +263,14 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
         if p.record is None:
             if target.journal is None:  # a Store, written in place: marked unfinished before its first key
                 target.begin(p.job_id, getattr(src, "text", src))
-            create_target(p.spec, partial)
+            try:
+                create_target(p.spec, partial)
+            except NODE_EXISTS_ERRORS as exc:
+                if target.journal is not None:
+                    raise
+                # a store this job cleared or found empty: another job wrote metadata since (at the root: before
+                # this job wrote any, so only its marker is left to yield)
+                raise target.taken_over(read_unfinished(partial), only_marker=existing_node_path(exc) == "") from exc
             if target.journal is not None:  # recorded once the metadata exists: a partial store without it starts over
                 target.journal.begin(p.fp, p.job_id, p.layouts)
         else:

@@ -41,6 +41,7 @@ from zopt.io.sources import (
     zarr_v3_group,
 )
 from zopt.io.sources import release as release_sources
+from zopt.io.unfinished import UNFINISHED_KEY, check_not_running
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
 from zopt.job.targets import (
@@ -99,8 +100,9 @@ def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> t
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused.
 
     ``hold``: a local directory DST's lock (``zopt.store.lock.destination_lock``) is taken into it
-    before anything of DST is touched (the caller releases it once the job has published or
-    failed); None for a child group's job, which its parent's lock covers."""
+    before anything of DST is touched, and a store's end of job registered (``StoreTarget.end``); the
+    caller releases them once the job has published or failed. None for a child group's job, which
+    its parent's lock covers."""
     src, notes = _source(job)
     if is_icechunk(job.dst):
         return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
@@ -119,11 +121,16 @@ def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> t
         return src, LocalTarget(dst), notes
     for one in source_files(src):
         check_no_url_overlap(one, store)
-    check_store_replaceable(store, job.overwrite, store_text(store))
+    holds = check_store_replaceable(store, job.overwrite, store_text(store), (UNFINISHED_KEY,))
+    if holds:
+        check_not_running(store, store_text(store))  # a live job's marker (this host): StoreLockedError
     if job.layout == "fixed-slot":
         notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                      "has none, so each shard was assembled packed inside one task and written with one put")
-    return src, StoreTarget(store), notes
+    target = StoreTarget(store, clear=holds)
+    if hold is not None:
+        hold.callback(target.end)
+    return src, target, notes
 
 
 def _source(job: RecompressJob) -> tuple[Any, list[str]]:
