@@ -11,13 +11,16 @@ from pathlib import Path
 #: it as the command line does (``CliRunner``: exit status and output) and answers with them, so each round
 #: costs a job, not an interpreter start, and the jobs start within the same millisecond
 _WORKER = """
-import json, sys
+import json, sys, traceback
 from click.testing import CliRunner
 from zopt.cli.commands import main
 print("ready", flush=True)
 for line in sys.stdin:
     result = CliRunner().invoke(main, json.loads(line))
-    print(json.dumps([result.exit_code, result.output]), flush=True)
+    output = result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):  # the CLI's traceback
+        output += "".join(traceback.format_exception(result.exception))
+    print(json.dumps([result.exit_code, output]), flush=True)
 """
 
 
@@ -35,7 +38,16 @@ def run_at_once(procs: list[subprocess.Popen], args: list[str]) -> list[tuple[in
     for p in procs:  # every command sent before any answer is read: the jobs run at once
         p.stdin.write(json.dumps(args) + "\n")
         p.stdin.flush()
-    return [tuple(json.loads(p.stdout.readline())) for p in procs]
+    return [_answer(p) for p in procs]
+
+
+def _answer(proc: subprocess.Popen) -> tuple[int, str]:
+    """The worker's next answer; other lines on its stdout (icechunk logs there) are skipped."""
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the worker ended"
+        if line.startswith("[") and line.rstrip().endswith("]"):
+            return tuple(json.loads(line))
 
 
 def stop_workers(procs: list[subprocess.Popen]) -> None:

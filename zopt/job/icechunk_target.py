@@ -30,6 +30,7 @@ from typing import Any
 
 from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
+from zopt.errors import ZoptError
 from zopt.io.paths import check_store_replaceable
 from zopt.job.graph import unit_key
 from zopt.job.reports import ArrayReport
@@ -38,11 +39,16 @@ from zopt.job.tasks import ShardJob, write_packed_shard, write_region
 from zopt.job.work import Work
 from zopt.store.journal import ResumeMismatchError
 
-__all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY"]
+__all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
 RECORD_KEY = "zopt"
 WAVE_UNITS = 256  # write units per wave (one commit each): what a killed job redoes at most
 _FORMAT = 1
+
+
+class WorkBranchChangedError(ZoptError, RuntimeError):
+    """Another job made, moved or removed the work branch while this job wrote it: this job's work
+    is not published, and the branch is left to that job."""
 
 
 class IcechunkTarget(StoreTarget):
@@ -59,6 +65,8 @@ class IcechunkTarget(StoreTarget):
         self.base = self.repo.lookup_branch(self.branch)
         self.session: Any = None
         self.snapshot: str | None = None  # the job's commit, once written
+        self.created = False  # this job made the work branch (and has not committed yet while snapshot is None)
+        self.lost = False  # another job changed the work branch under this one
         self.journal = _CommitJournal(self)
         self.src_text = ""
         self.overwrite = overwrite
@@ -102,17 +110,56 @@ class IcechunkTarget(StoreTarget):
         return f"branch {self.work_branch!r} of {repo_text}{url}"
 
     def start(self, fresh: bool) -> None:
-        """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is."""
+        """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is.
+        ``WorkBranchChangedError`` when another job makes or removes the work branch meanwhile."""
         if fresh:
-            if self.work_branch in self.repo.list_branches():
-                self.repo.delete_branch(self.work_branch)
-            self.repo.create_branch(self.work_branch, self.base)
-            self.session = self.repo.writable_session(self.work_branch)
+            ic = icc.require()
+            try:
+                if self.work_branch in self.repo.list_branches():  # nothing to resume there (the journal said so)
+                    self.repo.delete_branch(self.work_branch)
+                self.repo.create_branch(self.work_branch, self.base)
+            except (ic.IcechunkError, ic.ConflictError) as exc:  # another job made (or removed) it meanwhile
+                raise self._changed(exc) from exc
+            self.created = True
+            with self._alone():
+                self.session = self.repo.writable_session(self.work_branch)
             from zarr.core.sync import sync
 
             sync(self.session.store.delete_dir(""))
         else:
+            self.snapshot = self.repo.lookup_branch(self.work_branch)  # the interrupted job's, now this one's
             self.session = self.repo.writable_session(self.work_branch)
+
+    def _mine(self) -> bool:
+        """Whether the work branch is still this job's: at its last commit (or, before its first, at
+        the base where this job made it)."""
+        ic = icc.require()
+        if self.lost:
+            return False
+        try:
+            tip = self.repo.lookup_branch(self.work_branch)
+        except (ic.IcechunkError, KeyError):
+            return False
+        return tip == self.snapshot if self.snapshot else (self.created and tip == self.base)
+
+    def _changed(self, exc: BaseException) -> WorkBranchChangedError:
+        self.lost = True  # the work branch is another job's now: never removed by this one (``_mine``)
+        why = next((line.strip(" x|") for line in str(exc).splitlines() if line.strip(" x|")), type(exc).__name__)
+        return WorkBranchChangedError(
+            f"dst {self.text}: another job changed the work branch {self.work_branch!r} while this one was writing it "
+            f"(icechunk: {why}); this job's work is not published and the branch is left to that job: run one job "
+            "at a time per branch")
+
+    @contextlib.contextmanager
+    def _alone(self) -> Any:
+        """Icechunk's errors from another job writing the same work branch, as ``WorkBranchChangedError``."""
+        ic = icc.require()
+        try:
+            yield
+        except (ic.IcechunkError, ic.ConflictError) as exc:
+            if isinstance(exc, ic.ConflictError) or not self._mine():
+                raise self._changed(exc) from exc
+            raise
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
         from zarr.core.sync import sync
@@ -137,10 +184,11 @@ class IcechunkTarget(StoreTarget):
                 self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
             except ic.IcechunkError as exc:  # moved between the lookup and the reset
                 raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
-        self.repo.delete_branch(self.work_branch)
+        if self._mine():  # never another job's
+            self.repo.delete_branch(self.work_branch)
 
     def discard(self) -> None:
-        if self.work_branch in self.repo.list_branches():
+        if self._mine():  # never another job's
             self.repo.delete_branch(self.work_branch)
 
     def _moved(self, tip: str) -> str:
@@ -158,8 +206,9 @@ class IcechunkTarget(StoreTarget):
         message = (f"zopt recompress {self.src_text} → {self.text}" if self.record["complete"] else
                    f"zopt recompress {self.src_text} → {self.text} (in progress: "
                    f"{sum(map(len, self.record['done'].values()))} units written)")
-        self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
-        self.session = self.repo.writable_session(self.work_branch)
+        with self._alone():
+            self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
+            self.session = self.repo.writable_session(self.work_branch)
 
     def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
@@ -173,7 +222,8 @@ class IcechunkTarget(StoreTarget):
         if not units and not self.record["complete"] and icc.version() >= (2, 0):
             self.record["complete"] = True  # resumed after its last wave: the commit message says so
             self._commit()
-        self.snapshot = self.repo.lookup_branch(self.work_branch)
+        if not self._mine():  # self.snapshot: this job's last commit; the branch must still be there
+            raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
         for name, rep in reports.items():
             rep.stored_after, rep.allocated_after = self.stored_sizes(name)
         self.session = None  # --verify and publish read the committed snapshot
