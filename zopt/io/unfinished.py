@@ -88,19 +88,13 @@ def check_not_running(store: Any, where: str) -> None:
     """Refuse (``StoreLockedError`` naming the job) to clear a store that a live job of this host is
     writing: its marker names a process that still runs. A marker from another host cannot be checked
     (the process is not visible): replacing that store with ``--overwrite`` makes that job fail at its end."""
-    from zopt.store.lock import StoreLockedError
+    from zopt.store.lock import StoreLockedError, running_on_this_host
 
     record = read_unfinished(store)
-    if not record or record.get("host") != socket.gethostname() or not isinstance(record.get("pid"), int):
-        return
+    if not running_on_this_host(record):
+        return  # none, a killed job's (replaced as usual), or another host's
     if record["pid"] == os.getpid() and record.get("job") not in _WRITING:
         return  # an earlier job of this process, ended (e.g. refused by before_publish)
-    try:
-        os.kill(record["pid"], 0)
-    except ProcessLookupError:
-        return  # a killed job's marker: the store is replaced as usual
-    except PermissionError:
-        pass  # alive, another user's
     raise StoreLockedError(where, record, UNFINISHED_KEY,
                            message=f"dst {where} is being written by another zopt job (job {record.get('job')}, pid "
                                    f"{record['pid']} on host {record['host']!r}, started {record.get('started')}); "

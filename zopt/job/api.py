@@ -366,10 +366,17 @@ def _partial_gone(target: LocalTarget | StoreTarget, exc: BaseException) -> Part
 def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, partial: Any) -> None:
     """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
     journal = target.journal
-    if journal is not None and keeps_partial(exc) and journal.read() is not None:
+    if journal is not None and keeps_partial(exc) and _resumable(journal):
         exc.add_note(f"the finished shards are kept in {getattr(target, 'kept_text', partial)}: "
                      "run the same command again to resume")
     else:
         target.discard()
 
 
+def _resumable(journal: Any) -> bool:
+    """Whether the journal holds a record a re-run resumes; reading it may fail where another job took the
+    destination over (an Icechunk work branch): then not this job's to keep."""
+    try:
+        return journal.read() is not None
+    except Exception:
+        return False

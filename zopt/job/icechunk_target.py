@@ -26,6 +26,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import os
+import socket
 from typing import Any
 
 from zopt.compat import icechunk_compat as icc
@@ -38,6 +40,7 @@ from zopt.job.targets import StoreTarget
 from zopt.job.tasks import ShardJob, write_packed_shard, write_region
 from zopt.job.work import Work
 from zopt.store.journal import ResumeMismatchError
+from zopt.store.lock import StoreLockedError, running_on_this_host
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
@@ -80,7 +83,11 @@ class IcechunkTarget(StoreTarget):
     def _published_record(self) -> dict[str, Any] | None:
         """The record of a job that moved the branch to its commit and was killed before removing its
         work branch (the work branch then points at the branch's tip, a complete zopt commit), else None."""
-        if self.work_branch not in self.repo.list_branches() or self.repo.lookup_branch(self.work_branch) != self.base:
+        ic = icc.require()
+        try:
+            if self.repo.lookup_branch(self.work_branch) != self.base:
+                return None
+        except (ic.IcechunkError, KeyError):  # no work branch (or removed meanwhile)
             return None
         record = (self.repo.lookup_snapshot(self.base).metadata or {}).get(RECORD_KEY)
         ok = isinstance(record, dict) and record.get("format") == _FORMAT and record.get("complete")
@@ -127,8 +134,9 @@ class IcechunkTarget(StoreTarget):
 
             sync(self.session.store.delete_dir(""))
         else:
-            self.snapshot = self.repo.lookup_branch(self.work_branch)  # the interrupted job's, now this one's
-            self.session = self.repo.writable_session(self.work_branch)
+            with self._alone():
+                self.snapshot = self.repo.lookup_branch(self.work_branch)  # the interrupted job's, now this one's
+                self.session = self._session()
 
     def _mine(self) -> bool:
         """Whether the work branch is still this job's: at its last commit (or, before its first, at
@@ -157,14 +165,18 @@ class IcechunkTarget(StoreTarget):
         try:
             yield
         except (ic.IcechunkError, ic.ConflictError) as exc:
-            if isinstance(exc, ic.ConflictError) or not self._mine():
+            # a conflict, or the branch not found (removed, maybe re-made at the base): only another job does that
+            gone = isinstance(exc, ic.ConflictError | KeyError) or "not found" in str(exc)
+            if gone or not self._mine():
                 raise self._changed(exc) from exc
             raise
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
         from zarr.core.sync import sync
 
-        store = self.repo.readonly_session(branch=self.work_branch).store
+        # this job's last commit: the work branch may be another job's by now (then ``run`` fails in words)
+        store = (self.repo.readonly_session(snapshot_id=self.snapshot) if self.snapshot
+                 else self.repo.readonly_session(branch=self.work_branch)).store
         chunks = f"{name}/c/" if name else "c/"
 
         async def total() -> int:  # icechunk lists whole nodes only: the array's keys, then its chunk keys
@@ -184,12 +196,20 @@ class IcechunkTarget(StoreTarget):
                 self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
             except ic.IcechunkError as exc:  # moved between the lookup and the reset
                 raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
-        if self._mine():  # never another job's
-            self.repo.delete_branch(self.work_branch)
+        self._remove_work_branch()
 
     def discard(self) -> None:
-        if self._mine():  # never another job's
+        self._remove_work_branch()
+
+    def _remove_work_branch(self) -> None:
+        """Remove the work branch while it is this job's (never another job's); already gone is fine."""
+        if not self._mine():
+            return
+        try:
             self.repo.delete_branch(self.work_branch)
+        except Exception:
+            if self.work_branch in self.repo.list_branches():
+                raise
 
     def _moved(self, tip: str) -> str:
         return (f"dst: branch {self.branch!r} of {self.text} moved since the job started ({self.base} → {tip}); "
@@ -198,6 +218,7 @@ class IcechunkTarget(StoreTarget):
     # -- the job's commits ------------------------------------------------------------------
     def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
         self.record = {"format": _FORMAT, "fingerprint": fp, "job": job, "base": self.base, "branch": self.branch,
+                       "pid": os.getpid(), "host": socket.gethostname(),  # a live job is not resumed by another
                        "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()},
                        "done": {}, "complete": False}
         self._commit(first=True)
@@ -208,7 +229,15 @@ class IcechunkTarget(StoreTarget):
                    f"{sum(map(len, self.record['done'].values()))} units written)")
         with self._alone():
             self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
-            self.session = self.repo.writable_session(self.work_branch)
+            self.session = self._session()
+
+    def _session(self) -> Any:
+        """A writable session of the work branch at this job's last commit (``WorkBranchChangedError`` if
+        another job moved the branch in between)."""
+        session = self.repo.writable_session(self.work_branch)
+        if self.snapshot and session.snapshot_id != self.snapshot:
+            raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
+        return session
 
     def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
@@ -217,8 +246,13 @@ class IcechunkTarget(StoreTarget):
         Returns the graph seconds."""
         units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
         bar = progress(len(units)) if progress is not None and units else None
-        with bar if bar is not None else contextlib.nullcontext():
-            seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        try:
+            with bar if bar is not None else contextlib.nullcontext():
+                seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        except Exception as exc:  # e.g. a task writing into a session another job's branch changed under it
+            if isinstance(exc, WorkBranchChangedError) or self._mine():
+                raise
+            raise self._changed(exc) from exc
         if not units and not self.record["complete"] and icc.version() >= (2, 0):
             self.record["complete"] = True  # resumed after its last wave: the commit message says so
             self._commit()
@@ -306,17 +340,33 @@ class _CommitJournal:
 
     def read(self) -> dict[str, Any] | None:
         t = self.target
-        if t.work_branch not in t.repo.list_branches():
-            return None
-        tip = t.repo.lookup_branch(t.work_branch)
-        if tip == t.base:  # a job published, then killed before removing its work branch: finished if it was this job
-            t.record = t.published
-            return t.published
-        record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
-        if not isinstance(record, dict) or record.get("format") != _FORMAT:
-            return None
+        record = self._read()
+        if t.published is not None and record is not t.published:  # that work branch went meanwhile (its job ended)
+            t.published = None
+            t._check_replaceable()  # the branch holds that job's store: replaced only with overwrite
+        if record is not None and running_on_this_host(record) and record["pid"] != os.getpid():
+            raise StoreLockedError(t.text, record, t.work_branch, message=(
+                f"dst {t.text} is being written by another zopt job (job {record.get('job')}, pid {record['pid']} on "
+                f"host {record['host']!r}; its work branch {t.work_branch!r}): wait for it to finish"))
         t.record = record
         return record
+
+    def _read(self) -> dict[str, Any] | None:
+        t = self.target
+        ic = icc.require()
+        for attempt in range(3):  # another job may remove and re-make the work branch between two calls
+            try:
+                tip = t.repo.lookup_branch(t.work_branch)
+                break
+            except (ic.IcechunkError, KeyError) as exc:  # no work branch (icechunk 1.1: IcechunkError "ref not found")
+                if t.work_branch not in t.repo.list_branches():
+                    return None
+                if attempt == 2:
+                    raise t._changed(exc) from exc
+        if tip == t.base:  # a job published, then killed before removing its work branch: finished if it was this job
+            return t.published
+        record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
+        return record if isinstance(record, dict) and record.get("format") == _FORMAT else None
 
     def check(self, record: dict[str, Any], fp: dict[str, Any], dst: str) -> None:
         """ResumeMismatchError unless ``record`` is this job's, started at the branch's tip. The record of a

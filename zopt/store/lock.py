@@ -48,7 +48,7 @@ from pathlib import Path
 from zopt.errors import ZoptError
 
 __all__ = ["DST_LOCK_SUFFIX", "LOCK_NAME", "JOBS_DIR", "STALE_GRACE", "DestinationError", "StoreLockedError",
-           "destination_lock", "store_lock"]
+           "destination_lock", "running_on_this_host", "store_lock"]
 
 LOCK_NAME = ".zopt-lock"
 #: a new store ``DST`` is written by one job at a time: the lock beside it, ``DST.zopt-lock``
@@ -96,6 +96,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def running_on_this_host(owner: dict | None) -> bool:
+    """Whether ``owner`` (a record with ``pid`` and ``host``: a lock's, a store's unfinished marker, an
+    Icechunk job's commit) names a process of this host that still runs. Another host's cannot be
+    checked: False."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return False
+    return _alive(owner["pid"])
 
 
 def _parse_owner(raw: bytes) -> dict | None:
