@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,8 +260,16 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
-    template.to_zarr(partial, mode="w-", compute=False, zarr_format=3, consolidated=False,
-                     encoding=encodings(ds, names, splits, layouts, fills))
+    encoding = encodings(ds, names, splits, layouts, fills)
+    if isinstance(partial, str | os.PathLike):  # a new directory
+        template.to_zarr(partial, mode="w-", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
+        return
+    # a Store holding the unfinished marker: the root group made first (ContainsGroupError where another job's
+    # is), then xarray adds to it; the documents are those mode "w-" writes into an empty store
+    zarr.create_group(partial, zarr_format=3)
+    with warnings.catch_warnings():  # zarr lists the marker as an unknown object of the hierarchy
+        warnings.filterwarnings("ignore", message=".*is not recognized as a component of a Zarr hierarchy")
+        template.to_zarr(partial, mode="a", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
 
 
 def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
