@@ -70,10 +70,11 @@ def test_ctrl_c_says_what_it_does_stops_and_the_same_command_resumes(source, tmp
     sent = time.monotonic()
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - sent < 10, err  # the tasks in flight finish: one shard each
-    assert proc.returncode == 1, err
-    first = err.strip().splitlines()[0]
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # nothing after it (it was click's "Aborted!")
     assert re.fullmatch(r"stopping: \d+ tasks? in flight; journal kept, run the same command to resume "
-                        r"\(Ctrl-C again to leave at once\)", first), err
+                        r"\(Ctrl-C again to leave at once\)", lines[0]), err
     assert "Traceback" not in err and not dst.exists()
     _resumes(src, dst, values)
 
@@ -158,3 +159,63 @@ def test_in_a_library_call_a_second_ctrl_c_only_interrupts_again(capfd):
     assert signal.getsignal(signal.SIGINT) is previous  # given back
     err = capfd.readouterr().err
     assert err == "stopping: 3 tasks in flight\n"
+
+
+#: makes the interpreter running it send itself SIGINT (a Ctrl-C) when module ``{name}`` is first imported
+_SIGINT_ON_IMPORT = """
+import os, signal, sys
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == {name!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, _CtrlC())
+"""
+
+#: sends SIGINT once the last shard is written, before the job publishes
+_SIGINT_AFTER_THE_LAST_SHARD = """
+import os, signal
+from zopt.job.targets import LocalTarget
+_after_writes = LocalTarget.after_writes
+def _ctrl_c(self):
+    os.kill(os.getpid(), signal.SIGINT)
+    return _after_writes(self)
+LocalTarget.after_writes = _ctrl_c
+"""
+
+
+def _interrupted(prelude: str, run: str, args: list[str]) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-c", prelude + run, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize(("module", "run"), [
+    ("zarr", "import _zopt_cli; _zopt_cli.main()"),  # the console script, while zopt itself loads
+    ("rich", "import runpy; runpy.run_module('zopt', run_name='__main__')"),  # python -m zopt, loading the CLI
+    ("zopt.job.api", "import _zopt_cli; _zopt_cli.main()"),  # inside the command, loading the job
+])
+def test_ctrl_c_while_loading_is_one_line_saying_to_run_again(source, tmp_path, module, run):
+    """Issue 35: a Ctrl-C while zopt or the job's modules load printed a traceback (or click's
+    ``Aborted!``); now one line, status 130, nothing written."""
+    src, _ = source
+    dst = tmp_path / "d.zarr"
+    code, err = _interrupted(_SIGINT_ON_IMPORT.format(name=module), run, _args(src, dst))
+    assert code == 130, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "Aborted" not in err, err
+    assert err.startswith("interrupted") and "run the same command again" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_after_the_last_shard_keeps_the_partial_store_and_says_how_to_resume(source, tmp_path):
+    """Issue 35: a Ctrl-C after the last shard (consolidating, verifying, publishing) printed
+    ``Aborted!`` and kept the partial store without a word; now one line naming it and how to resume."""
+    src, values = source
+    dst = tmp_path / "d.zarr"
+    code, err = _interrupted(_SIGINT_AFTER_THE_LAST_SHARD, "import _zopt_cli; _zopt_cli.main()", _args(src, dst))
+    assert code == 130, err
+    assert err.strip().splitlines() == [
+        f"interrupted; the finished shards are kept in {dst}.zopt-partial: run the same command again to resume"], err
+    assert not dst.exists() and len(list(Path(f"{dst}.zopt-partial/.zopt-journal/done").rglob("*.*"))) == 16
+    _resumes(src, dst, values)

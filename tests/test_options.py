@@ -180,3 +180,48 @@ def test_analyze_and_plan_refuse_a_dimension_no_array_has(tmp_path, grid2d, comm
     result = CliRunner().invoke(main, args)
     line = " ".join(result.output.split())
     assert result.exit_code == 1 and "chunks: no analysed array has dimension(s) ['FOO']; the dimensions are" in line, line
+
+
+@pytest.fixture(scope="module")
+def conditional_store(tmp_path_factory, grid2d) -> str:
+    """``grid2d`` recompressed: every array has a ``conditional`` codec, so ``--in-place`` applies."""
+    path = str(tmp_path_factory.mktemp("inplace") / "c.zarr")
+    recompress(grid2d, path, preset="fast")
+    return path
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--combine", "nested"], "--combine"),  # issue 35: silently ignored
+    (["--chunks", "y=30", "--no-checksum"], "--chunks, --checksum/--no-checksum"),
+    (["--lossy", "tos=abs:0.1", "--readers", "zarrs"], "--lossy, --readers"),
+    (["--skip-broken", "--vs-default"], "--skip-broken, --vs-default"),
+])
+def test_in_place_refuses_every_option_that_does_not_apply_naming_it(conditional_store, args, named):
+    """The refusals come from ``RecompressJob``'s field metadata (``zopt.job.options.refused_in_place``):
+    an option added to the job is refused in place unless marked as applying there."""
+    before = {p: os.path.getmtime(os.path.join(r, p)) for r, _, fs in os.walk(conditional_store) for p in fs}
+    result = _cli(conditional_store, "--in-place", *args)
+    assert result.exit_code == 2, result.output
+    assert f"--in-place keeps the arrays' metadata, so {named} cannot be used with it." in " ".join(result.output.split())
+    assert {p: os.path.getmtime(os.path.join(r, p)) for r, _, fs in os.walk(conditional_store) for p in fs} == before
+
+
+def test_recompress_in_place_refuses_the_same_options_from_the_same_metadata(conditional_store):
+    import dataclasses
+    import inspect
+
+    from zopt import recompress_in_place
+    from zopt.job.options import RecompressJob
+
+    with pytest.raises(ValueError, match=r"^combine: does not apply to a rewrite in place"):
+        recompress_in_place(conditional_store, combine="nested")
+    with pytest.raises(ValueError, match=r"^chunks, lossy: do not apply"):
+        recompress_in_place(conditional_store, chunks="y=30", lossy=["tos=abs:0.1"], layout="compact")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chunkz'"):
+        recompress_in_place(conditional_store, chunkz=3)
+    # what applies in place is what recompress_in_place takes: the metadata and the signature agree
+    applies = {f.name for f in dataclasses.fields(RecompressJob) if f.metadata.get("in_place")}
+    own = set(inspect.signature(recompress_in_place).parameters) - {"store", "grace", "options"}
+    assert applies == own | {"src"}
+    report = recompress_in_place(conditional_store, chunks=None, scheduler="synchronous")  # defaults: nothing refused
+    assert {a.name for a in report.arrays} >= {"tos"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,67 @@ def test_a_store_url_holding_other_keys_is_never_cleared(small_zarr):
             recompress(small_zarr, "memory://foreign.zarr", overwrite=overwrite)
     assert fs.cat("/foreign.zarr/notes.txt") == b"years of work"
     fs.rm("/foreign.zarr", recursive=True)
+
+
+@pytest.mark.parametrize("where", ["missing parent", "parent is a file", "read-only parent"])
+def test_a_dst_that_cannot_be_created_is_one_line_naming_dst_and_why(tmp_path, small_zarr, where, request):
+    """Issue 35: ``DST`` under a missing, non-directory or unwritable parent failed with ENOENT naming
+    ``….zopt-partial``; now one line naming DST and why, before anything is written."""
+    if where == "missing parent":
+        dst, why = tmp_path / "no" / "such" / "out.zarr", f"its parent directory {str(tmp_path / 'no' / 'such')!r} does not exist"
+    elif where == "parent is a file":
+        (tmp_path / "file.txt").write_text("x")
+        dst, why = tmp_path / "file.txt" / "out.zarr", "is not a directory"
+    elif os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        dst, why = tmp_path / "ro" / "out.zarr", f"permission denied writing in {str(tmp_path / 'ro')!r}"
+    else:  # root writes into any directory: a read-only file system
+        (tmp_path / "ro").mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(tmp_path / "ro")],
+                          capture_output=True).returncode != 0:
+            pytest.skip("mounting a read-only tmpfs failed")
+        request.addfinalizer(lambda: subprocess.run(["umount", str(tmp_path / "ro")], check=True))
+        dst, why = tmp_path / "ro" / "out.zarr", f"{str(tmp_path / 'ro')!r} is on a read-only file system"
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = _cli(str(small_zarr), str(dst))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cannot create dst {str(dst)!r}: ") and why in result.output, result.output
+    assert result.output.count("\n") == 1 and "zopt-partial" not in result.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    with pytest.raises(OSError, match="cannot create dst") as e:
+        recompress(small_zarr, dst)
+    assert isinstance(e.value, ZoptError)
+
+
+def test_a_partial_store_removed_under_the_job_is_said_in_words(tmp_path, small_zarr):
+    """Issue 35: a partial store removed by another process while the job ran failed with only its
+    path (``Error: file:///…/out.zarr.zopt-partial``); now the error says what happened."""
+    dst = tmp_path / "out.zarr"
+
+    def remove(partial, names):  # another process removes the partial store just before the publish
+        shutil.rmtree(partial)
+
+    with pytest.raises(FileNotFoundError, match=r"its partial store .*out\.zarr\.zopt-partial' was removed while the "
+                                                r"job was writing it, by another process") as e:
+        recompress(small_zarr, dst, before_publish=remove)
+    assert isinstance(e.value, ZoptError) and "nothing was published (DST does not exist)" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no lock left either
+
+
+def test_the_lock_beside_dst_is_held_while_the_job_runs_and_removed_after(tmp_path, small_zarr):
+    """``DST.zopt-lock`` exists from before anything of DST is created until the job has published;
+    a job on the same DST meanwhile is refused naming the holder (here: this process)."""
+    from zopt.store.lock import StoreLockedError
+
+    dst = tmp_path / "out.zarr"
+    seen = []
+
+    def second_job(partial, names):
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        with pytest.raises(StoreLockedError, match=rf"dst {str(dst)!r} is being written by another zopt job "
+                                                   rf"\(pid {os.getpid()} on host "):
+            recompress(small_zarr, dst, overwrite=True)
+
+    recompress(small_zarr, dst, before_publish=second_job)
+    assert seen == [["out.zarr.zopt-lock", "out.zarr.zopt-partial"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]

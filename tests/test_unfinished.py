@@ -90,3 +90,96 @@ def test_an_s3_destination_killed_mid_job_is_refused_by_verify_until_rewritten(s
     assert not fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}")
     np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:], values)
     assert CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"]).exit_code == 0
+
+
+#: the job SIGKILLs itself when it is about to put its first metadata document (``zarr.json``) into the
+#: destination store, whatever the store's class (a ``LocalStore`` object, ``FsspecStore`` for ``s3://``)
+_KILL_AT_FIRST_METADATA = """
+import os, signal, sys
+import zarr.storage
+
+def killing(cls):
+    for name in ("set", "set_if_not_exists"):
+        real = getattr(cls, name)
+        async def put(self, key, *args, _real=real, **kwargs):
+            if key.rsplit("/", 1)[-1] == "zarr.json":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return await _real(self, key, *args, **kwargs)
+        setattr(cls, name, put)
+
+for cls in (zarr.storage.LocalStore, zarr.storage.FsspecStore):
+    killing(cls)
+from zopt import recompress
+src, dst = sys.argv[1], sys.argv[2]
+recompress(src, zarr.storage.LocalStore(dst) if "://" not in dst else dst, scheduler="synchronous")
+"""
+
+
+@pytest.mark.parametrize("where", ["local Store", "s3"])
+def test_a_job_killed_at_its_first_metadata_document_leaves_the_marker(source, tmp_path, request, where):
+    """Issue 35: the target's ``zarr.json`` documents were written before the marker: a job killed
+    in between (2 of 5 targeted kills) left a store that reads as all fill values and carries no
+    marker, so ``zopt info`` and ``zopt verify`` said nothing. The marker now comes first."""
+    src, _ = source
+    if where == "s3":  # the fixtures set the server's credentials in os.environ
+        dst = f"{request.getfixturevalue('s3_bucket')}/killed.zarr"
+        env = dict(os.environ, FSSPEC_S3_ENDPOINT_URL=request.getfixturevalue("s3_endpoint"))
+    else:
+        dst, env = str(tmp_path / "killed.zarr"), None
+    proc = subprocess.run([sys.executable, "-c", _KILL_AT_FIRST_METADATA, str(src), dst], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with pytest.raises(UnfinishedStoreError, match=UNFINISHED_KEY):
+        check_finished(dst)
+    result = CliRunner().invoke(main, ["verify", str(src), dst, "--no-progress"])
+    assert result.exit_code == 1 and "unfinished job" in result.output, result.output
+    if where != "s3":  # zopt info reads local stores
+        assert "unfinished job" in CliRunner().invoke(main, ["info", dst], env={"COLUMNS": "250"}).output
+    # the marker alone is zopt's own: --overwrite replaces it, as the message says
+    recompress(src, zarr.storage.LocalStore(dst) if where != "s3" else dst, overwrite=True, scheduler="synchronous")
+    check_finished(dst)
+    np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:], source[1])
+
+
+_REFUSALS = ("is being written by another zopt job", "began writing the store in the same moments as this one",
+             "another zopt job cleared the store while this one", "is not empty; use --overwrite")
+
+
+@pytest.mark.parametrize("replacing", [False, True], ids=["new store", "replacing a store"])
+def test_two_jobs_on_one_store_url_at_once_never_both_succeed(source, s3_bucket, s3_endpoint, replacing):
+    """Issue 35 on an object store, which zopt cannot lock: two identical jobs on one ``s3://`` URL
+    at once (new, or replaced with ``--overwrite``). A job refuses a store holding a live job's
+    marker (put before the first key), stops when another job's marker or metadata appears after
+    it cleared the store, and fails at its end if its marker was replaced, leaving the store to the
+    other job. At most one exits 0, the other fails with one line, and a store published with exit
+    0 equals the source. Both can fail when both clear the store within the same moments (counted)."""
+    from concurrent_cli import run_at_once, start_workers, stop_workers
+
+    src, values = source
+    fs = fsspec.filesystem("s3", endpoint_url=s3_endpoint, skip_instance_cache=True)
+    args = ["--preset", "fast", "--chunks", "32,256", "--shards", "64,1024", "--no-progress"]
+    procs = start_workers(env=dict(os.environ, FSSPEC_S3_ENDPOINT_URL=s3_endpoint))
+    outcomes = []
+    try:
+        for r in range(int(os.environ.get("ZOPT_DST_ROUNDS", "3"))):
+            dst = f"{s3_bucket}/out{r}.zarr"
+            if replacing:
+                recompress(src, dst, chunks="64,1024")
+            results = run_at_once(procs, ["recompress", str(src), dst, *args, *(["--overwrite"] if replacing else [])])
+            codes = sorted(code for code, _ in results)
+            outcomes.append(codes)
+            assert codes in ([0, 1], [1, 1]), results
+            for code, out in results:
+                if code:
+                    assert out.startswith("Error: ") and out.count("\n") == 1 and "Traceback" not in out, out
+                    assert any(words in out for words in _REFUSALS), out
+            fs.invalidate_cache()
+            if codes == [0, 1]:
+                assert not fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}")
+                np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:].view("u4"), values.view("u4"))
+            else:  # nothing claims to be finished
+                assert fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}") or not fs.exists(f"{dst[5:]}/zarr.json")
+    finally:
+        stop_workers(procs)
+    print(f"two jobs on one store URL ({'replacing' if replacing else 'new'}): "  # the campaign's figure (-s)
+          f"{outcomes.count([0, 1])}/{len(outcomes)} rounds one published and one refused")

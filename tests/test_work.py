@@ -2,8 +2,10 @@
 
 Every refusal a job can make from its options — a plan made for other arrays, ``max_memory``, a
 fixed-slot chain without a size bound — comes before the destination or its partial store
-exists. The tests put DST under a regular *file*, where no directory can be made (even as
-root): a job that created anything before refusing fails with NotADirectoryError instead.
+exists. The tests put a regular *file* where DST's partial store would be made, so no directory
+can be made there (even as root): a job that created its target before refusing fails with
+an error instead (the file is in the way). (The one thing a job makes first is its lock beside DST,
+``DST.zopt-lock``: one job per DST; it is gone once the job has refused.)
 """
 
 from __future__ import annotations
@@ -37,14 +39,14 @@ def src(tmp_path) -> Path:
 
 
 def _nowhere(tmp_path: Path) -> Path:
-    """A DST inside a regular file: creating it, or its partial store, fails."""
-    blocker = tmp_path / "blocker"
-    blocker.write_text("not a directory")
-    return blocker / "d.zarr"
+    """A DST whose partial store cannot be made: a regular file stands where it would be."""
+    Path(str(tmp_path / "d.zarr") + PARTIAL_SUFFIX).write_text("not a directory")
+    return tmp_path / "d.zarr"
 
 
 def _nothing_written(dst: Path) -> bool:
-    return not os.path.lexists(dst) and not os.path.lexists(str(dst) + PARTIAL_SUFFIX)
+    left = sorted(p.name for p in dst.parent.iterdir() if p.name.startswith(dst.name))
+    return left == [dst.name + PARTIAL_SUFFIX] and Path(str(dst) + PARTIAL_SUFFIX).read_text() == "not a directory"
 
 
 def test_max_memory_refuses_before_the_destination_exists(src, tmp_path):

@@ -22,11 +22,11 @@ from zopt.cli.recompress import presets_command, recompress
 from zopt.cli.shared import cli_words as _cli_words
 from zopt.cli.tables import set_width
 from zopt.cli.verify import verify
-from zopt.compat.interrupts import exit_quietly, interrupt_note
+from zopt.compat.interrupts import announced, exit_quietly, interrupt_note
 from zopt.compat.interrupts import settle_zarr_tasks as _settle_zarr_tasks
 from zopt.errors import ZoptError
 
-__all__ = ["USER_ERRORS", "main"]
+__all__ = ["AGAIN", "INTERRUPTED", "USER_ERRORS", "main"]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -38,12 +38,17 @@ def _one_line(exc: BaseException) -> str:
 
 #: what a command's failure may be: zopt's own errors, bad input (ValueError) and I/O (OSError)
 USER_ERRORS = (ZoptError, ValueError, OSError)
+#: the exit status of an interrupted command (128 + SIGINT, as a shell reports it)
+INTERRUPTED = 130
+#: what an interrupted command says when its job added no note on what it kept
+AGAIN = "run the same command again to resume"
 
 
 class _Main(click.Group):
     """Every command's errors in one place: ``USER_ERRORS``, and an infrastructure failure that
     keeps a job's partial store (a lost worker, ``zopt.store.journal.keeps_partial``), become one line
-    (``click.ClickException``), no traceback."""
+    (``click.ClickException``), no traceback. A Ctrl-C anywhere (imports, planning, after the last
+    shard) ends with one line saying what was kept and how to resume, and exit status 130."""
 
     def invoke(self, ctx: click.Context) -> Any:
         exit_quietly()
@@ -58,6 +63,12 @@ class _Main(click.Group):
                 return super().invoke(ctx)
         except click.exceptions.Exit:
             raise
+        except KeyboardInterrupt as exc:  # not click's "Aborted!": one line saying what was kept and how to resume
+            _settle_zarr_tasks()
+            if not announced():  # else the first Ctrl-C's "stopping: …; <how to resume>" line said it
+                notes = " ".join(" ".join(n.split()) for n in getattr(exc, "__notes__", ()))
+                click.echo(f"interrupted; {notes or AGAIN}", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         except Exception as exc:
             _settle_zarr_tasks()
             from zopt.store.journal import keeps_partial

@@ -24,10 +24,12 @@ from zopt.compat.scheduling import scheduler_option
 from zopt.errors import disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
-__all__ = ["RESUME_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
+__all__ = ["RESUME_NOTE", "STORE_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
 
 #: what Ctrl-C says where the interrupted job resumes (``zopt.compat.interrupts``)
 RESUME_NOTE = "journal kept, run the same command to resume"
+#: and where it starts over (a store URL: written in place, no journal)
+STORE_NOTE = "run the same command with --overwrite to start over"
 
 
 def work_table(report: Any) -> Table:
@@ -173,13 +175,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
-        _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace,
-                             {"--codecs": codecs, "--chunks": chunks, "--shards": shards, "--slot-parts": slot_parts,
-                              "--max-memory": max_memory, "--overwrite": overwrite or None,
-                              "--checksum/--no-checksum": None if checksum is None else checksum or "no",
-                              "--layout": None if layout == "compact" else layout, "--preset": preset,
-                              "--vs-default": vs_default or None, "--lossy": lossy or None, "--readers": readers,
-                              "--skip-broken": skip_broken or None, "--menu": menu, "--budget": budget})
+        _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace)
         return
     if grace is not None:
         raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
@@ -218,7 +214,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         _preset_error(exc)
         raise  # one line from zopt.cli.commands' group, like every other error
     try:
-        with interrupt_note(RESUME_NOTE if "://" not in dst else None, until_exit=True):  # a local DST keeps a journal
+        with interrupt_note(_interrupt_note(dst), until_exit=True):
             report = run_job(job)
     except OSError as exc:
         if is_disk_full(exc) and "://" not in dst and not concat_dim:
@@ -250,6 +246,14 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     for done in verified:
         console.print(done.success_line(), markup=False)
     _exit_if_skipped(ctx, report.skipped)
+
+
+def _interrupt_note(dst: str) -> str:
+    """What Ctrl-C says: a local DST and an Icechunk branch keep a journal (the partial store, the
+    work branch); a store URL is cleared, or left marked unfinished by a second Ctrl-C."""
+    if "://" not in dst or dst.startswith(("icechunk://", "icechunk+")):
+        return RESUME_NOTE
+    return STORE_NOTE
 
 
 def _preset_error(exc: ValueError) -> None:
@@ -285,14 +289,20 @@ def presets_command(as_json) -> None:
     console.print(fitted(table))
 
 
-def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_progress, grace, refused) -> None:
+def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace) -> None:
     from zopt import recompress_in_place
+    from zopt.job.options import refused_in_place
 
     if dst is not None:
         raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
-    given = [name for name, value in refused.items() if value]
-    if given:
-        raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(given)} cannot be used with it.")
+    given = {name: value for name, value in ctx.params.items()
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+    # the job's options that do not apply in place (RecompressJob's field metadata), and --vs-default, the CLI's own
+    refused = refused_in_place(given) + (["vs_default"] if given.get("vs_default") else [])
+    if refused:
+        flags = {p.name: "/".join(p.opts + p.secondary_opts) for p in ctx.command.params}
+        raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(flags[n] for n in refused)} "
+                               "cannot be used with it.")
     with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
                                      progress=None if no_progress else _RichProgress,

@@ -32,13 +32,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["POLL_SECONDS", "exit_with_parent", "interrupt_note", "on_interrupt"]
+__all__ = ["POLL_SECONDS", "announced", "exit_with_parent", "interrupt_note", "on_interrupt"]
 
 #: how often a worker process checks that its parent is alive (seconds)
 POLL_SECONDS = 0.5
 
 _note: str | None = None
 _until_exit = False
+_announced = False  # the first Ctrl-C's line was printed: a command line prints no other
+
+
+def announced() -> bool:
+    """Whether a Ctrl-C's ``stopping: …`` line was printed since the command line's
+    ``interrupt_note(…, until_exit=True)`` began (the command then ends without another line)."""
+    return _announced
 
 
 @contextlib.contextmanager
@@ -47,9 +54,11 @@ def interrupt_note(note: str | None, until_exit: bool = False) -> Iterator[None]
     (a command line, which ends after an interrupt): once interrupted, a second Ctrl-C leaves
     at once until the process exits, the job's own cleanup included; otherwise (a library call,
     e.g. in a notebook) the previous handler comes back when the compute ends."""
-    global _note, _until_exit
+    global _note, _until_exit, _announced
     previous = _note, _until_exit
     _note, _until_exit = note, until_exit
+    if until_exit and previous == (None, False):  # a command line begins
+        _announced = False
     try:
         yield
     finally:
@@ -71,6 +80,7 @@ def on_interrupt(in_flight: Callable[[], int | None]) -> Iterator[None]:
     hits = 0
 
     def handler(signum, frame) -> None:
+        global _announced
         nonlocal hits
         hits += 1
         tail = f"; {_note}" if _note else ""
@@ -82,6 +92,7 @@ def on_interrupt(in_flight: Callable[[], int | None]) -> Iterator[None]:
         n = in_flight()
         tasks = "the tasks" if n is None else f"{n} task{'' if n == 1 else 's'}"
         _say(f"stopping: {tasks} in flight{tail}" + (" (Ctrl-C again to leave at once)" if _until_exit else ""))
+        _announced = True
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)

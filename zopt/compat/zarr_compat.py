@@ -46,10 +46,12 @@ import sys
 from typing import Any
 
 import zarr
+from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
 
 __all__ = [
     "DATA_TYPE_ENTRY_POINTS_LOADED",
     "HAS_FUSED_PIPELINE",
+    "NODE_EXISTS_ERRORS",
     "PIPELINE_RETURNS_RESULTS",
     "ZARR_VERSION",
     "DataTypeValidationError",
@@ -57,6 +59,7 @@ __all__ = [
     "codec_registry",
     "endian_of",
     "endian_text",
+    "existing_node_path",
     "fill_value_or_default",
     "index_location_of",
     "first_unservable_codec",
@@ -321,6 +324,16 @@ try:  # 3.3+
     from zarr.errors import DataTypeValidationError
 except ImportError:  # 3.1
     from zarr.core.dtype.common import DataTypeValidationError
+
+#: what zarr raises creating a node where one exists (without overwrite); the same classes in 3.1 and 3.4
+NODE_EXISTS_ERRORS = (ContainsArrayError, ContainsGroupError, ContainsArrayAndGroupError)
+
+
+def existing_node_path(exc: BaseException) -> str | None:
+    """The path of the node a ``NODE_EXISTS_ERRORS`` error names (``''``: the store's root), or None.
+    zarr 3.1 to 3.4 keep only the message: "An array exists in store … at path 'a/b'." """
+    found = re.search(r" at path '([^']*)'\.?$", str(exc)) if isinstance(exc, NODE_EXISTS_ERRORS) else None
+    return None if found is None else found.group(1)
 
 # -- synchronous codecs -------------------------------------------------------------------------
 try:  # 3.3+: structural protocol plus a codec's own `_sync_capable` opt-out

@@ -5,7 +5,7 @@ renames it into place. This module holds the rules that keep a user's data safe 
 
 - paths are resolved on the client (``resolve``), so Dask workers in another working directory
   read and write the same files;
-- SRC and DST (and DST's partial and aside names) must not overlap in either direction
+- SRC and DST (and DST's partial, aside and lock names) must not overlap in either direction
   (``check_no_overlap``): replacing DST would delete a source inside it, and writing into SRC
   would replace part of the source;
 - an existing DST is replaced only if it is a Zarr hierarchy (``check_replaceable``), and by
@@ -21,6 +21,7 @@ import shutil
 from typing import Any
 
 from zopt.errors import ZoptError
+from zopt.store.lock import DST_LOCK_SUFFIX
 
 __all__ = [
     "ASIDE_SUFFIX",
@@ -63,12 +64,13 @@ def _inside(inner: str, outer: str) -> bool:
 
 
 def check_no_overlap(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Raise OverlapError if ``src`` and ``dst`` (or the partial and aside paths next to
+    """Raise OverlapError if ``src`` and ``dst`` (or the partial, aside and lock paths next to
     ``dst``) are the same path or one contains the other. Nothing is written before this
     check."""
     s = resolve(src)
     d = resolve(dst)
-    for target, what in ((d, "DST"), (d + PARTIAL_SUFFIX, "DST's partial store"), (d + ASIDE_SUFFIX, "DST's aside copy")):
+    for target, what in ((d, "DST"), (d + PARTIAL_SUFFIX, "DST's partial store"), (d + ASIDE_SUFFIX, "DST's aside copy"),
+                         (d + DST_LOCK_SUFFIX, "DST's lock")):
         if _inside(s, target):
             raise OverlapError(f"dst: SRC {os.fspath(src)!r} is inside {what} {target!r}; writing there would "
                                "delete or replace the source: choose a DST outside SRC")
@@ -132,10 +134,12 @@ def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
     shutil.rmtree(aside)
 
 
-def check_store_replaceable(store: Any, overwrite: bool, text: str) -> None:
+def check_store_replaceable(store: Any, overwrite: bool, text: str, zopt_keys: tuple[str, ...] = ()) -> bool:
     """The ``check_replaceable`` of a destination that is a zarr Store (an fsspec URL): refuse
-    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata at its
-    root even with ``overwrite`` (writing there clears every key under it). ``text`` names it."""
+    one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata (nor one of
+    ``zopt_keys``, e.g. a killed job's ``zopt.io.unfinished.UNFINISHED_KEY``) at its root even with
+    ``overwrite`` (writing there clears every key under it). ``text`` names it. Returns whether the
+    store holds anything (False: there is nothing to clear)."""
     from zarr.core.sync import sync
 
     async def first_key() -> str | None:
@@ -145,12 +149,13 @@ def check_store_replaceable(store: Any, overwrite: bool, text: str) -> None:
 
     key = sync(first_key())
     if key is None:
-        return
+        return False
     if not overwrite:
         raise FileExistsError(f"dst {text} is not empty; use --overwrite (overwrite=True) to replace it")
-    if not any(sync(store.exists(n)) for n in _ZARR_METADATA):
+    if not any(sync(store.exists(n)) for n in (*_ZARR_METADATA, *zopt_keys)):
         raise NotAZarrStoreError(f"dst {text} holds keys (e.g. {key!r}) but no Zarr hierarchy; --overwrite only "
                                  "replaces a Zarr store: choose another DST")
+    return True
 
 
 def store_text(store: Any) -> str:

@@ -2,8 +2,8 @@
 
 A local directory DST is written under ``DST.zopt-partial`` and renamed into place, so a killed
 job never leaves a DST that looks finished. A Store has no rename: ``zopt recompress`` writes
-it in place. So, once the target's metadata exists, the job puts ``UNFINISHED_KEY`` at the
-store's root (the job id, its start time, host and pid, and SRC) and deletes it as the last
+it in place. So, before the target's first key (its root ``zarr.json``), the job puts
+``UNFINISHED_KEY`` at the store's root (the job id, its start time, host and pid, and SRC) and deletes it as the last
 step of a successful job; a failed job clears the whole store. A job killed in between leaves
 the marker: zarr readers still open the store (its missing shards read as fill values), but
 ``zopt verify`` refuses it and ``zopt info`` says so, both naming the marker
@@ -21,8 +21,8 @@ from typing import Any
 
 from zopt.errors import ZoptError
 
-__all__ = ["UNFINISHED_KEY", "UnfinishedStoreError", "check_finished", "describe_unfinished", "mark_unfinished",
-           "read_unfinished", "remove_unfinished"]
+__all__ = ["UNFINISHED_KEY", "StoreTakenOverError", "UnfinishedStoreError", "check_finished", "check_not_running",
+           "describe_unfinished", "done_writing", "mark_unfinished", "owns", "read_unfinished", "remove_unfinished"]
 
 UNFINISHED_KEY = "zopt-unfinished.json"
 
@@ -31,24 +31,74 @@ class UnfinishedStoreError(ZoptError, ValueError):
     """A store whose ``zopt recompress`` was killed before it finished (it holds ``UNFINISHED_KEY``)."""
 
 
+class StoreTakenOverError(ZoptError, RuntimeError):
+    """Another job cleared the store this job was writing (its marker replaced, or removed by that
+    job's publish): this job's output was not published, and the store is left to the other job."""
+
+
 def _sync(coro: Any) -> Any:
     from zarr.core.sync import sync
 
     return sync(coro)
 
 
-def mark_unfinished(store: Any, job: str, src: str) -> None:
-    """Put the marker at the root of zarr Store ``store`` for job ``job`` reading ``src``."""
+#: the jobs of this process writing a store now (a marker naming this process but no job here is stale)
+_WRITING: set[str] = set()
+
+
+def mark_unfinished(store: Any, job: str, src: str, yielded: bool = False) -> None:
+    """Put the marker at the root of zarr Store ``store`` for job ``job`` reading ``src``; the job
+    counts as writing (``check_not_running``) until ``done_writing(job)``. ``yielded``: the job put
+    its marker and nothing else, then found another job writing the store, and leaves it to that
+    job (whose ``remove_unfinished`` accepts such a marker)."""
     from zarr.core.buffer import default_buffer_prototype
 
+    if not yielded:
+        _WRITING.add(job)
     record = {"job": job, "src": src, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "host": socket.gethostname(), "pid": os.getpid()}
+              "host": socket.gethostname(), "pid": os.getpid(), **({"yielded": True} if yielded else {})}
     _sync(store.set(UNFINISHED_KEY, default_buffer_prototype().buffer.from_bytes(json.dumps(record).encode())))
 
 
-def remove_unfinished(store: Any) -> None:
-    """Delete the marker: the job's last write."""
+def remove_unfinished(store: Any, job: str, where: str) -> None:
+    """Delete the marker of job ``job``: its last write. ``StoreTakenOverError`` (one line naming the
+    store ``where`` and the other job) when the marker is not this job's: another job cleared the
+    store meanwhile, so this job's writes may be gone."""
+    record = read_unfinished(store)
+    if not owns(record, job) and not (record or {}).get("yielded"):
+        other = "its marker is gone (that job published)" if record is None else \
+            "it holds " + ", ".join(f"{k} {record[k]}" for k in ("job", "started", "host", "pid") if k in record)
+        raise StoreTakenOverError(
+            f"dst {where}: another zopt job cleared the store while this one (job {job}) was writing it: {other}; "
+            "this job's output is not published and the store is left to that job: run one job at a time per store")
     _sync(store.delete(UNFINISHED_KEY))
+
+
+def done_writing(job: str | None) -> None:
+    """Job ``job`` of this process has ended (published, failed or refused by ``before_publish``)."""
+    _WRITING.discard(job)
+
+
+def owns(record: dict[str, Any] | None, job: str | None) -> bool:
+    """Whether the marker ``record`` (``read_unfinished``) is job ``job``'s."""
+    return job is not None and record is not None and record.get("job") == job
+
+
+def check_not_running(store: Any, where: str) -> None:
+    """Refuse (``StoreLockedError`` naming the job) to clear a store that a live job of this host is
+    writing: its marker names a process that still runs. A marker from another host cannot be checked
+    (the process is not visible): replacing that store with ``--overwrite`` makes that job fail at its end."""
+    from zopt.store.lock import StoreLockedError, running_on_this_host
+
+    record = read_unfinished(store)
+    if not running_on_this_host(record):
+        return  # none, a killed job's (replaced as usual), or another host's
+    if record["pid"] == os.getpid() and record.get("job") not in _WRITING:
+        return  # an earlier job of this process, ended (e.g. refused by before_publish)
+    raise StoreLockedError(where, record, UNFINISHED_KEY,
+                           message=f"dst {where} is being written by another zopt job (job {record.get('job')}, pid "
+                                   f"{record['pid']} on host {record['host']!r}, started {record.get('started')}); "
+                                   f"wait for it to finish, or delete {UNFINISHED_KEY} from it if that job is gone")
 
 
 def read_unfinished(store: Any) -> dict[str, Any] | None:

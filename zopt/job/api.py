@@ -12,6 +12,7 @@ publish and the report (``reports``). ``recompress_in_place`` lives in ``in_plac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -21,14 +22,17 @@ from typing import Any
 
 import zarr
 
+from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
 from zopt.io.multi import job_source, source_bytes
 from zopt.io.sources import release as release_sources
+from zopt.io.unfinished import read_unfinished
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
 from zopt.job.reports import RecompressReport
 from zopt.job.targets import (
     LocalTarget,
+    PartialStoreGoneError,
     StoreTarget,
     create_target,
     same_metadata,
@@ -186,16 +190,24 @@ def recompress(
     return run_job(RecompressJob(**options))
 
 
-def run_job(job: RecompressJob) -> RecompressReport:
+def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
     """Run one recompress job: parse → plan of work → validate → target → graph → run → publish → report.
 
     Everything the root group's job refuses is refused before the destination or its partial
-    store exists; a child group's job (``RecompressJob.for_child``) checks its own variables when
-    it runs, after the root group's arrays are written (the partial store is then removed).
-    Errors and the report as ``zopt.recompress``.
+    store exists; a child group's job (``RecompressJob.for_child``, ``child=True``: its parent
+    holds the lock) checks its own variables when it runs, after the root group's arrays are
+    written (the partial store is then removed). A local directory DST is locked
+    (``DST.zopt-lock``, ``zopt.store.lock.destination_lock``) from before anything of it is
+    created until the job has published or failed: a second job on the same DST raises
+    ``StoreLockedError`` naming the first. Errors and the report as ``zopt.recompress``.
     """
+    with contextlib.ExitStack() as hold:
+        return _run_job(job, None if child else hold)
+
+
+def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> RecompressReport:
     t0 = time.perf_counter()
-    src, target, notes = parse_job(job)
+    src, target, notes = parse_job(job, hold)
     prepared = plan_of_work(job, src, target, notes)
     if job.dry_run:  # the graph is built as the run would build it (its cost is part of the plan), never run
         return _dry_run(job, prepared, target, notes, t0)
@@ -226,7 +238,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
         # a child group the interrupted run finished is skipped by the run: planned as new, every unit
         # resumed; a leftover without the job's record is replaced, as the run starts over
         stale = p.record is None and os.path.exists(where)
-        sub = run_job(dataclasses.replace(job.for_child(child, where), overwrite=finished or stale))
+        sub = run_job(dataclasses.replace(job.for_child(child, where), overwrite=finished or stale), child=True)
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             if finished:
@@ -244,17 +256,26 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
     On an error the partial store is kept when the journal can resume it, else removed."""
     src = p.src
     partial = target.root
+    made = False
     try:
         target.start(fresh=p.record is None)
         partial = target.root  # an Icechunk target's session exists once started
         if p.record is None:
-            create_target(p.spec, partial)
-            if target.journal is not None:
+            if target.journal is None:  # a Store, written in place: marked unfinished before its first key
+                target.begin(p.job_id, getattr(src, "text", src))
+            try:
+                create_target(p.spec, partial)
+            except NODE_EXISTS_ERRORS as exc:
+                if target.journal is not None:
+                    raise
+                # a store this job cleared or found empty: another job wrote metadata since (at the root: before
+                # this job wrote any, so only its marker is left to yield)
+                raise target.taken_over(read_unfinished(partial), only_marker=existing_node_path(exc) == "") from exc
+            if target.journal is not None:  # recorded once the metadata exists: a partial store without it starts over
                 target.journal.begin(p.fp, p.job_id, p.layouts)
-            else:
-                target.begin(p.job_id, getattr(src, "text", src))  # a Store: marked unfinished until published
         else:
-            notes.append(f"resumed the interrupted job in {partial}")
+            notes.append(f"resumed the interrupted job in {getattr(target, 'kept_text', partial)}")
+        made = True
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
                 raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
@@ -268,7 +289,10 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
         target.after_writes()
         return graph_seconds + _write_children(job, p, partial, notes)
     except BaseException as exc:
+        gone = _partial_gone(target, exc) if made else None
         _keep_or_discard(target, exc, partial)
+        if gone is not None:
+            raise gone from exc
         raise
 
 
@@ -287,7 +311,7 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[s
         if _child_finished(p, partial, child):
             notes.append(_FINISHED_CHILD.format(child=child))  # published into the partial store
             continue
-        sub = run_job(job.for_child(child, os.path.join(partial, child)))
+        sub = run_job(job.for_child(child, os.path.join(partial, child)), child=True)
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
@@ -305,7 +329,10 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
     except BaseException as exc:
+        gone = _partial_gone(target, exc)
         _keep_or_discard(target, exc, partial)
+        if gone is not None:
+            raise gone from exc
         raise
     if job.before_publish is not None:
         try:
@@ -318,17 +345,38 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
     try:
         target.publish()
     except BaseException as exc:
+        gone = _partial_gone(target, exc)
         _keep_or_discard(target, exc, partial)
+        if gone is not None:
+            raise gone from exc
         raise
+
+
+def _partial_gone(target: LocalTarget | StoreTarget, exc: BaseException) -> PartialStoreGoneError | None:
+    """A job that failed because its partial store was removed while it ran (zarr or a rename then
+    names only the missing path): the error in words."""
+    if not isinstance(target, LocalTarget) or not isinstance(exc, Exception) or os.path.isdir(target.root):
+        return None
+    return PartialStoreGoneError(
+        f"dst {target.dst!r}: its partial store {target.root!r} was removed while the job was writing it, by "
+        f"another process (a clean-up, or a job that does not take zopt's lock {target.dst}.zopt-lock); nothing "
+        f"was published{'' if os.path.lexists(target.dst) else ' (DST does not exist)'}: run the job again")
 
 
 def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, partial: Any) -> None:
     """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
     journal = target.journal
-    if journal is not None and keeps_partial(exc) and journal.read() is not None:
+    if journal is not None and keeps_partial(exc) and _resumable(journal):
         exc.add_note(f"the finished shards are kept in {getattr(target, 'kept_text', partial)}: "
                      "run the same command again to resume")
     else:
         target.discard()
 
 
+def _resumable(journal: Any) -> bool:
+    """Whether the journal holds a record a re-run resumes; reading it may fail where another job took the
+    destination over (an Icechunk work branch): then not this job's to keep."""
+    try:
+        return journal.read() is not None
+    except Exception:
+        return False

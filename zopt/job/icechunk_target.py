@@ -26,10 +26,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import os
+import socket
 from typing import Any
 
 from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
+from zopt.errors import ZoptError
 from zopt.io.paths import check_store_replaceable
 from zopt.job.graph import unit_key
 from zopt.job.reports import ArrayReport
@@ -37,12 +40,18 @@ from zopt.job.targets import StoreTarget
 from zopt.job.tasks import ShardJob, write_packed_shard, write_region
 from zopt.job.work import Work
 from zopt.store.journal import ResumeMismatchError
+from zopt.store.lock import StoreLockedError, running_on_this_host
 
-__all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY"]
+__all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
 RECORD_KEY = "zopt"
 WAVE_UNITS = 256  # write units per wave (one commit each): what a killed job redoes at most
 _FORMAT = 1
+
+
+class WorkBranchChangedError(ZoptError, RuntimeError):
+    """Another job made, moved or removed the work branch while this job wrote it: this job's work
+    is not published, and the branch is left to that job."""
 
 
 class IcechunkTarget(StoreTarget):
@@ -59,9 +68,30 @@ class IcechunkTarget(StoreTarget):
         self.base = self.repo.lookup_branch(self.branch)
         self.session: Any = None
         self.snapshot: str | None = None  # the job's commit, once written
+        self.created = False  # this job made the work branch (and has not committed yet while snapshot is None)
+        self.lost = False  # another job changed the work branch under this one
         self.journal = _CommitJournal(self)
         self.src_text = ""
-        check_store_replaceable(self.repo.readonly_session(snapshot_id=self.base).store, overwrite, self.text)
+        self.overwrite = overwrite
+        self.published = self._published_record()
+        if self.published is None:  # else: checked once the job's fingerprint is known (_CommitJournal.check)
+            self._check_replaceable()
+
+    def _check_replaceable(self) -> None:
+        check_store_replaceable(self.repo.readonly_session(snapshot_id=self.base).store, self.overwrite, self.text)
+
+    def _published_record(self) -> dict[str, Any] | None:
+        """The record of a job that moved the branch to its commit and was killed before removing its
+        work branch (the work branch then points at the branch's tip, a complete zopt commit), else None."""
+        ic = icc.require()
+        try:
+            if self.repo.lookup_branch(self.work_branch) != self.base:
+                return None
+        except (ic.IcechunkError, KeyError):  # no work branch (or removed meanwhile)
+            return None
+        record = (self.repo.lookup_snapshot(self.base).metadata or {}).get(RECORD_KEY)
+        ok = isinstance(record, dict) and record.get("format") == _FORMAT and record.get("complete")
+        return record if ok else None
 
     # -- the interface of LocalTarget / StoreTarget -----------------------------------------
     @property
@@ -87,22 +117,66 @@ class IcechunkTarget(StoreTarget):
         return f"branch {self.work_branch!r} of {repo_text}{url}"
 
     def start(self, fresh: bool) -> None:
-        """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is."""
+        """``fresh``: the work branch (re)made at the base and cleared; else resumed as it is.
+        ``WorkBranchChangedError`` when another job makes or removes the work branch meanwhile."""
         if fresh:
-            if self.work_branch in self.repo.list_branches():
-                self.repo.delete_branch(self.work_branch)
-            self.repo.create_branch(self.work_branch, self.base)
-            self.session = self.repo.writable_session(self.work_branch)
+            ic = icc.require()
+            try:
+                if self.work_branch in self.repo.list_branches():  # nothing to resume there (the journal said so)
+                    self.repo.delete_branch(self.work_branch)
+                self.repo.create_branch(self.work_branch, self.base)
+            except (ic.IcechunkError, ic.ConflictError) as exc:  # another job made (or removed) it meanwhile
+                raise self._changed(exc) from exc
+            self.created = True
+            with self._alone():
+                self.session = self.repo.writable_session(self.work_branch)
             from zarr.core.sync import sync
 
             sync(self.session.store.delete_dir(""))
         else:
-            self.session = self.repo.writable_session(self.work_branch)
+            with self._alone():
+                self.snapshot = self.repo.lookup_branch(self.work_branch)  # the interrupted job's, now this one's
+                self.session = self._session()
+
+    def _mine(self) -> bool:
+        """Whether the work branch is still this job's: at its last commit (or, before its first, at
+        the base where this job made it)."""
+        ic = icc.require()
+        if self.lost:
+            return False
+        try:
+            tip = self.repo.lookup_branch(self.work_branch)
+        except (ic.IcechunkError, KeyError):
+            return False
+        return tip == self.snapshot if self.snapshot else (self.created and tip == self.base)
+
+    def _changed(self, exc: BaseException) -> WorkBranchChangedError:
+        self.lost = True  # the work branch is another job's now: never removed by this one (``_mine``)
+        why = next((line.strip(" x|") for line in str(exc).splitlines() if line.strip(" x|")), type(exc).__name__)
+        return WorkBranchChangedError(
+            f"dst {self.text}: another job changed the work branch {self.work_branch!r} while this one was writing it "
+            f"(icechunk: {why}); this job's work is not published and the branch is left to that job: run one job "
+            "at a time per branch")
+
+    @contextlib.contextmanager
+    def _alone(self) -> Any:
+        """Icechunk's errors from another job writing the same work branch, as ``WorkBranchChangedError``."""
+        ic = icc.require()
+        try:
+            yield
+        except (ic.IcechunkError, ic.ConflictError) as exc:
+            # a conflict, or the branch not found (removed, maybe re-made at the base): only another job does that
+            gone = isinstance(exc, ic.ConflictError | KeyError) or "not found" in str(exc)
+            if gone or not self._mine():
+                raise self._changed(exc) from exc
+            raise
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
         from zarr.core.sync import sync
 
-        store = self.repo.readonly_session(branch=self.work_branch).store
+        # this job's last commit: the work branch may be another job's by now (then ``run`` fails in words)
+        store = (self.repo.readonly_session(snapshot_id=self.snapshot) if self.snapshot
+                 else self.repo.readonly_session(branch=self.work_branch)).store
         chunks = f"{name}/c/" if name else "c/"
 
         async def total() -> int:  # icechunk lists whole nodes only: the array's keys, then its chunk keys
@@ -117,15 +191,25 @@ class IcechunkTarget(StoreTarget):
         tip = self.repo.lookup_branch(self.branch)
         if tip != self.base:
             raise icc.BranchMovedError(self._moved(tip))
-        try:
-            self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
-        except ic.IcechunkError as exc:  # moved between the lookup and the reset
-            raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
-        self.repo.delete_branch(self.work_branch)
+        if self.snapshot != tip:  # else published by the interrupted run of this job: only its work branch is left
+            try:
+                self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
+            except ic.IcechunkError as exc:  # moved between the lookup and the reset
+                raise icc.BranchMovedError(self._moved(self.repo.lookup_branch(self.branch))) from exc
+        self._remove_work_branch()
 
     def discard(self) -> None:
-        if self.work_branch in self.repo.list_branches():
+        self._remove_work_branch()
+
+    def _remove_work_branch(self) -> None:
+        """Remove the work branch while it is this job's (never another job's); already gone is fine."""
+        if not self._mine():
+            return
+        try:
             self.repo.delete_branch(self.work_branch)
+        except Exception:
+            if self.work_branch in self.repo.list_branches():
+                raise
 
     def _moved(self, tip: str) -> str:
         return (f"dst: branch {self.branch!r} of {self.text} moved since the job started ({self.base} → {tip}); "
@@ -134,6 +218,7 @@ class IcechunkTarget(StoreTarget):
     # -- the job's commits ------------------------------------------------------------------
     def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
         self.record = {"format": _FORMAT, "fingerprint": fp, "job": job, "base": self.base, "branch": self.branch,
+                       "pid": os.getpid(), "host": socket.gethostname(),  # a live job is not resumed by another
                        "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()},
                        "done": {}, "complete": False}
         self._commit(first=True)
@@ -142,8 +227,17 @@ class IcechunkTarget(StoreTarget):
         message = (f"zopt recompress {self.src_text} → {self.text}" if self.record["complete"] else
                    f"zopt recompress {self.src_text} → {self.text} (in progress: "
                    f"{sum(map(len, self.record['done'].values()))} units written)")
-        self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
-        self.session = self.repo.writable_session(self.work_branch)
+        with self._alone():
+            self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
+            self.session = self._session()
+
+    def _session(self) -> Any:
+        """A writable session of the work branch at this job's last commit (``WorkBranchChangedError`` if
+        another job moved the branch in between)."""
+        session = self.repo.writable_session(self.work_branch)
+        if self.snapshot and session.snapshot_id != self.snapshot:
+            raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
+        return session
 
     def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
@@ -152,12 +246,18 @@ class IcechunkTarget(StoreTarget):
         Returns the graph seconds."""
         units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
         bar = progress(len(units)) if progress is not None and units else None
-        with bar if bar is not None else contextlib.nullcontext():
-            seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        try:
+            with bar if bar is not None else contextlib.nullcontext():
+                seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+        except Exception as exc:  # e.g. a task writing into a session another job's branch changed under it
+            if isinstance(exc, WorkBranchChangedError) or self._mine():
+                raise
+            raise self._changed(exc) from exc
         if not units and not self.record["complete"] and icc.version() >= (2, 0):
             self.record["complete"] = True  # resumed after its last wave: the commit message says so
             self._commit()
-        self.snapshot = self.repo.lookup_branch(self.work_branch)
+        if not self._mine():  # self.snapshot: this job's last commit; the branch must still be there
+            raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
         for name, rep in reports.items():
             rep.stored_after, rep.allocated_after = self.stored_sizes(name)
         self.session = None  # --verify and publish read the committed snapshot
@@ -240,26 +340,55 @@ class _CommitJournal:
 
     def read(self) -> dict[str, Any] | None:
         t = self.target
-        if t.work_branch not in t.repo.list_branches():
-            return None
-        tip = t.repo.lookup_branch(t.work_branch)
-        if tip == t.base:  # a job published, then killed before removing its work branch: nothing to resume
-            return None
-        record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
-        if not isinstance(record, dict) or record.get("format") != _FORMAT:
-            return None
+        record = self._read()
+        if t.published is not None and record is not t.published:  # that work branch went meanwhile (its job ended)
+            t.published = None
+            t._check_replaceable()  # the branch holds that job's store: replaced only with overwrite
+        if record is not None and running_on_this_host(record) and record["pid"] != os.getpid():
+            raise StoreLockedError(t.text, record, t.work_branch, message=(
+                f"dst {t.text} is being written by another zopt job (job {record.get('job')}, pid {record['pid']} on "
+                f"host {record['host']!r}; its work branch {t.work_branch!r}): wait for it to finish"))
         t.record = record
         return record
 
+    def _read(self) -> dict[str, Any] | None:
+        t = self.target
+        ic = icc.require()
+        for attempt in range(3):  # another job may remove and re-make the work branch between two calls
+            try:
+                tip = t.repo.lookup_branch(t.work_branch)
+                break
+            except (ic.IcechunkError, KeyError) as exc:  # no work branch (icechunk 1.1: IcechunkError "ref not found")
+                if t.work_branch not in t.repo.list_branches():
+                    return None
+                if attempt == 2:
+                    raise t._changed(exc) from exc
+        if tip == t.base:  # a job published, then killed before removing its work branch: finished if it was this job
+            return t.published
+        record = (t.repo.lookup_snapshot(tip).metadata or {}).get(RECORD_KEY)
+        return record if isinstance(record, dict) and record.get("format") == _FORMAT else None
+
     def check(self, record: dict[str, Any], fp: dict[str, Any], dst: str) -> None:
+        """ResumeMismatchError unless ``record`` is this job's, started at the branch's tip. The record of a
+        job that published and was killed before removing its work branch (``IcechunkTarget.published``):
+        this job's is finished by publishing nothing more; another's work branch is removed (``read`` then
+        returns None), and the branch is then replaced only with ``overwrite``."""
         from zopt.store.journal import Journal
 
         t = self.target
+        journal = Journal(f"{t.text} (branch {t.work_branch!r})")
+        if t.published is not None and record is t.published:
+            try:
+                journal.check(record, fp, dst)
+            except ResumeMismatchError:  # another job's, already published: its work branch holds nothing more
+                t.repo.delete_branch(t.work_branch)
+                t.published = None
+                t._check_replaceable()  # the branch holds that job's store: replaced only with overwrite
+            return  # this job's: resumed with every unit done, the branch already at its commit
         if record.get("base") != t.base:
             raise ResumeMismatchError(
                 f"resume: branch {t.branch!r} of {t.text} moved since the interrupted job started "
                 f"({record.get('base')} → {t.base}); delete branch {t.work_branch!r} to start over")
-        journal = Journal(f"{t.text} (branch {t.work_branch!r})")
         journal.check(record, fp, dst)
 
     def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:

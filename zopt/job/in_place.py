@@ -16,6 +16,7 @@ from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
 from zopt.job.dask_graph import InPlaceRun, in_place_tasks, run_writes
+from zopt.job.options import RecompressJob, refused_in_place
 from zopt.job.reports import ArrayReport, RecompressReport
 from zopt.job.targets import chunk_bytes_stored, stored_sizes
 from zopt.job.work import plan_for
@@ -36,6 +37,7 @@ def recompress_in_place(
     scheduler: str | None = None,
     progress: Callable[[Any], Any] | None = None,
     grace: float = GRACE_SECONDS,
+    **options: Any,
 ) -> RecompressReport:
     """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
 
@@ -54,6 +56,9 @@ def recompress_in_place(
     decision, plan, scheduler, progress : as for ``recompress``.
     grace : seconds between replacing the shards and dropping the holes that kept their sizes
         (``zopt.store.rewrite``; a reader holding a shard index longer may read past a new end).
+    options : any other option of ``recompress`` (``chunks``, ``codecs``, ``combine``, …) is refused
+        with a ValueError naming it unless it has its default value: in place every array keeps its
+        metadata (``zopt.job.options.refused_in_place``, the list ``--in-place`` refuses too).
 
     The job holds the store's lock (``zopt.store.lock``); a shard is replaced as ``zopt.store.rewrite``
     describes, so a reader pairing an old index with a new file gets an error, not wrong values,
@@ -68,6 +73,7 @@ def recompress_in_place(
     has one; ``PlanMismatchError`` for a plan made for other arrays or contents;
     StoreLockedError when another job is rewriting the store.
     """
+    _refuse(options)
     if not grace >= 0:
         raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
     check_scheduler(scheduler)
@@ -131,3 +137,19 @@ def recompress_in_place(
         rep.seconds = elapsed
     return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
                             graph_seconds=graph_seconds, notes=notes)
+
+
+def _refuse(options: dict[str, Any]) -> None:
+    """ValueError naming the options of ``recompress`` a rewrite in place does not honour; TypeError
+    for a name that is no option (as Python says it), or one of this function's own under another name."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(RecompressJob)}
+    unknown = [n for n in options if n not in fields or fields[n].metadata.get("in_place", False)]
+    if unknown:
+        raise TypeError(f"recompress_in_place() got an unexpected keyword argument {unknown[0]!r}")
+    refused = refused_in_place(options)
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: {'does' if len(refused) == 1 else 'do'} not apply to a rewrite in "
+                         "place, which keeps every array's metadata and writes no new store; use zopt.recompress "
+                         "into a new store to change them")

@@ -15,12 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_DECISION", "RecompressJob", "parse_max_memory"]
+__all__ = ["DEFAULT_DECISION", "RecompressJob", "parse_max_memory", "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
 LAYOUTS = ("compact", "fixed-slot")
 
 _HOW = {"fingerprint": False}  # options that change how the job runs, not what it writes
+#: options a rewrite in place (``recompress_in_place``, ``--in-place``) honours; every other field is refused
+#: there (``refused_in_place``): it keeps every array's metadata and writes no new store
+_IN_PLACE = {"in_place": True}
 
 
 def parse_max_memory(value: int | str | None) -> int | None:
@@ -63,17 +66,17 @@ class RecompressJob:
     are properties. Frozen: ``dataclasses.replace`` makes a changed copy.
     """
 
-    src: str | os.PathLike | Sequence[str | os.PathLike]  # several: combined along concat_dim
+    src: str | os.PathLike | Sequence[str | os.PathLike] = field(metadata=_IN_PLACE)  # several: along concat_dim
     dst: Any  # a local path, an fsspec URL or a zarr Store
     codecs: Sequence[dict[str, Any]] | str | None = None
     preset: str | None = None
     chunks: tuple[int, ...] | str | Mapping[str, int] | None = None
     shards: tuple[int, ...] | str | Mapping[str, int] | None = None
-    decision: Any = None  # None: the preset's, else "compress_if_smaller"
-    variables: Sequence[str] | None = None
+    decision: Any = field(default=None, metadata=_IN_PLACE)  # None: the preset's, else "compress_if_smaller"
+    variables: Sequence[str] | None = field(default=None, metadata=_IN_PLACE)
     layout: str = "compact"
     slot_parts: int | None = None
-    plan: Any = None
+    plan: Any = field(default=None, metadata=_IN_PLACE)
     lossy: Any = None
     readers: Sequence[str] | str | None = None
     checksum: bool | None = None
@@ -82,9 +85,9 @@ class RecompressJob:
     budget: Any = None  # and the speed budget of that choice (zopt.planning.optimizer)
     concat_dim: str | None = None  # several sources combined along this dimension (zopt.io.multi)
     combine: str = "by_coords"  # with concat_dim: files ordered by coordinate, or "nested": as given
-    scheduler: str | None = field(default=None, metadata=_HOW)
+    scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE})
     overwrite: bool = field(default=False, metadata=_HOW)
-    progress: Callable[[Any], Any] | None = field(default=None, metadata=_HOW, compare=False)
+    progress: Callable[[Any], Any] | None = field(default=None, metadata={**_HOW, **_IN_PLACE}, compare=False)
     max_memory: int | str | None = field(default=None, metadata=_HOW)
     dry_run: bool = field(default=False, metadata=_HOW)
     before_publish: Callable[[Any, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
@@ -260,3 +263,12 @@ class RecompressJob:
         own = [f"{v}={s}" for v, s in _lossy_items(self.lossy) if "/" not in v]
         return own or None
 
+
+def refused_in_place(given: Mapping[str, Any]) -> list[str]:
+    """The options of ``given`` (``{RecompressJob field name: value}``, as given) that a rewrite in
+    place does not honour: every field not marked ``in_place`` in ``RecompressJob`` (the one list;
+    ``zopt recompress --in-place`` and ``zopt.recompress_in_place`` refuse them), with a value other
+    than its default. Names that are no field are left to the caller."""
+    fields = {f.name: f for f in dataclasses.fields(RecompressJob)}
+    return [name for name, value in given.items()
+            if name in fields and not fields[name].metadata.get("in_place", False) and value != fields[name].default]

@@ -9,6 +9,7 @@ cannot be honoured. Nothing here writes; ``zopt.job.api.run_job`` runs the phase
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import uuid
@@ -41,6 +42,7 @@ from zopt.io.sources import (
     zarr_v3_group,
 )
 from zopt.io.sources import release as release_sources
+from zopt.io.unfinished import UNFINISHED_KEY, check_not_running
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
 from zopt.job.targets import (
@@ -64,6 +66,7 @@ from zopt.planning.chains import (
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint
+from zopt.store.lock import destination_lock
 
 __all__ = ["Prepared", "job_layout", "parse_job", "plan_of_work"]
 
@@ -95,8 +98,14 @@ class Prepared:
     record: dict[str, Any] | None = None
 
 
-def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[str]]:
-    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused."""
+def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[str, LocalTarget | StoreTarget,
+                                                                                  list[str]]:
+    """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused.
+
+    ``hold``: a local directory DST's lock (``zopt.store.lock.destination_lock``) is taken into it
+    before anything of DST is touched, and a store's end of job registered (``StoreTarget.end``); the
+    caller releases them once the job has published or failed. None for a child group's job, which
+    its parent's lock covers."""
     src, notes = _source(job)
     if is_icechunk(job.dst):
         return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
@@ -106,6 +115,8 @@ def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[
         for one in source_files(src):
             if not loc.is_url(one):
                 check_no_overlap(one, dst)
+        if hold is not None:  # one job per DST: StoreLockedError for a second one, nothing written
+            hold.enter_context(destination_lock(dst, "recompress"))
         recovered = recover(dst)
         if recovered:
             notes.append(recovered)
@@ -113,11 +124,16 @@ def parse_job(job: RecompressJob) -> tuple[str, LocalTarget | StoreTarget, list[
         return src, LocalTarget(dst), notes
     for one in source_files(src):
         check_no_url_overlap(one, store)
-    check_store_replaceable(store, job.overwrite, store_text(store))
+    holds = check_store_replaceable(store, job.overwrite, store_text(store), (UNFINISHED_KEY,))
+    if holds:
+        check_not_running(store, store_text(store))  # a live job's marker (this host): StoreLockedError
     if job.layout == "fixed-slot":
         notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
                      "has none, so each shard was assembled packed inside one task and written with one put")
-    return src, StoreTarget(store), notes
+    target = StoreTarget(store, clear=holds)
+    if hold is not None:
+        hold.callback(target.end)
+    return src, target, notes
 
 
 def _source(job: RecompressJob) -> tuple[Any, list[str]]:
@@ -260,6 +276,7 @@ def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarg
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
+        p.record = journal.read()  # a check may set aside a record it does not resume (Icechunk: a published job's)
 
 
 def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared, plan: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,17 +23,30 @@ from typing import Any
 import xarray as xr
 import zarr
 
+from zopt.errors import ZoptError
 from zopt.io import locations as loc
 from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
-from zopt.io.unfinished import mark_unfinished, remove_unfinished
+from zopt.io.unfinished import (
+    StoreTakenOverError,
+    done_writing,
+    mark_unfinished,
+    owns,
+    read_unfinished,
+    remove_unfinished,
+)
 from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
 from zopt.store.shards import allocated_bytes, remove_temp_files
 
 __all__ = [
-    "LocalTarget", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
+    "LocalTarget", "PartialStoreGoneError", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
     "put_shard", "same_metadata", "stored_bytes_of", "stored_sizes", "target_arrays",
 ]
+
+
+class PartialStoreGoneError(ZoptError, FileNotFoundError):
+    """A local DST's partial store (``DST.zopt-partial``) was removed by another process while the
+    job was writing it; nothing was published."""
 
 
 class LocalTarget:
@@ -73,24 +87,54 @@ class LocalTarget:
 
 
 class StoreTarget:
-    """A zarr Store without positional writes or rename: written in place, cleared first and on failure."""
+    """A zarr Store without positional writes or rename: written in place, cleared first and on failure.
+
+    Not locked (an object store has no lock zopt can take): a store holding the marker of a live job of
+    this host is refused (``zopt.io.unfinished.check_not_running``), and a job whose marker another job
+    replaced (it cleared the store) fails at its end instead of publishing, and leaves the store to it."""
 
     journal = None
+    job: str | None = None  # the job id of the marker, once put
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, clear: bool = True) -> None:
         self.store = self.root = store
         self.text = store_text(store)
+        self.clear = clear  # False: it held nothing when checked; clearing it now could only delete another job's
 
     def shard_dir(self, name: str) -> str:
         return name  # the array's key prefix
 
     def start(self, fresh: bool) -> None:
-        self._clear()
+        if self.clear:
+            self._clear()
 
     def begin(self, job: str, src: str) -> None:
-        """Once the target's metadata exists: mark the store unfinished until ``publish``
-        (``zopt.io.unfinished``: a killed job's store is recognisable as such)."""
+        """Before the target's first key is written: mark the store unfinished until ``publish``
+        (``zopt.io.unfinished``: a killed job's store is recognisable as such, from its first
+        ``zarr.json`` on)."""
+        other = read_unfinished(self.store)  # cleared by ``start``: a marker now is a job that began since
+        if other is not None:
+            raise self.taken_over(other)
+        self.job, self.src = job, src
         mark_unfinished(self.store, job, src)
+        if _sync_exists(self.store, "zarr.json"):  # another job put its marker and metadata in the same moments
+            raise self.taken_over(read_unfinished(self.store), only_marker=True)
+
+    def taken_over(self, other: dict[str, Any] | None, only_marker: bool = False) -> StoreTakenOverError:
+        """The error of a job that found another job writing its store after it cleared it (or found
+        it empty): that job's marker, or its root metadata. This job stops, leaving the store to that
+        job. ``only_marker``: the other job's root metadata appeared after this job's marker (so after
+        its clear), and this job wrote nothing else: its marker is marked yielded, and the other job
+        publishes as usual (``zopt.io.unfinished.remove_unfinished``)."""
+        mine = owns(other, self.job)
+        if only_marker and mine:
+            mark_unfinished(self.store, self.job, self.src, yielded=True)
+        self.job = None  # nothing of the store is this job's to clear or unmark
+        who = "" if not other or mine else " (" + ", ".join(f"{k} {other[k]}" for k in ("job", "started", "host", "pid")
+                                                            if k in other) + ")"
+        return StoreTakenOverError(f"dst {self.text}: another zopt job{who} began writing the store in the same "
+                                   "moments as this one; this job stops and leaves the store to it: run one job at a "
+                                   "time per store")
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
         return stored_sizes(self.store, name)
@@ -99,15 +143,26 @@ class StoreTarget:
         pass
 
     def publish(self) -> None:
-        remove_unfinished(self.store)  # written in place: the marker goes last
+        remove_unfinished(self.store, self.job, self.text)  # written in place: the marker goes last, if still ours
 
     def discard(self) -> None:
-        self._clear()
+        if owns(read_unfinished(self.store), self.job):  # never another job's store, written or being written
+            self._clear()
+
+    def end(self) -> None:
+        """The job has ended, however: its marker, if left, is no longer a live job's in this process."""
+        done_writing(self.job)
 
     def _clear(self) -> None:
         from zarr.core.sync import sync
 
         sync(self.store.delete_dir(""))
+
+
+def _sync_exists(store: Any, key: str) -> bool:
+    from zarr.core.sync import sync
+
+    return bool(sync(store.exists(key)))
 
 
 def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
@@ -154,7 +209,8 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
     the source's data type, fill value, dimension names and attributes (only the chunk grid, chunk key encoding and
     codecs are new), and every other array is copied byte for byte. Anything else (Zarr v2, netCDF/HDF5) goes through
     xarray's ``to_zarr`` with lazy placeholders for the rewritten variables. A store whose root is an array
-    (``spec.root_meta``) gets a root array. ``spec.fills``: fill values to set for a
+    (``spec.root_meta``) gets a root array. ``partial`` is new (made empty by the caller): nothing there is
+    overwritten, so a store's unfinished marker, put first (``StoreTarget.begin``), stays. ``spec.fills``: fill values to set for a
     non-Zarr-v3 source (``zopt.lossy``: a lossy chain is designed for one fill value). ``only_rewritten``: create the
     rewritten arrays' metadata only (``target_arrays``), nothing else copied.
     """
@@ -171,12 +227,12 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         zarr.create_array(
             partial, shape=arr.shape, dtype=arr.metadata.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
             fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names if v3 else None,
-            attributes=dict(arr.attrs), zarr_format=3, overwrite=True, **splits[""],
+            attributes=dict(arr.attrs), zarr_format=3, **splits[""],
         )
         return
     if source_group is not None:
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
-        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs), overwrite=True)
+        zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs))
         for name, arr in source_group.arrays():
             if name not in names:
                 if not only_rewritten:
@@ -204,8 +260,16 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         template[name].attrs.update(attrs.get(name, {}))
     for name in template.variables:
         template[name].encoding = {}
-    template.to_zarr(partial, mode="w", compute=False, zarr_format=3, consolidated=False,
-                     encoding=encodings(ds, names, splits, layouts, fills))
+    encoding = encodings(ds, names, splits, layouts, fills)
+    if isinstance(partial, str | os.PathLike):  # a new directory
+        template.to_zarr(partial, mode="w-", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
+        return
+    # a Store holding the unfinished marker: the root group made first (ContainsGroupError where another job's
+    # is), then xarray adds to it; the documents are those mode "w-" writes into an empty store
+    zarr.create_group(partial, zarr_format=3)
+    with warnings.catch_warnings():  # zarr lists the marker as an unknown object of the hierarchy
+        warnings.filterwarnings("ignore", message=".*is not recognized as a component of a Zarr hierarchy")
+        template.to_zarr(partial, mode="a", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
 
 
 def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:

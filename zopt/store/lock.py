@@ -1,10 +1,13 @@
-"""One rewriting job per store: a lock file with the owner's pid and host, and the job's
+"""One writing job per store: a lock file with the owner's pid and host, and the job's
 temporary directory.
 
 ``zopt compact`` and ``recompress --in-place`` replace the shard files of an existing store.
 Two such jobs on one store at once would race on the same shards (and each would treat the
 other's temporary files as leftovers), so each takes ``<store>/.zopt-lock`` first, holding JSON
 ``{"pid", "host", "job", "since"}``, and keeps an exclusive ``flock`` on it while it runs.
+``recompress SRC DST`` into a local directory takes the same lock beside the store it creates,
+``DST.zopt-lock`` (``destination_lock``): DST does not exist yet, and two jobs sharing
+``DST.zopt-partial`` would publish each other's half-written stores.
 
 - A new lock is created complete: the record is written to a unique temporary file, flocked,
   and hard-linked to ``.zopt-lock`` (atomic, fails if it exists), so no job sees a new lock empty.
@@ -44,9 +47,12 @@ from pathlib import Path
 
 from zopt.errors import ZoptError
 
-__all__ = ["LOCK_NAME", "JOBS_DIR", "STALE_GRACE", "StoreLockedError", "store_lock"]
+__all__ = ["DST_LOCK_SUFFIX", "LOCK_NAME", "JOBS_DIR", "STALE_GRACE", "DestinationError", "StoreLockedError",
+           "destination_lock", "running_on_this_host", "store_lock"]
 
 LOCK_NAME = ".zopt-lock"
+#: a new store ``DST`` is written by one job at a time: the lock beside it, ``DST.zopt-lock``
+DST_LOCK_SUFFIX = ".zopt-lock"
 JOBS_DIR = ".zopt-jobs"
 #: seconds after which an empty or garbage lock file is stale (its writer died before writing)
 STALE_GRACE = 10.0
@@ -60,16 +66,26 @@ class StoreLockedError(ZoptError, RuntimeError):
     """Another job holds the store's lock. ``owner``: the lock file's JSON as a dict (empty when
     the file holds none); ``lock``: the lock file's path."""
 
-    def __init__(self, store: str, owner: dict, lock: str, message: str | None = None) -> None:
+    def __init__(self, store: str, owner: dict, lock: str, message: str | None = None,
+                 subject: str | None = None) -> None:
         self.owner = owner
         self.lock = lock
         if message is None:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
-            message = (
-                f"store {store!r} is being rewritten by pid {owner.get('pid')} on host {owner.get('host')!r} "
-                f"(job {owner.get('job')}, since {since}); wait for it to finish, or remove {lock} if that job is gone"
-            )
+            who = (f"by pid {owner.get('pid')} on host {owner.get('host')!r} (job {owner.get('job')}, since {since})"
+                   if subject is None else f"(pid {owner.get('pid')} on host {owner.get('host')!r}, since {since})")
+            message = (f"{subject or f'store {store!r} is being rewritten'} {who}; wait for it to finish, or remove "
+                       f"{lock} if that job is gone")
         super().__init__(message)
+
+
+class DestinationError(ZoptError, OSError):
+    """A new destination cannot be created where it was asked for (its parent directory is missing,
+    not a directory, read-only or not writable by this user). The message names DST and why; ``errno`` is the
+    failure's."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def _alive(pid: int) -> bool:
@@ -80,6 +96,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def running_on_this_host(owner: dict | None) -> bool:
+    """Whether ``owner`` (a record with ``pid`` and ``host``: a lock's, a store's unfinished marker, an
+    Icechunk job's commit) names a process of this host that still runs. Another host's cannot be
+    checked: False."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return False
+    return _alive(owner["pid"])
 
 
 def _parse_owner(raw: bytes) -> dict | None:
@@ -99,10 +124,10 @@ def _is_stale(owner: dict | None, age: float) -> bool:
     return owner["host"] == socket.gethostname() and not _alive(owner["pid"])
 
 
-def _refusal(store: Path, lock: Path, raw: bytes, age: float) -> StoreLockedError:
+def _refusal(store: Path, lock: Path, raw: bytes, age: float, subject: str | None = None) -> StoreLockedError:
     owner = _parse_owner(raw)
     if owner is not None:
-        return StoreLockedError(os.fspath(store), owner, os.fspath(lock))
+        return StoreLockedError(os.fspath(store), owner, os.fspath(lock), subject=subject)
     what = "is empty" if not raw.strip() else "does not hold an owner record (pid, host)"
     return StoreLockedError(
         os.fspath(store), {}, os.fspath(lock),
@@ -137,7 +162,7 @@ def _create(lock: Path, record: bytes) -> int | None:
     """Create ``lock`` holding ``record`` in one step (a hard link of a complete, flocked
     temporary file), so that no job ever sees a new lock empty. Returns its fd, or None when the
     lock exists."""
-    tmp = lock.with_name(f"{LOCK_NAME}.new-{uuid.uuid4().hex}")
+    tmp = lock.with_name(f"{lock.name}.new-{uuid.uuid4().hex}")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, record)
@@ -171,10 +196,11 @@ def _create_excl(lock: Path, record: bytes) -> int | None:
     return fd
 
 
-def _acquire(store: Path, job: str) -> tuple[Path, int]:
-    """Take ``store/.zopt-lock``; returns it and the open, ``flock``-ed file descriptor that holds
-    it (closed on release). See the module docstring for why only one job can win a takeover."""
-    lock = store / LOCK_NAME
+def _acquire(store: Path, job: str, lock: Path | None = None, subject: str | None = None) -> tuple[Path, int]:
+    """Take ``store/.zopt-lock`` (or ``lock``); returns it and the open, ``flock``-ed file descriptor
+    that holds it (closed on release). See the module docstring for why only one job can win a
+    takeover. ``subject`` words a refusal (default: the store is being rewritten)."""
+    lock = store / LOCK_NAME if lock is None else lock
     me = {"pid": os.getpid(), "host": socket.gethostname(), "job": job, "since": time.time()}
     record = json.dumps(me).encode()
     for _ in range(20):
@@ -189,12 +215,12 @@ def _acquire(store: Path, job: str) -> tuple[Path, int]:
             got = _flock(fd)
             if got is None:
                 os.close(fd)
-                _take_over_without_flock(store, lock)
+                _take_over_without_flock(store, lock, subject)
                 continue
             raw = _read_fd(fd)
             age = time.time() - os.fstat(fd).st_mtime
             if not got:  # a live job holds it
-                raise _refusal(store, lock, raw, age)
+                raise _refusal(store, lock, raw, age, subject)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(lock))
             except FileNotFoundError:
@@ -203,7 +229,7 @@ def _acquire(store: Path, job: str) -> tuple[Path, int]:
                 os.close(fd)
                 continue
             if not _is_stale(_parse_owner(raw), age):
-                raise _refusal(store, lock, raw, age)
+                raise _refusal(store, lock, raw, age, subject)
             # The stale lock is ours: we hold its flock, so any other job taking it over waits
             # for us and then finds it live (or removed). Rewrite it in place.
             os.ftruncate(fd, 0)
@@ -213,7 +239,7 @@ def _acquire(store: Path, job: str) -> tuple[Path, int]:
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
-    raise StoreLockedError(os.fspath(store), _parse_owner(_read(lock)) or {}, os.fspath(lock))
+    raise StoreLockedError(os.fspath(store), _parse_owner(_read(lock)) or {}, os.fspath(lock), subject=subject)
 
 
 def _read(path: Path) -> bytes:
@@ -223,7 +249,7 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _take_over_without_flock(store: Path, lock: Path) -> None:
+def _take_over_without_flock(store: Path, lock: Path, subject: str | None = None) -> None:
     """Where the filesystem has no ``flock``: rename a stale lock aside under a unique name, then
     re-read what was renamed; if it is not the stale lock read first (another job took over and
     created its own meanwhile), put it back and refuse. Narrows the race, does not close it."""
@@ -233,8 +259,8 @@ def _take_over_without_flock(store: Path, lock: Path) -> None:
     except FileNotFoundError:
         return
     if not _is_stale(_parse_owner(raw), age):
-        raise _refusal(store, lock, raw, age)
-    aside = lock.with_name(f"{LOCK_NAME}.stale-{uuid.uuid4().hex}")
+        raise _refusal(store, lock, raw, age, subject)
+    aside = lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex}")
     try:
         os.rename(lock, aside)
     except FileNotFoundError:  # another job took it over first
@@ -244,7 +270,7 @@ def _take_over_without_flock(store: Path, lock: Path) -> None:
         with contextlib.suppress(FileExistsError):
             os.link(aside, lock)
         aside.unlink()
-        raise _refusal(store, lock, got, 0.0)
+        raise _refusal(store, lock, got, 0.0, subject)
     aside.unlink()
 
 
@@ -286,6 +312,51 @@ def store_lock(store: str | os.PathLike, job: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
             (root / JOBS_DIR).rmdir()  # only when empty
+        try:
+            lock.unlink(missing_ok=True)  # while still holding its flock: see _acquire
+        finally:
+            os.close(fd)
+
+
+def _cannot_create(dst: str, parent: Path, exc: OSError) -> str:
+    """Why a new store cannot be created at ``dst``, in words."""
+    if exc.errno == errno.ENOENT and not parent.exists():
+        why = f"its parent directory {os.fspath(parent)!r} does not exist"
+    elif exc.errno == errno.ENOTDIR or (exc.errno == errno.ENOENT and not parent.is_dir()):
+        why = f"{os.fspath(parent)!r} (or a directory above it) is not a directory"
+    elif exc.errno == errno.EROFS:
+        why = f"{os.fspath(parent)!r} is on a read-only file system"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = f"permission denied writing in {os.fspath(parent)!r}"
+    else:
+        why = f"{exc.strerror or exc} ({exc.filename or os.fspath(parent)})"
+    return f"cannot create dst {dst!r}: {why}; nothing was written"
+
+
+@contextlib.contextmanager
+def destination_lock(dst: str | os.PathLike, job: str) -> Iterator[Path]:
+    """Hold ``DST.zopt-lock`` (beside ``dst``, in its parent directory) while job ``job`` creates,
+    resumes or replaces the store ``dst``; yields the lock's path, removed on exit.
+
+    Taken before anything of ``dst`` is created (its partial store, its aside copy): a second job on
+    the same ``dst`` is refused with ``StoreLockedError`` naming the holder, and nothing is written.
+    The lock is the one ``store_lock`` takes (a record of pid and host, an ``flock`` held while the
+    job runs), so a killed job's lock is stale and the next job takes it over. Raises
+    ``DestinationError`` (one line naming ``dst`` and why) when the lock cannot be created there: a
+    parent directory missing, not a directory, read-only or not writable.
+    """
+    text = os.fspath(dst).rstrip(os.sep)
+    path = Path(text)
+    lock = path.with_name(path.name + DST_LOCK_SUFFIX)
+    try:
+        lock, fd = _acquire(path.parent, job, lock, f"dst {text!r} is being written by another zopt job")
+    except StoreLockedError:
+        raise
+    except OSError as exc:
+        raise DestinationError(exc.errno, _cannot_create(text, path.parent, exc)) from exc  # errno: a full disk stays one
+    try:
+        yield lock
+    finally:
         try:
             lock.unlink(missing_ok=True)  # while still holding its flock: see _acquire
         finally:
