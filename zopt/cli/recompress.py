@@ -232,6 +232,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(work_table(report))
         for note in report.notes:
             console.print(f"note: {note}")
+        _print_readers(report)
         _exit_if_skipped(ctx, report.skipped)
         return
     baseline = baseline_seconds = None
@@ -249,7 +250,14 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(f"note: {note}")
     for done in verified:
         console.print(done.success_line(), markup=False)
+    _print_readers(report)
     _exit_if_skipped(ctx, report.skipped)
+
+
+def _print_readers(report: Any) -> None:
+    """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
+    if report.readers:
+        console.print(report.readers, markup=False)
 
 
 def _preset_error(exc: ValueError) -> None:
@@ -300,3 +308,4 @@ def _recompress_in_place(src, dst, decision, variables, scheduler, plan, no_prog
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
+    _print_readers(report)
