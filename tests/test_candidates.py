@@ -65,19 +65,21 @@ def test_each_candidate_applies_to_the_types_its_codecs_encode():
     assert set(menu_for(ml_dtypes.bfloat16)) == {"classic"}
     assert list(menu_for("u1")) == ["classic", "plain-zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5"]
     assert list(menu_for("f8", "archive")) == list(MENUS["archive"][:1]) + [
-        "zstd-19", "numcodecs-shuffle-zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"]
+        "zstd-19", "numcodecs-shuffle-zstd-19", "plain-zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8",
+        "pcodec-12"]
     # the portable twins of classic: its bytes without the mask header, read without zopt
     assert CANDIDATES["numcodecs-shuffle-zstd-3"].chain("f4")[1:] == [
         {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}, {"name": "zstd", "configuration": {"level": 3}}]
     assert CANDIDATES["numcodecs-shuffle-zstd-3"].chain("u1") is None and CANDIDATES["plain-zstd-10"].chain("f4") is None
+    assert CANDIDATES["plain-zstd-3"].chain("u1") is None and CANDIDATES["plain-zstd-19"].chain("u1") is not None
     assert CANDIDATES["plain-zstd-10"].chain(bool)[1:] == [{"name": "zstd", "configuration": {"level": 10}}]
 
 
 def test_readers_narrow_the_menu_and_every_candidate_states_its_readers_truthfully():
-    assert list(menu_for("f4", readers="tensorstore")) == ["blosc-shuffle-5", "blosc-bitshuffle-5"]
+    assert list(menu_for("f4", readers="tensorstore")) == ["plain-zstd-3", "blosc-shuffle-5", "blosc-bitshuffle-5"]
     assert list(menu_for("u1", readers="tensorstore")) == ["plain-zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5"]
-    assert list(menu_for("f4", readers=["zarrs", "zarr-python"])) == ["numcodecs-shuffle-zstd-3", "blosc-shuffle-5",
-                                                                       "blosc-bitshuffle-5", "pcodec-8"]
+    assert list(menu_for("f4", readers=["zarrs", "zarr-python"])) == ["numcodecs-shuffle-zstd-3", "plain-zstd-3",
+                                                                       "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"]
     for c in CANDIDATES.values():  # the stated readers agree with zopt.planning.readers codec by codec
         chain = c.chain("f4") or c.chain("u1")
         assert not unreadable(chain, sorted(c.readers)), c.name

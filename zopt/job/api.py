@@ -131,9 +131,13 @@ def recompress(
         ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
         its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
     readers : refuse (ValueError, before anything is written) a target chain that one of these
-        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        readers cannot read: ``zopt``, ``zarr-python`` (>= 3.1, no zopt), ``zarr-python-3.2``
+        (and ``scale_offset``/``cast_value``), ``tensorstore``, ``zarrs``
         (``zopt.planning.readers``). Without ``codecs`` it narrows the menu instead
-        (``zopt.planning.candidates``).
+        (``zopt.planning.candidates``). Default: plain ``zarr-python`` for the chains the job
+        chooses (issue 36: a store readable without zopt; files packed differently are then
+        written as their floats), ``zopt`` with an explicit ``decision``; the report's
+        ``readers`` line names who reads what was written.
 
     checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
         reader that pairs an old shard index with a rewritten file (``zopt compact``,

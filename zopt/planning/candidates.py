@@ -21,8 +21,9 @@ name                          chain after ``bytes`` (little-endian)             
 ``zstd-19``                   ``conditional([zstd 19])``                          all
 ``numcodecs-shuffle-zstd-3``  ``numcodecs.shuffle``, ``zstd 3``: ``classic``'s    numpy numbers,
 ``numcodecs-shuffle-zstd-19`` bytes without the mask header (level 19: archive)   item size >= 2
+``plain-zstd-3``              ``zstd 3`` (``classic``'s mask 10, zarr's default)  item size >= 2
 ``plain-zstd-10``             ``zstd 10`` (``classic`` of 1-byte types, no mask)  bool, 1-byte
-``plain-zstd-19``             ``zstd 19``                                         bool, 1-byte
+``plain-zstd-19``             ``zstd 19``                                         numpy numbers
 ``blosc-shuffle-5``           ``blosc(zstd, 5, shuffle)``                         numpy numbers
 ``blosc-bitshuffle-5``        ``blosc(zstd, 5, bitshuffle)``                      numpy numbers
 ``pcodec-8``                  ``numcodecs.pcodec`` level 8 (array→bytes)          (u)int16/32/64,
@@ -99,9 +100,12 @@ def _numcodecs_shuffle_zstd(level: int) -> Callable[[np.dtype | None, int], list
     return chain
 
 
-def _plain_zstd(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+def _plain_zstd(level: int, sizes: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    """``bytes`` + ``zstd(level)`` for numpy numbers of 1 byte (``sizes="1"``), of 2 and more
+    (``"wide"``) or of any size (``"all"``)."""
     def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
-        return [dict(_BYTES), _zstd(level)] if _numeric(dt) and itemsize == 1 else None
+        fits = {"1": itemsize == 1, "wide": itemsize >= 2, "all": True}[sizes]
+        return [dict(_BYTES), _zstd(level)] if _numeric(dt) and fits else None
     return chain
 
 
@@ -181,9 +185,11 @@ CANDIDATES: dict[str, Candidate] = {
                   _NUMCODECS, False, False),
         Candidate("numcodecs-shuffle-zstd-19", "numcodecs.shuffle + zstd 19: slow, small", _numcodecs_shuffle_zstd(19),
                   _NUMCODECS, False, False, encode_cost=40.0),
-        Candidate("plain-zstd-10", f"zstd {BYTE_LEVEL} for bool and 1-byte types: read by every Zarr v3 reader",
-                  _plain_zstd(BYTE_LEVEL), _CORE, False, encode_cost=3.0),
-        Candidate("plain-zstd-19", "zstd 19 for bool and 1-byte types: slow, small", _plain_zstd(19), _CORE, False,
+        Candidate("plain-zstd-3", f"zstd {WIDE_LEVEL} without shuffle (zarr's default compressor; classic's "
+                  "mask 10): read by every Zarr v3 reader", _plain_zstd(WIDE_LEVEL, "wide"), _CORE, False),
+        Candidate("plain-zstd-10", f"zstd {BYTE_LEVEL} for bool and 1-byte types (classic's, without the mask "
+                  "header): read by every Zarr v3 reader", _plain_zstd(BYTE_LEVEL, "1"), _CORE, False, encode_cost=3.0),
+        Candidate("plain-zstd-19", "zstd 19 without shuffle: slow, small", _plain_zstd(19, "all"), _CORE, False,
                   encode_cost=40.0),
         Candidate("blosc-shuffle-5", "blosc(zstd, 5, byte shuffle): read by every Zarr v3 reader",
                   _blosc("shuffle"), _CORE, False, encode_cost=2.0),
@@ -199,8 +205,8 @@ CANDIDATES: dict[str, Candidate] = {
 #: named menus: which candidates the optimizer tries
 #: (the first that applies and that the readers read is the reference of the budget, ``zopt.planning.optimizer``)
 MENUS: dict[str, tuple[str, ...]] = {
-    "default": ("classic", "numcodecs-shuffle-zstd-3", "plain-zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5",
-                "pcodec-8"),
+    "default": ("classic", "numcodecs-shuffle-zstd-3", "plain-zstd-3", "plain-zstd-10", "blosc-shuffle-5",
+                "blosc-bitshuffle-5", "pcodec-8"),
     "archive": ("shuffle-zstd-19", "zstd-19", "numcodecs-shuffle-zstd-19", "plain-zstd-19", "blosc-shuffle-5",
                 "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"),
 }

@@ -11,8 +11,10 @@ The cost model (``choose``): each candidate's stored size is estimated as ``raw 
 trial raw bytes)``; its encode time is its fixed ``Candidate.encode_cost`` (CPU time relative to
 ``classic``, measured on the corpus by ``benchmarks/menu_costs.py``), not the trial's own timing,
 which varied several-fold with the machine's load and made the same data get different chains
-from run to run. The reference is the first candidate of the menu that applies (``classic``,
-zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
+from run to run. The reference is the first candidate of the menu that applies and that the
+readers read (``numcodecs-shuffle-zstd-3`` by default, ``plain-zstd-10`` for 1-byte types,
+``classic``, zopt's chain before issue 26, with readers ``zopt``).
+A candidate ``c`` costs
 
     size(c) / size(ref) + (t(c) / t(ref) − 1)⁺ × 0.01 / budget
 
