@@ -5,10 +5,12 @@ Data: 20 years of monthly air temperature over North America (A1B scenario) from
 ``add_offset`` 273.15), the way such archives are distributed; one month is packed with other
 parameters, as happens when a producer changes its settings.
 
-1. ``zopt.recompress(files, "icechunk://…", concat_dim="time")``: the files are combined along
-   ``time`` as ``xarray.open_mfdataset`` would (their metadata read by Dask tasks, checked), the
-   odd month's packing re-expressed in one exact ``scale_offset`` + ``cast_value`` packing (a
-   note says so; keeping the first file's packing would silently re-pack it wrongly), in one job
+1. ``zopt.recompress(files, "icechunk://…", concat_dim="time", readers="zarr-python-3.2")``: the
+   files are combined along ``time`` as ``xarray.open_mfdataset`` would (their metadata read by
+   Dask tasks, checked), the odd month's packing re-expressed in one exact ``scale_offset`` +
+   ``cast_value`` packing (a note says so; keeping the first file's packing would silently re-pack
+   it wrongly; zarr-python reads those codecs without zopt from 3.2 on, hence the readers: by
+   default, for zarr-python 3.1 too, the variable is written as the floats it decodes to), in one job
    and one commit on ``main`` with zopt's options and plan in its metadata; ``before_publish``
    (``--verify``) compares the commit with the files before ``main`` moves to it.
 2. Check every month against its own file, and print the commit log.
@@ -72,12 +74,14 @@ def main() -> None:
     sources = [str(p) for p in files]
     checked: list = []
     report = zopt.recompress(sources, url, concat_dim="time", chunks={"time": 12}, shards={"time": 120},
+                             readers="zarr-python-3.2",
                              before_publish=before_publish_check(sources, url, done=checked, concat_dim="time"))
     assert checked and checked[0].ok, "the commit differs from the files"
     print(f"{len(files)} files → {report.dst}: {report.arrays[0].stored_after} bytes stored for "
           f"{report.arrays[0].logical_bytes} logical; verified before main moved")
     for note in report.notes:
         print(f"note: {note}")
+    print(report.readers)
 
     # 2. every month against its own file, read from the branch
     store = repo.readonly_session(branch="main").store

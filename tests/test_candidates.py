@@ -63,14 +63,23 @@ def test_each_candidate_applies_to_the_types_its_codecs_encode():
     import ml_dtypes
 
     assert set(menu_for(ml_dtypes.bfloat16)) == {"classic"}
-    assert list(menu_for("u1")) == ["classic", "blosc-shuffle-5", "blosc-bitshuffle-5"]
-    assert list(menu_for("f8", "archive")) == list(MENUS["archive"][:1]) + ["zstd-19", "blosc-shuffle-5",
-                                                                          "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"]
+    assert list(menu_for("u1")) == ["classic", "plain-zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5"]
+    assert list(menu_for("f8", "archive")) == list(MENUS["archive"][:1]) + [
+        "zstd-19", "numcodecs-shuffle-zstd-19", "plain-zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8",
+        "pcodec-12"]
+    # the portable twins of classic: its bytes without the mask header, read without zopt
+    assert CANDIDATES["numcodecs-shuffle-zstd-3"].chain("f4")[1:] == [
+        {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}, {"name": "zstd", "configuration": {"level": 3}}]
+    assert CANDIDATES["numcodecs-shuffle-zstd-3"].chain("u1") is None and CANDIDATES["plain-zstd-10"].chain("f4") is None
+    assert CANDIDATES["plain-zstd-3"].chain("u1") is None and CANDIDATES["plain-zstd-19"].chain("u1") is not None
+    assert CANDIDATES["plain-zstd-10"].chain(bool)[1:] == [{"name": "zstd", "configuration": {"level": 10}}]
 
 
 def test_readers_narrow_the_menu_and_every_candidate_states_its_readers_truthfully():
-    assert list(menu_for("f4", readers="tensorstore")) == ["blosc-shuffle-5", "blosc-bitshuffle-5"]
-    assert list(menu_for("f4", readers=["zarrs", "zarr-python"])) == ["blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"]
+    assert list(menu_for("f4", readers="tensorstore")) == ["plain-zstd-3", "blosc-shuffle-5", "blosc-bitshuffle-5"]
+    assert list(menu_for("u1", readers="tensorstore")) == ["plain-zstd-10", "blosc-shuffle-5", "blosc-bitshuffle-5"]
+    assert list(menu_for("f4", readers=["zarrs", "zarr-python"])) == ["numcodecs-shuffle-zstd-3", "plain-zstd-3",
+                                                                       "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"]
     for c in CANDIDATES.values():  # the stated readers agree with zopt.planning.readers codec by codec
         chain = c.chain("f4") or c.chain("u1")
         assert not unreadable(chain, sorted(c.readers)), c.name
@@ -182,10 +191,14 @@ def test_recompress_chooses_pcodec_where_it_pays_and_the_default_chain_where_it_
     dst = tmp_path / "d.zarr"
     report = recompress(src, dst, chunks=(64, 256), shards=(128, 256))
     assert _inner_chain(dst, "dem") == [{"name": "numcodecs.pcodec", "configuration": {"level": 8}}]
-    assert _inner_chain(dst, "noise")[1]["name"] == "conditional"
-    assert any("dem=pcodec-8" in n and "noise=classic" in n for n in report.notes)
+    assert _inner_chain(dst, "noise")[1]["name"] == "numcodecs.shuffle"  # the reference: plain zarr-python reads it
+    assert any("dem=pcodec-8" in n and "noise=numcodecs-shuffle-zstd-3" in n for n in report.notes)
     for name, a in (("dem", _smooth_int16()), ("noise", random)):
         np.testing.assert_array_equal(zarr.open_array(dst, path=name)[...], a)
+    # readers zopt: the reference is zopt's own classic chain, as before issue 36
+    report = recompress(src, tmp_path / "z.zarr", chunks=(64, 256), shards=(128, 256), readers="zopt")
+    assert _inner_chain(tmp_path / "z.zarr", "noise")[1]["name"] == "conditional"
+    assert any("dem=pcodec-8" in n and "noise=classic" in n for n in report.notes)
     # the choice is the smaller one: dem with the chain it did not get is larger
     recompress(src, tmp_path / "c.zarr", chunks=(64, 256), shards=(128, 256), menu="classic", variables=["dem"])
     size = {p: sum(f.stat().st_size for f in (p / "dem" / "c").rglob("*") if f.is_file()) for p in (dst, tmp_path / "c.zarr")}

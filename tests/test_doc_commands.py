@@ -186,14 +186,17 @@ def test_the_check_catches_stale_commands(command, problem):
 
 
 def test_presets_md_says_which_readers_read_a_preset():
-    """docs/presets.md: every preset wraps its codecs in conditional, which zarrs and tensorstore
-    do not read; zopt.planning.readers refuses a preset's chain for them, and the page says so."""
+    """docs/presets.md: the menu presets write what plain zarr-python reads; the chain presets
+    (and every preset's own chain) wrap their codecs in conditional, which zarrs and tensorstore
+    do not read; zopt.planning.readers refuses such a chain for them, and the page says so."""
     from zopt.planning.presets import presets
     from zopt.planning.readers import check_readers
 
     text = " ".join((ROOT / "docs" / "presets.md").read_text().split())
-    assert "conditional`, which no other library reads today" in text and "read by zarrs and tensorstore" not in text
+    assert "`conditional` is read by no other library today" in text and "read by zarrs and tensorstore" not in text
     for p in presets():
+        assert ("zarr-python ≥ 3.1 + pcodec, no zopt" in p.readers) == (p.menu is not None), p.name
+        assert (f"| `{p.name}` |" in text) and (p.menu is not None or "zopt's conditional" in p.summary), p.name
         chain = p.chain()
         assert any(c["name"] == "conditional" for c in chain), p.name
         for reader in ("zarrs", "tensorstore"):

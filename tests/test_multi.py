@@ -135,7 +135,7 @@ def test_dry_run_shows_the_combined_plan_and_writes_nothing(archive, tmp_path):
 def test_files_packed_differently_are_re_expressed_exactly(tmp_path):
     files = write_files(tmp_path / "nc", 6, packing=lambda i: (0.01, 0.0) if i % 2 else (0.02, 10.0))
     dst = tmp_path / "out.zarr"
-    report = recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time")
+    report = recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", readers="zarr-python-3.2")
     assert any("re-expressed" in n and "sst" in n for n in report.notes)
     a = zarr.open_array(dst, path="sst")
     assert a.dtype == np.float64 and np.isnan(a.fill_value)
@@ -165,7 +165,8 @@ def test_a_re_expression_whose_packing_misses_zero_writes_into_shards(tmp_path):
     (it did: the iris A1B files of recipes/icechunk_archive.py)."""
     files = write_files(tmp_path / "nc", 4, packing=lambda i: (0.02, 250.0) if i == 1 else (0.01, 273.15))
     dst = tmp_path / "out.zarr"
-    report = recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", chunks="time=3", shards="time=6")
+    report = recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", chunks="time=3", shards="time=6",
+                        readers="zarr-python-3.2")
     assert any("re-expressed" in n and "sst" in n for n in report.notes)
     meta = json.loads((dst / "sst" / "zarr.json").read_text())
     assert meta["codecs"][0]["name"] == "sharding_indexed"
@@ -205,7 +206,8 @@ def test_the_menu_chooses_for_re_expressed_integers_and_the_note_is_the_chain(tm
     _smooth_files(tmp_path / "odd", 8, (2, 5))
     same, odd = tmp_path / "same.zarr", tmp_path / "odd.zarr"
     recompress(str(tmp_path / "same" / "*.nc"), same, concat_dim="time", variables=["sst"])
-    report = recompress(str(tmp_path / "odd" / "*.nc"), odd, concat_dim="time", variables=["sst"])
+    report = recompress(str(tmp_path / "odd" / "*.nc"), odd, concat_dim="time", variables=["sst"],
+                        readers="zarr-python-3.2")
     note = next(n for n in report.notes if n.startswith("chains chosen from the menu"))
     chosen = re.search(r"sst=([\w-]+) \(after the re-expression's scale_offset \+ cast_value int16\)", note).group(1)
     codecs = json.loads((odd / "sst" / "zarr.json").read_text())["codecs"]
@@ -226,7 +228,7 @@ def test_a_shuffle_after_the_re_expression_is_sized_for_the_codes(tmp_path, kwar
     gives them: element_size 8 over 2-byte codes stored 1.79 MB where shuffle(2) stores 1.64 MB."""
     write_files(tmp_path / "nc", 4, packing=lambda i: (0.02, 10.0) if i == 1 else (0.01, 0.0))
     dst = tmp_path / "o.zarr"
-    recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", **kwargs)
+    recompress(str(tmp_path / "nc" / "*.nc"), dst, concat_dim="time", readers="zopt", **kwargs)
     codecs = json.loads((dst / "sst" / "zarr.json").read_text())["codecs"]
     assert codecs[1]["configuration"]["data_type"] == "int16"
     tail = json.dumps(codecs[2:])
@@ -618,11 +620,19 @@ def test_several_files_into_a_store_url_are_marked_unfinished_then_published(tmp
 
 
 def test_readers_see_the_chain_of_a_re_expressed_variable(tmp_path):
-    """Files packed differently get scale_offset + cast_value + a tail: --readers checks that chain."""
+    """Files packed differently get scale_offset + cast_value + a tail where every reader reads
+    those two codecs (--readers zarr-python-3.2, zopt), and --readers checks that whole chain; for
+    other readers (tensorstore) the variable is written as its floats, which they read."""
     write_files(tmp_path / "nc", 4, packing=lambda i: (0.01, 0.0) if i % 2 else (0.02, 10.0))
-    with pytest.raises(ValueError, match="readers.*sst.*tensorstore"):
-        recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "o.zarr", concat_dim="time", readers="tensorstore")
+    conditional = json.dumps([{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [
+        {"name": "zstd", "configuration": {"level": 3}}]}}])
+    with pytest.raises(ValueError, match="readers.*sst.*zarr-python-3.2 cannot read 'conditional'"):
+        recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "o.zarr", concat_dim="time", codecs=conditional,
+                   readers="zarr-python-3.2")
     assert not (tmp_path / "o.zarr").exists()
+    report = recompress(str(tmp_path / "nc" / "*.nc"), tmp_path / "t.zarr", concat_dim="time", readers="tensorstore")
+    assert report.readers.startswith("readers: any Zarr v3 reader")
+    assert json.loads((tmp_path / "t.zarr" / "sst" / "zarr.json").read_text())["data_type"] == "float64"
 
 
 

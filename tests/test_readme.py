@@ -40,6 +40,9 @@ def test_first_command_beats_the_source_and_zarr_default(tmp_path, monkeypatch):
     assert after < 0.6 * source and after < 0.8 * default, cells
     assert int(cells["vs zarr default"].rstrip("%")) < 80
     assert "1.7 MiB" in cells["before"] and shlex.split(command)[3] == "a1b.zarr"
+    # the summary's last line is the reader line the README quotes (issue 36)
+    quoted = re.search(r"```text\n(readers: .*?)\n```", text).group(1)
+    assert proc.stdout.strip().splitlines()[-1] == quoted
     monkeypatch.chdir(tmp_path)
     for i, code in enumerate(re.findall(r"```python\n(.*?)```", text, re.S)):
         exec(compile(code, f"README.md python block {i}", "exec"), {"__name__": f"readme_{i}"})  # noqa: S102

@@ -1,12 +1,13 @@
 """xarray helpers: the ``to_zarr`` encoding for zopt's codec chains, and a notebook ``recompress``.
 
-``encoding(ds, chunks=..., shards=..., preset=..., plan=...)`` returns the ``encoding`` argument
-of ``Dataset.to_zarr(..., zarr_format=3)``: per data variable ``chunks`` (the inner chunks),
-``shards``, ``serializer``, ``compressors`` (the preset's ``conditional`` codec, with the
-decision attached) and ``filters``; ``shuffle`` gets the element size of the dtype xarray
-writes (``var.encoding["dtype"]`` when CF packing applies, else the variable's dtype); every
-coordinate is one chunk. What it writes is read by plain ``xarray.open_zarr`` in any process
-where zopt is installed, without importing zopt.
+``encoding(ds, chunks=..., shards=..., preset=..., plan=..., menu=...)`` returns the ``encoding``
+argument of ``Dataset.to_zarr(..., zarr_format=3)``: per numeric variable ``chunks`` (the inner
+chunks), ``shards``, ``serializer``, ``compressors`` and ``filters``, chosen as ``zopt recompress``
+chooses them for the same data (``zopt.planning.chunking.variable_layout``, and the codec menu's
+``zopt.planning.optimizer.choose_chains`` run on the values xarray writes). By default what it
+writes opens with plain zarr-python >= 3.1 (numcodecs and pcodec installed), without zopt;
+``readers="zopt"``, a decision, a plan or the ``fast``/``lossless-8bit`` presets write zopt's
+``conditional`` codec (read where zopt is installed, without importing it).
 
 ``recompress(ds_or_path, dst, ...)`` rewrites a file or store with ``zopt.job.recompress``
 (a path), or writes an in-memory/dask ``Dataset`` with ``to_zarr`` and this encoding (a
@@ -30,34 +31,24 @@ import numpy as np
 import xarray as xr
 
 from zopt.io import paths
+from zopt.io.sources import CombinedSource, SourceVariable
 from zopt.job.reports import RecompressReport
-from zopt.planning.chains import split_chain
-from zopt.planning.chunking import choose_chunks, parse_shape, shape_for
+from zopt.planning.chains import sized_chain, split_chain
+from zopt.planning.chunking import parse_shape
 from zopt.planning.presets import get_preset, set_element_size
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
-#: dtype kinds that get a zopt chain (bool, integers, floats, complex); others keep xarray's defaults
+#: dtype kinds (as written) that get a chain (bool, integers, floats, complex); others keep xarray's defaults
 _KINDS = "biufc"
 #: encoding keys that change the values or attributes xarray writes (CF packing, time units)
 _CF_KEYS = {"dtype", "scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar"}
-
-
-def _written_dtype(var: xr.Variable) -> np.dtype:
-    """The dtype ``to_zarr`` stores: the CF-packed ``encoding["dtype"]`` if set, else the variable's."""
-    return np.dtype(var.encoding.get("dtype", var.dtype))
 
 
 def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
     """The variable's CF encoding (packing, fill value, time units): ``to_zarr``'s ``encoding``
     argument replaces ``var.encoding``, so these are carried over to write what xarray would."""
     return {k: v for k, v in var.encoding.items() if k in _CF_KEYS}
-
-
-def _preset_name(preset: str | None, dtype: np.dtype) -> str:
-    if preset is not None:
-        return preset
-    return "default"  # with the item size: the engine's per-type chain (zopt.planning.menu)
 
 
 def _plan_chain(ap: Any) -> list[dict[str, Any]]:
@@ -73,6 +64,35 @@ def _load_plan(plan: Any) -> Any:
     return Plan.load(plan)
 
 
+class _DatasetSource(CombinedSource):
+    """An in-memory (or dask-backed) Dataset as a source of ``zopt.io.sources.read_source``: each
+    variable as ``to_zarr`` stores it (CF-encoded with the CF keys of its ``encoding``: packed
+    integers, encoded times, bools as int8), so the codec menu's trial chunks
+    (``zopt.planning.optimizer.choose_chains``, the function ``zopt recompress`` runs) are the
+    values written."""
+
+    def __init__(self, ds: xr.Dataset) -> None:
+        self.text = "the Dataset"
+        self._encoded: dict[str, xr.Variable] = {}
+        for name, var in ds.variables.items():
+            if var.ndim == 0 or var.dtype.kind not in _KINDS + "MmO":  # O: cftime dates (and strings, left below)
+                continue
+            v = var.variable.copy(deep=False) if hasattr(var, "variable") else var.copy(deep=False)
+            v.encoding = _cf_encoding(var)
+            enc = xr.conventions.encode_cf_variable(v, name=name)
+            if enc.dtype.kind in _KINDS:
+                self._encoded[str(name)] = enc
+
+    def variables(self) -> dict[str, SourceVariable]:
+        return {n: SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in self._encoded.items()}
+
+    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+        return np.asarray(self._encoded[name][region].values)
+
+    def template(self, token: str | None) -> xr.Dataset:  # pragma: no cover - a job's, not encoding's
+        raise NotImplementedError
+
+
 def encoding(
     ds: xr.Dataset,
     chunks: str | tuple[int, ...] | Mapping[str, int] | None = None,
@@ -84,39 +104,42 @@ def encoding(
     budget: Any = None,
     readers: Any = None,
 ) -> dict[Hashable, dict[str, Any]]:
-    """The ``encoding`` dict of ``ds.to_zarr(store, zarr_format=3, encoding=...)``.
+    """The ``encoding`` dict of ``ds.to_zarr(store, zarr_format=3, encoding=...)``: the chunks,
+    shards and chains ``zopt recompress`` would write for the same data.
 
     Parameters
     ----------
     ds : the Dataset to write.
     chunks, shards : inner chunk and shard shapes as for ``zopt recompress``: by dimension name
         (``{"time": 12}`` or ``"time=12,lat=90"``; other dimensions whole) or positional
-        (``(12, 90, 180)``, for variables with that many dimensions). Defaults: ~256 KiB inner
-        chunks and ~64 MiB shards (``zopt.planning.chunking.choose_chunks``); an array that fits in one
-        inner chunk is not sharded.
-    preset : a name from ``zopt.planning.presets`` (``zopt presets``). Default: ``default``, which per
-        variable is exactly ``zopt recompress``'s chain for its type (``zopt.planning.menu.default_chain``:
-        ``zstd(10)`` for 1-byte and bool, ``shuffle`` + ``zstd(3)`` for the others). ``shuffle``
-        is left out for 1-byte types with every preset (it would do nothing there).
+        (``(12, 90, 180)``, for variables with that many dimensions). Defaults and 1-D
+        coordinates (whole) as ``recompress`` chooses them (``zopt.planning.chunking.variable_layout``:
+        ~256 KiB inner chunks, ~64 MiB shards; an array that fits in one inner chunk is not sharded).
+    preset : a name from ``zopt.planning.presets`` (``zopt presets``). ``default`` (no preset) and
+        ``archive`` choose each variable's chain from their codec menu, as ``recompress`` does;
+        ``fast`` and ``lossless-8bit`` write their chain (zopt's ``conditional``) for every variable.
     plan : a ``zopt.planning.plan.Plan`` or its path. Its variables get its codecs, inner chunk shape and
         masks (no trial encoding); it is checked against each variable (shape, chunk shape, dtype)
         and raises ``zopt.planning.plan.PlanMismatchError`` listing what differs, or naming the planned
-        arrays that are not data variables of ``ds``. Variables it does not cover use the preset.
-    decision : overrides the preset's decision for variables without a plan (see
-        ``zopt.codecs.decisions``: ``"compress_if_smaller"``, ``"always"``, ``"never"``, a mask …).
-    menu, budget, readers : choose each variable's chain from this codec menu instead of the
-        preset's (``zopt.planning.candidates``: ``"default"``, ``"archive"`` or candidate names), by trial
-        encodings of up to 4 of its chunks (read from ``ds``) within ``budget``
-        (``zopt.planning.optimizer``); ``readers`` narrows the menu. Variables that xarray CF-packs to
-        another dtype, plan variables and zopt's ML types keep the preset's chain. Not with
-        ``preset`` or ``decision`` (ValueError naming ``menu``).
+        arrays that are not data variables of ``ds``. Variables it does not cover use the menu.
+    decision : the ``conditional`` codec's decision (``zopt.codecs.decisions``: ``"compress_if_smaller"``,
+        ``"always"``, ``"never"``, a mask …): overrides a chain preset's; without one, the menu is
+        kept to chains with a ``conditional`` mask, which only zopt reads (readers ``zopt``).
+    menu, budget, readers : the codec menu each variable's chain is chosen from
+        (``zopt.planning.candidates``: ``"default"``, ``"archive"`` or candidate names; default the
+        preset's, else ``"default"``), by trial encodings of up to 4 of its chunks read from ``ds``
+        as written, within ``budget`` (``zopt.planning.optimizer.choose_chains``, the function
+        ``recompress`` runs); ``readers`` (``zopt.planning.readers``; default plain zarr-python
+        for a named menu, so the store opens without zopt; candidates named one by one are taken
+        as asked) narrows the menu. Not with a chain preset (ValueError naming ``menu``).
 
-    Returns ``{name: {"chunks", "serializer", "compressors", "filters"[, "shards"]}}`` for every
-    data variable of one dimension or more with a numeric or bool dtype, and
-    ``{name: {"chunks": shape}}`` for every coordinate of one dimension or more. Raises
-    ValueError naming ``preset``, ``chunks``, ``shards`` or ``codecs`` for bad arguments.
+    Returns ``{name: {"chunks", "serializer", "compressors", "filters"[, "shards"][, "fill_value"]}}``
+    (plus the variable's CF keys) for every variable (data variables and coordinates) of one
+    dimension or more with a numeric or bool dtype as xarray writes it. Raises ValueError naming
+    ``preset``, ``chunks``, ``shards``, ``menu``, ``readers`` or ``codecs`` for bad arguments.
     """
-    from zopt.codecs.conditional import with_decision_in
+    from zopt.planning.candidates import menu_readers
+    from zopt.planning.chunking import variable_layout
 
     plan = _load_plan(plan)
     chunk_arg = parse_shape(dict(chunks) if isinstance(chunks, Mapping) else chunks, "chunks")
@@ -126,10 +149,14 @@ def encoding(
         if unknown:
             raise ValueError(f"{label}: the Dataset has no dimension(s) {unknown}; its dimensions are "
                              f"{sorted(map(str, ds.dims))}")
-    if preset is not None:
-        get_preset(preset)  # a bad name fails even if no variable would use it
-    if menu is not None and (preset is not None or decision is not None):
-        raise ValueError("menu: it chooses each variable's chain; give menu, or preset/decision, not both")
+    chosen_preset = get_preset(preset) if preset is not None else None  # a bad name fails even if unused
+    chain_preset = chosen_preset if chosen_preset is not None and chosen_preset.menu is None else None
+    if chain_preset is not None and (menu is not None or budget is not None):
+        raise ValueError(f"menu: preset {preset!r} names a chain; give menu/budget, or that preset, not both")
+    if menu is None and chosen_preset is not None:
+        menu, budget = chosen_preset.menu, chosen_preset.budget if budget is None else budget
+    explicit = decision is not None and not (isinstance(decision, str) and decision == "compress_if_smaller")
+    readers_used = menu_readers(readers, menu, explicit and chain_preset is None)
     if plan is not None:
         from zopt.planning.plan import PlanMismatchError
 
@@ -137,64 +164,55 @@ def encoding(
         if missing:
             raise PlanMismatchError(f"plan: it covers {missing}, which are not data variables of the Dataset "
                                     f"(it has {sorted(map(str, ds.data_vars))}); select them or plan these")
-    out: dict[Hashable, dict[str, Any]] = {}
-    for name, var in ds.data_vars.items():
-        dtype = _written_dtype(var.variable)
-        if var.ndim == 0 or dtype.kind not in _KINDS:
-            continue
-        dims, shape = tuple(map(str, var.dims)), tuple(var.shape)
-        ap = plan.arrays.get(str(name)) if plan is not None else None
-        inner = shape_for(chunk_arg, dims, shape)
-        if ap is not None and inner is None:
-            inner = tuple(ap.chunk_shape)
-        inner, shard = choose_chunks(shape, dtype.itemsize, inner, shape_for(shard_arg, dims, shape))
+    source = _DatasetSource(ds)
+    variables = source.variables()
+    layouts = {n: variable_layout(n, v, chunk_arg, shard_arg, plan if chunks is None else None)
+               for n, v in variables.items()}
+    splits = {}
+    for name, (inner, _) in layouts.items():
+        ap = plan.arrays.get(name) if plan is not None else None
         if ap is not None:
-            ap.check(shape, inner, ap.codecs, ap.header_bits, str(dtype))
+            ap.check(variables[name].shape, inner, ap.codecs, ap.header_bits, str(variables[name].dtype))
             chain = _plan_chain(ap)
-            set_element_size(chain, dtype.itemsize)
-            split = split_chain(chain)
-            split["compressors"] = list(with_decision_in(split["compressors"] or (), ap)) or None
-        elif menu is not None and dtype == var.dtype and dtype.kind in "biuf":
-            split = _menu_split(var.variable, inner, menu, budget, readers)
-        else:
-            split = get_preset(_preset_name(preset, dtype)).array_codecs(dtype.itemsize, decision)
-        enc = {**_cf_encoding(var.variable), "chunks": inner, "serializer": split["serializer"],
+            set_element_size(chain, variables[name].dtype.itemsize)
+            splits[name] = _with_decision(split_chain(chain), ap)
+        elif chain_preset is not None:
+            splits[name] = chain_preset.array_codecs(variables[name].dtype.itemsize, decision)
+    todo = {n: v for n, v in variables.items() if n not in splits}
+    if todo:
+        import uuid
+
+        from zopt.planning.optimizer import choose_chains
+
+        choices = choose_chains(source, todo, layouts, menu=menu, budget=budget, readers=readers_used,
+                                masks_only=explicit, token=uuid.uuid4().hex[:12])
+        for name, choice in choices.items():
+            chain = sized_chain(choice.chain, variables[name].dtype)
+            set_element_size(chain, variables[name].dtype.itemsize)
+            splits[name] = _with_decision(split_chain(chain), decision if explicit else "compress_if_smaller")
+    out: dict[Hashable, dict[str, Any]] = {}
+    for name, var in ds.variables.items():
+        if str(name) not in splits:
+            continue
+        inner, shard = layouts[str(name)]
+        split = splits[str(name)]
+        enc = {**_cf_encoding(var), "chunks": inner, "serializer": split["serializer"],
                "compressors": split["compressors"], "filters": split["filters"]}
         fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
         if fill is not None and not (np.asarray(fill).dtype.kind in "fc" and np.isnan(fill)):
             # chunks that are all _FillValue (land, gaps) equal zarr's fill value: not stored
-            enc["fill_value"] = np.asarray(fill).astype(dtype)[()]
+            enc["fill_value"] = np.asarray(fill).astype(variables[str(name)].dtype)[()]
         if shard is not None:
             enc["shards"] = shard
         out[name] = enc
-    for name, coord in ds.coords.items():
-        if coord.ndim:
-            out[name] = {**_cf_encoding(coord.variable), "chunks": tuple(coord.shape)}
     return out
 
 
-def _menu_split(var: xr.Variable, inner: tuple[int, ...], menu: Any, budget: Any, readers: Any) -> dict[str, Any]:
-    """``filters``/``serializer``/``compressors`` of the chain the menu chooses for ``var``
-    (``zopt.planning.optimizer``: trial encodings of up to 4 of its chunks, read from the variable)."""
+def _with_decision(split: dict[str, Any], decision: Any) -> dict[str, Any]:
+    """``split`` with ``decision`` attached to its ``conditional`` codecs (decisions are runtime objects)."""
     from zopt.codecs.conditional import with_decision_in
-    from zopt.codecs.grid import padded
-    from zopt.planning.candidates import menu_for
-    from zopt.planning.optimizer import choose, trial_encode, trial_indices, zarr_data_type
 
-    chains = menu_for(var.dtype, menu, readers)
-    chain = next(iter(chains.values()))
-    if len(chains) > 1:
-        chunks = []
-        for index in trial_indices(var.shape, inner, itemsize=var.dtype.itemsize):
-            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, inner, var.shape, strict=True))
-            values = np.ascontiguousarray(var[region].values)
-            chunks.append(np.ascontiguousarray(padded(values, inner, np.zeros((), var.dtype))))
-        zero = np.zeros((), var.dtype)
-        chain = choose(trial_encode(chunks, chains, zarr_data_type(var.dtype), zero), chains, budget).chain
-    set_element_size(chain, var.dtype.itemsize)
-    split = split_chain(chain)
-    split["compressors"] = list(with_decision_in(split["compressors"] or (), "compress_if_smaller")) or None
-    return split
+    return {**split, "compressors": list(with_decision_in(split["compressors"] or (), decision)) or None}
 
 
 def dask_chunks(ds: xr.Dataset, enc: Mapping[Hashable, Mapping[str, Any]]) -> xr.Dataset:
@@ -288,11 +306,16 @@ class ZoptAccessor:
         return encoding(self._ds, **options)
 
     def to_zarr(self, store: Any, *, chunks: Any = None, shards: Any = None, preset: str | None = None,
-                plan: Any = None, decision: Any = None, **to_zarr_kwargs: Any) -> Any:
+                plan: Any = None, decision: Any = None, menu: Any = None, budget: Any = None, readers: Any = None,
+                **to_zarr_kwargs: Any) -> Any:
         """``ds.to_zarr(store, zarr_format=3, encoding=zopt.xarray.encoding(ds, ...), **to_zarr_kwargs)``
-        with dask-backed variables rechunked to whole shards (``dask_chunks``)."""
-        enc = encoding(self._ds, chunks=chunks, shards=shards, preset=preset, plan=plan, decision=decision)
-        ds = dask_chunks(self._ds, enc) if any(v.chunks for v in self._ds.data_vars.values()) else self._ds
+        with dask-backed variables rechunked to whole shards (``dask_chunks``), so that no two Dask
+        tasks write into one shard (xarray's ``safe_chunks=False`` lets them, and a shard written
+        by two tasks at once loses one task's chunks: docs/xarray.md). Peak memory: about one
+        shard, its input pieces and its encoded bytes per Dask worker thread."""
+        enc = encoding(self._ds, chunks=chunks, shards=shards, preset=preset, plan=plan, decision=decision, menu=menu,
+                       budget=budget, readers=readers)
+        ds = dask_chunks(self._ds, enc) if any(v.chunks for v in self._ds.variables.values()) else self._ds
         if to_zarr_kwargs.setdefault("zarr_format", 3) != 3:
             raise ValueError("zarr_format: zopt's codecs are Zarr v3 codecs; only 3 is allowed")
         return ds.to_zarr(store, encoding=enc, **to_zarr_kwargs)

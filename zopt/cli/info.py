@@ -62,12 +62,24 @@ def info(store, arrays, png, check) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape")))
+    console.print(_readers(store), markup=False)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 
         console.print(check_summary(infos), markup=False, soft_wrap=True)  # one line, whatever the width
     if png:
         console.print(f"wrote {png}")
+
+
+def _readers(store: str) -> str:
+    """The reader line of ``store`` (``zopt.planning.readers.reader_line``; an Icechunk repository's
+    branch or snapshot read only)."""
+    from zopt.compat.icechunk_compat import is_icechunk, readonly_store
+    from zopt.planning.readers import reader_line, store_arrays
+
+    if is_icechunk(store):
+        store, _ = readonly_store(store, "store")
+    return reader_line(store_arrays(store))
 
 
 @click.command("compact")

@@ -124,8 +124,9 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
               help="--in-place: seconds between replacing the shards (sizes kept) and dropping their holes, so readers "
                    "holding a shard index can drain (default 2; docs/reliability.md).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-@click.option("--preset", default=None, help="A named codec chain and decision instead of --codecs (see zopt presets): "
-              "default, fast, archive, lossless-8bit. An explicit --decision overrides the preset's.")
+@click.option("--preset", default=None, help="A named codec menu or chain and decision instead of --codecs (see zopt "
+              "presets): default, fast (the fast one; zopt's conditional), archive (smallest, slow), lossless-8bit. An "
+              "explicit --decision overrides the preset's.")
 @click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it (lossy "
               "arrays: from SRC's values).")
@@ -133,9 +134,11 @@ def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_
               "per task, shards an interrupted run already finished) and exit without writing.")
 @click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
               "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
-@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python, tensorstore, zarrs: without --codecs, "
-              "only chains they all read are chosen from the menu; with --codecs, refuse a chain one cannot read "
-              "(docs/lossy.md); abs:E's tail trial tries only what they read (default: zarr-python).")
+@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python (>= 3.1, no zopt), zarr-python-3.2 "
+              "(adds scale_offset, cast_value), tensorstore, zarrs: without --codecs, only chains they all read are "
+              "chosen from the menu (default: zarr-python; zopt adds its conditional codec; an explicit --decision: "
+              "zopt); with --codecs, refuse a chain one cannot read (docs/lossy.md); abs:E's tail trial tries only what "
+              "they read.")
 @click.option("--menu", default=None, help="Without --codecs: the candidates each variable's chain is chosen from, a menu "
               "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.planning.candidates).")
 @click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
@@ -156,6 +159,12 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
                menu, budget, concat_dim, combine, verify_first, skip_broken) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
+
+    By default each variable's chain is chosen from a menu of codecs plain zarr-python (>= 3.1, with
+    pcodec installed) reads without zopt; the summary's last line names the readers. The default
+    trades write speed for size (pcodec, where it pays, takes several times the CPU of zstd);
+    --preset fast is the fast one (zopt's conditional codec: readers need zopt); --readers zopt
+    also lets the menu take zopt's conditional codec.
 
     DST is a local directory, or an fsspec URL (s3://…, memory://…) written in place with
     packed shards (no positional writes there, so no fixed slots), or a branch of an Icechunk
@@ -228,6 +237,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(work_table(report))
         for note in report.notes:
             console.print(f"note: {note}")
+        _print_readers(report)
         _exit_if_skipped(ctx, report.skipped)
         return
     baseline = baseline_seconds = None
@@ -245,6 +255,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
         console.print(f"note: {note}")
     for done in verified:
         console.print(done.success_line(), markup=False)
+    _print_readers(report)
     _exit_if_skipped(ctx, report.skipped)
 
 
@@ -254,6 +265,12 @@ def _interrupt_note(dst: str) -> str:
     if "://" not in dst or dst.startswith(("icechunk://", "icechunk+")):
         return RESUME_NOTE
     return STORE_NOTE
+
+
+def _print_readers(report: Any) -> None:
+    """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
+    if report.readers:
+        console.print(report.readers, markup=False)
 
 
 def _preset_error(exc: ValueError) -> None:
@@ -282,11 +299,11 @@ def presets_command(as_json) -> None:
         click.echo(presets_json())
         return
     table = Table(title="zopt presets (recompress --preset NAME; zopt.xarray.encoding(ds, preset=NAME))")
-    for col in ("name", "decision", "what for", "codecs"):
+    for col in ("name", "decision", "what for", "readers", "codecs"):
         table.add_column(col)
     for p in presets():
-        table.add_row(p.name, p.decision, p.summary, json.dumps(p.chain()))
-    console.print(fitted(table))
+        table.add_row(p.name, p.decision, p.summary, p.readers, json.dumps(p.chain()))
+    console.print(fitted(table, ("codecs", "decision")))
 
 
 def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace) -> None:
@@ -310,3 +327,4 @@ def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no
     console.print(summary_table(report))
     for note in report.notes:
         console.print(f"note: {note}")
+    _print_readers(report)

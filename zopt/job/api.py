@@ -135,9 +135,13 @@ def recompress(
         ``plan:PATH``). Analysed and validated before anything is written; each such variable gets
         its own chain and a ``zopt_lossy`` attribute, and every chunk is checked as written.
     readers : refuse (ValueError, before anything is written) a target chain that one of these
-        readers cannot read: ``zopt``, ``zarr-python``, ``tensorstore``, ``zarrs``
+        readers cannot read: ``zopt``, ``zarr-python`` (>= 3.1, no zopt), ``zarr-python-3.2``
+        (and ``scale_offset``/``cast_value``), ``tensorstore``, ``zarrs``
         (``zopt.planning.readers``). Without ``codecs`` it narrows the menu instead
-        (``zopt.planning.candidates``).
+        (``zopt.planning.candidates``). Default: plain ``zarr-python`` for the chains the job
+        chooses (issue 36: a store readable without zopt; files packed differently are then
+        written as their floats), ``zopt`` with an explicit ``decision``; the report's
+        ``readers`` line names who reads what was written.
 
     checksum : end the inner chain of sharded arrays with ``crc32c`` (4 bytes a chunk), so a
         reader that pairs an old shard index with a rewritten file (``zopt compact``,
@@ -213,7 +217,7 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
         return _dry_run(job, prepared, target, notes, t0)
     try:
         graph_seconds = _write(job, prepared, target, notes)
-        _publish(job, prepared, target)
+        readers = _publish(job, prepared, target)
     finally:
         release_sources(prepared.job_id)
     elapsed = time.perf_counter() - t0
@@ -221,7 +225,7 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
                             source_bytes=source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job,
-                            skipped=prepared.skipped)
+                            skipped=prepared.skipped, readers=readers)
 
 
 def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, notes: list[str],
@@ -247,8 +251,11 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
         if finished:
             notes.append(_FINISHED_CHILD.format(child=child))
         notes.extend(f"{child}: {n}" for n in sub.notes)
+    from zopt.planning.readers import array_codecs, reader_line
+
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped)
+                            source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped,
+                            readers=reader_line(array_codecs(p.planned)).replace("readers:", "readers (planned):", 1))
 
 
 def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
@@ -320,14 +327,18 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[s
     return seconds
 
 
-def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget) -> None:
-    """Consolidate, run ``before_publish`` over every array written, then publish atomically."""
+def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget) -> str:
+    """Consolidate, run ``before_publish`` over every array written, then publish atomically.
+    Returns the reader line of the store as published (every array, copied ones included)."""
+    from zopt.planning.readers import reader_line, store_arrays
+
     partial = target.root
     try:
         if not p.root_meta and getattr(target, "consolidates", True):
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
+        readers = reader_line(store_arrays(_written(target, partial)))
     except BaseException as exc:
         gone = _partial_gone(target, exc)
         _keep_or_discard(target, exc, partial)
@@ -350,6 +361,16 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
         if gone is not None:
             raise gone from exc
         raise
+    return readers
+
+
+def _written(target: LocalTarget | StoreTarget, partial: Any) -> Any:
+    """What holds the written store before the publish: the partial store, or an Icechunk target's
+    commit (its work session's store is not where the waves of forked sessions wrote)."""
+    snapshot = getattr(target, "snapshot", None)
+    if snapshot is not None and hasattr(target, "repo"):
+        return target.repo.readonly_session(snapshot_id=snapshot).store
+    return partial
 
 
 def _partial_gone(target: LocalTarget | StoreTarget, exc: BaseException) -> PartialStoreGoneError | None:

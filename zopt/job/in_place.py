@@ -135,8 +135,10 @@ def recompress_in_place(
     elapsed = time.perf_counter() - t0
     for rep in reports.values():
         rep.seconds = elapsed
+    from zopt.planning.readers import reader_line, store_arrays
+
     return RecompressReport(dst=store, arrays=list(reports.values()), seconds=elapsed, source_bytes=source_bytes,
-                            graph_seconds=graph_seconds, notes=notes)
+                            graph_seconds=graph_seconds, notes=notes, readers=reader_line(store_arrays(store)))
 
 
 def _refuse(options: dict[str, Any]) -> None:

@@ -68,7 +68,7 @@ from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint
 from zopt.store.lock import destination_lock
 
-__all__ = ["Prepared", "job_layout", "parse_job", "plan_of_work"]
+__all__ = ["Prepared", "job_layout", "job_readers", "parse_job", "plan_of_work"]
 
 
 @dataclass
@@ -234,8 +234,27 @@ def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -
         return {"codecs": job.chain}
     from zopt.planning.optimizer import menu_candidates
 
-    explicit = not (isinstance(job.decision_used, str) and job.decision_used == "compress_if_smaller")
-    return menu_candidates(var.dtype, job.menu_used, job.readers, explicit, layout == "fixed-slot", name)
+    explicit = _explicit_decision(job)
+    return menu_candidates(var.dtype, job.menu_used, _menu_readers(job), explicit, layout == "fixed-slot", name)
+
+
+def _explicit_decision(job: RecompressJob) -> bool:
+    return not (isinstance(job.decision_used, str) and job.decision_used == "compress_if_smaller")
+
+
+def job_readers(job: RecompressJob) -> list[str]:
+    """The readers the job's own choices suit (``zopt.planning.readers.effective_readers``): ``--readers``
+    as given, else plain zarr-python (issue 36), else, with an explicit decision and no chain, zopt."""
+    from zopt.planning.readers import effective_readers
+
+    return effective_readers(job.readers, _explicit_decision(job) and job.codecs_used is None)
+
+
+def _menu_readers(job: RecompressJob) -> list[str]:
+    """The readers the codec menu is narrowed to (``zopt.planning.candidates.menu_readers``)."""
+    from zopt.planning.candidates import menu_readers
+
+    return menu_readers(job.readers, job.menu_used, _explicit_decision(job) and job.codecs_used is None)
 
 
 def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, Any]]) -> None:
@@ -287,10 +306,11 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
         p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
                                 job.variables)
     chain = job.chain
-    repacks = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars} \
-        if isinstance(src, MultiSource) else {}
+    readers = job_readers(job)
+    floats = {n for n in src.repacks if n in p.names} if isinstance(src, MultiSource) else set()
+    repacks = _repacks(src, p, readers)
     chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
-                         job.budget_used, job.readers, job.decision_used, job_layout(job, target), job.scheduler,
+                         job.budget_used, _menu_readers(job), job.decision_used, job_layout(job, target), job.scheduler,
                          p.job_id, partial=target.root if p.record is not None else None, repacks=repacks,
                          chosen=p.lossless_instead)
     if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
@@ -318,7 +338,7 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
                         token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
-                        fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in repacks}})
+                        fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in floats}})
     p.planned = target_arrays(p.spec)
     _check_units(src, p.source, p.layouts)
     journal = target.journal
@@ -330,6 +350,28 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     if over is not None:
         raise ValueError(_memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+
+
+def _repacks(src: Any, p: Prepared, readers: list[str]) -> dict[str, Any]:
+    """``{name: zopt.io.packing.Repack}`` of the variables whose files are packed differently, to
+    be re-expressed as one exact integer packing (``scale_offset`` + ``cast_value``) where every
+    reader reads those codecs (``zarr-python-3.2``, ``zopt``); for other readers (the default,
+    zarr-python >= 3.1) none: those variables are written as the floats the files decode to,
+    exactly, with the menu's chain, and their notes say so."""
+    if not isinstance(src, MultiSource):
+        return {}
+    from zopt.planning.readers import reads_repacking
+
+    found = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars}
+    if not found or reads_repacking(readers):
+        return found
+    for n, r in found.items():
+        lead = f"{n}: files packed differently, re-expressed"
+        p.notes[:] = [x for x in p.notes if not x.startswith(lead)]
+        p.notes.append(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
+                       f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is written "
+                       "for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 lacks them)")
+    return {}
 
 
 #: write units (shards, or chunks unsharded) one array may have: the plan of work lists each one

@@ -40,8 +40,9 @@ class ArrayReport:
 class RecompressReport:
     """Per-array reports, the destination (a path, or a store's URL), wall time in seconds of the
     whole run and of the Dask graph alone (``graph_seconds``: reading, encoding and writing,
-    without metadata and setup), the source's bytes, and ``notes`` on what was done differently
-    from what was asked."""
+    without metadata and setup), the source's bytes, ``notes`` on what was done differently
+    from what was asked, and ``readers``: one line naming the readers that open the store, derived
+    from every array's codecs and data type (``zopt.planning.readers.reader_line``)."""
 
     dst: str
     arrays: list[ArrayReport]
@@ -51,6 +52,8 @@ class RecompressReport:
     notes: list[str] = field(default_factory=list)  # what the run did differently from what was asked, and why
     job: Any = None  # the RecompressJob that made it (zopt.job.options)
     skipped: list[str] = field(default_factory=list)  # broken source arrays left out (skip_broken)
+    #: which readers open the written store (``zopt.planning.readers.reader_line``): the summary's last line
+    readers: str | None = None
 
     @property
     def logical_bytes(self) -> int:

@@ -2,29 +2,39 @@
 
 Each ``Candidate`` has a stable name, gives its Zarr v3 codec chain (JSON) for a data type, or
 None where it does not apply, and states which readers read it (``zopt.planning.readers``) and whether it
-keeps the per-chunk ``conditional`` mask. Only codecs other readers know are used: ``bytes``,
-zopt's ``conditional`` over ``shuffle``/``zstd`` (``../shared/specs/optional.md``), Zarr v3
-``zstd`` and ``blosc``, and numcodecs' pcodec (``numcodecs.pcodec``: Pcodec, Loeb 2024,
-arXiv:2502.06112; zarr-python reads it through ``zarr.codecs.numcodecs.PCodec`` in 3.1 and 3.4
-alike, zarrs 0.2.3 reads it too, tensorstore does not).
+keeps the per-chunk ``conditional`` mask. The codecs: ``bytes``, zopt's ``conditional`` over
+``shuffle``/``zstd`` (``../shared/specs/optional.md``; only zopt reads it), Zarr v3 ``zstd`` and
+``blosc`` (every Zarr v3 reader), numcodecs' ``shuffle`` (``numcodecs.shuffle``: the same bytes
+as the spec's shuffle) and pcodec (``numcodecs.pcodec``: Pcodec, Loeb 2024, arXiv:2502.06112),
+which zarr-python 3.1 and 3.4 read through ``zarr.codecs.numcodecs`` and zarrs 0.2.3 reads too,
+tensorstore not.
 
-=======================  =====================================================  ==============
-name                     chain after ``bytes`` (little-endian)                  data types
-=======================  =====================================================  ==============
-``classic``              ``zopt.planning.menu.default_chain``: ``shuffle-zstd-3``, or    all
-                         ``zstd-10`` for 1-byte types (zopt before issue 26)
-``shuffle-zstd-3``       ``conditional([shuffle, zstd 3])``                     item size >= 2
-``shuffle-zstd-19``      ``conditional([shuffle, zstd 19])``                    item size >= 2
-``zstd-10``              ``conditional([zstd 10])`` (default of 1-byte types)   all
-``zstd-19``              ``conditional([zstd 19])``                             all
-``blosc-shuffle-5``      ``blosc(zstd, 5, shuffle)``                            all
-``blosc-bitshuffle-5``   ``blosc(zstd, 5, bitshuffle)``                         all
-``pcodec-8``             ``numcodecs.pcodec`` level 8 (array→bytes, no bytes)   (u)int16/32/64,
-``pcodec-12``            ``numcodecs.pcodec`` level 12                          float16/32/64
-=======================  =====================================================  ==============
+============================  ==================================================  ==============
+name                          chain after ``bytes`` (little-endian)               data types
+============================  ==================================================  ==============
+``classic``                   ``zopt.planning.menu.default_chain``:               all
+                              ``shuffle-zstd-3``, or ``zstd-10`` for 1-byte
+                              types (zopt before issue 26)
+``shuffle-zstd-3``            ``conditional([shuffle, zstd 3])``                  item size >= 2
+``shuffle-zstd-19``           ``conditional([shuffle, zstd 19])``                 item size >= 2
+``zstd-10``                   ``conditional([zstd 10])``                          all
+``zstd-19``                   ``conditional([zstd 19])``                          all
+``numcodecs-shuffle-zstd-3``  ``numcodecs.shuffle``, ``zstd 3``: ``classic``'s    numpy numbers,
+``numcodecs-shuffle-zstd-19`` bytes without the mask header (level 19: archive)   item size >= 2
+``plain-zstd-3``              ``zstd 3`` (``classic``'s mask 10, zarr's default)  item size >= 2
+``plain-zstd-10``             ``zstd 10`` (``classic`` of 1-byte types, no mask)  bool, 1-byte
+``plain-zstd-19``             ``zstd 19``                                         numpy numbers
+``blosc-shuffle-5``           ``blosc(zstd, 5, shuffle)``                         numpy numbers
+``blosc-bitshuffle-5``        ``blosc(zstd, 5, bitshuffle)``                      numpy numbers
+``pcodec-8``                  ``numcodecs.pcodec`` level 8 (array→bytes)          (u)int16/32/64,
+``pcodec-12``                 ``numcodecs.pcodec`` level 12                       float16/32/64
+============================  ==================================================  ==============
 
 ``MENUS`` names the candidates tried by default (``default``) and by ``--preset archive``
-(``archive``); ``menu_for`` narrows a menu to what every reader asked for reads.
+(``archive``); ``menu_for`` narrows a menu to what every reader asked for reads (a job without
+``--readers`` asks for ``zopt.planning.readers.DEFAULT_READERS``: plain zarr-python, so the
+``conditional`` candidates are left out and ``numcodecs-shuffle-zstd-3`` or ``plain-zstd-10`` is
+the menu's reference instead of ``classic``).
 """
 
 from __future__ import annotations
@@ -37,9 +47,9 @@ import numpy as np
 
 from zopt.compat.zarr_compat import CODEC_PACKAGES, missing_codec_package
 from zopt.planning.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
-from zopt.planning.readers import READERS, unreadable
+from zopt.planning.readers import READERS, parse_readers, unreadable
 
-__all__ = ["CANDIDATES", "MENUS", "PACKAGES", "Candidate", "candidate", "menu_for", "parse_menu"]
+__all__ = ["CANDIDATES", "MENUS", "PACKAGES", "Candidate", "candidate", "menu_for", "menu_readers", "parse_menu"]
 
 _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 #: numpy kinds and item sizes numcodecs' PCodec encodes (pcodec 1.x: 16/32/64-bit numbers)
@@ -55,7 +65,7 @@ def _dtype(dtype: Any) -> np.dtype | None:
 
 def _numeric(dt: np.dtype | None) -> bool:
     """A plain numpy number or bool (not zopt's ML/complex types, which only zopt's chains read)."""
-    return dt is not None and dt.kind in "biuf" and not dt.names and type(dt).__module__.startswith("numpy")
+    return dt is not None and dt.kind in "biufc" and not dt.names and type(dt).__module__.startswith("numpy")
 
 
 def _conditional(*wrapped: dict[str, Any]) -> list[dict[str, Any]]:
@@ -82,6 +92,23 @@ def _zstd_only(level: int) -> Callable[[np.dtype | None, int], list[dict[str, An
     return chain
 
 
+def _numcodecs_shuffle_zstd(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        if not _numeric(dt) or itemsize < 2:
+            return None
+        return [dict(_BYTES), {"name": "numcodecs.shuffle", "configuration": {"elementsize": itemsize}}, _zstd(level)]
+    return chain
+
+
+def _plain_zstd(level: int, sizes: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
+    """``bytes`` + ``zstd(level)`` for numpy numbers of 1 byte (``sizes="1"``), of 2 and more
+    (``"wide"``) or of any size (``"all"``)."""
+    def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
+        fits = {"1": itemsize == 1, "wide": itemsize >= 2, "all": True}[sizes]
+        return [dict(_BYTES), _zstd(level)] if _numeric(dt) and fits else None
+    return chain
+
+
 def _blosc(shuffle: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
     def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
         if not _numeric(dt):
@@ -100,8 +127,8 @@ def _pcodec(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]]
 
 
 _ZOPT = frozenset({"zopt"})
-_CORE = frozenset(READERS) - {"zopt"} | _ZOPT
-_PCODEC_READERS = frozenset({"zopt", "zarr-python", "zarrs"})
+_CORE = frozenset(READERS)  # every reader
+_NUMCODECS = frozenset({"zopt", "zarr-python", "zarr-python-3.2", "zarrs"})  # numcodecs.pcodec, numcodecs.shuffle
 
 
 @dataclass(frozen=True)
@@ -153,21 +180,35 @@ CANDIDATES: dict[str, Candidate] = {
                   encode_cost=40.0),
         Candidate("zstd-19", "conditional([zstd 19]): slow, small, for 1-byte types", _zstd_only(19), _ZOPT, True,
                   encode_cost=40.0),
+        Candidate("numcodecs-shuffle-zstd-3", f"numcodecs.shuffle + zstd {WIDE_LEVEL}: classic's bytes without the "
+                  "mask header, read by zarr-python and zarrs without zopt", _numcodecs_shuffle_zstd(WIDE_LEVEL),
+                  _NUMCODECS, False, False),
+        Candidate("numcodecs-shuffle-zstd-19", "numcodecs.shuffle + zstd 19: slow, small", _numcodecs_shuffle_zstd(19),
+                  _NUMCODECS, False, False, encode_cost=40.0),
+        Candidate("plain-zstd-3", f"zstd {WIDE_LEVEL} without shuffle (zarr's default compressor; classic's "
+                  "mask 10): read by every Zarr v3 reader", _plain_zstd(WIDE_LEVEL, "wide"), _CORE, False),
+        Candidate("plain-zstd-10", f"zstd {BYTE_LEVEL} for bool and 1-byte types (classic's, without the mask "
+                  "header): read by every Zarr v3 reader", _plain_zstd(BYTE_LEVEL, "1"), _CORE, False, encode_cost=3.0),
+        Candidate("plain-zstd-19", "zstd 19 without shuffle: slow, small", _plain_zstd(19, "all"), _CORE, False,
+                  encode_cost=40.0),
         Candidate("blosc-shuffle-5", "blosc(zstd, 5, byte shuffle): read by every Zarr v3 reader",
                   _blosc("shuffle"), _CORE, False, encode_cost=2.0),
         Candidate("blosc-bitshuffle-5", "blosc(zstd, 5, bit shuffle): read by every Zarr v3 reader",
                   _blosc("bitshuffle"), _CORE, False, encode_cost=2.0),
         Candidate("pcodec-8", "numcodecs.pcodec level 8: numeric compression (16/32/64-bit numbers)",
-                  _pcodec(8), _PCODEC_READERS, False, False, encode_cost=2.0),
-        Candidate("pcodec-12", "numcodecs.pcodec level 12: slower, smaller", _pcodec(12), _PCODEC_READERS, False, False,
+                  _pcodec(8), _NUMCODECS, False, False, encode_cost=2.0),
+        Candidate("pcodec-12", "numcodecs.pcodec level 12: slower, smaller", _pcodec(12), _NUMCODECS, False, False,
                   encode_cost=2.5),
     )
 }
 
 #: named menus: which candidates the optimizer tries
+#: (the first that applies and that the readers read is the reference of the budget, ``zopt.planning.optimizer``)
 MENUS: dict[str, tuple[str, ...]] = {
-    "default": ("classic", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8"),
-    "archive": ("shuffle-zstd-19", "zstd-19", "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"),
+    "default": ("classic", "numcodecs-shuffle-zstd-3", "plain-zstd-3", "plain-zstd-10", "blosc-shuffle-5",
+                "blosc-bitshuffle-5", "pcodec-8"),
+    "archive": ("shuffle-zstd-19", "zstd-19", "numcodecs-shuffle-zstd-19", "plain-zstd-19", "blosc-shuffle-5",
+                "blosc-bitshuffle-5", "pcodec-8", "pcodec-12"),
 }
 
 
@@ -201,6 +242,23 @@ def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
     return names
 
 
+def menu_readers(readers: Iterable[str] | str | None, menu: str | Sequence[str] | None = None,
+                 decision_given: bool = False) -> list[str]:
+    """The readers a job narrows ``menu`` to (``menu_for``'s ``readers``): ``readers`` as given;
+    else ``["zopt"]`` with an explicit decision (it decides the masks of ``conditional``, which
+    only zopt reads); else none for a menu of candidates named one by one (written as asked, like
+    ``--codecs``); else ``zopt.planning.readers.DEFAULT_READERS`` (a named menu: plain
+    zarr-python, issue 36). Raises ValueError naming ``readers`` for an unknown reader."""
+    from zopt.planning.readers import effective_readers
+
+    given = parse_readers(readers)
+    if given or decision_given:
+        return effective_readers(given, decision_given)
+    if menu is not None and not (isinstance(menu, str) and menu in MENUS):
+        return []
+    return effective_readers(None)
+
+
 #: codec name → the Python package that implements it (a reader needs it as well)
 PACKAGES = CODEC_PACKAGES
 
@@ -224,12 +282,7 @@ def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
     Raises ValueError naming ``readers`` for an unknown reader, ``menu`` for an unknown candidate,
     and ``readers`` when no candidate is left for this data type (naming what each reader lacks).
     """
-    if isinstance(readers, str):
-        readers = [r.strip() for r in readers.split(",") if r.strip()]
-    readers = list(readers or ())
-    bad = [r for r in readers if r not in READERS]
-    if bad:
-        raise ValueError(f"readers: {bad} are not among {sorted(READERS)}")
+    readers = parse_readers(readers)
     out: dict[str, list[dict[str, Any]]] = {}
     skipped = []
     names = parse_menu(menu)

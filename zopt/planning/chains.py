@@ -188,7 +188,7 @@ def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], l
 
     b = parse_budget(budget)  # a bad budget is refused whatever else is given
     done = dict(chosen or {})
-    todo = [n for n in names if n not in lossy_vars and n not in done and source[n].dtype.kind in "biuf"]
+    todo = [n for n in names if n not in lossy_vars and n not in done and source[n].dtype.kind in "biufc"]
     repacks = {n: r for n, r in (repacks or {}).items() if n in todo}
     if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
         return {**done, **{n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)

@@ -128,7 +128,8 @@ def choose_chunks(
     """Inner chunk and shard shapes for an array (shard None: unsharded).
 
     Given shapes are clipped to the array; a shard shape is rounded down to a multiple of the
-    inner chunk shape. Defaults: ~256 KiB inner chunks (up to 1 MiB to hold a whole slice),
+    inner chunk shape. Defaults: ~256 KiB inner chunks (up to 1 MiB to hold a whole slice; no
+    larger than given shards),
     long over the last dimensions for types of 2 bytes and more (``long_chunks``), square
     tiles for 1-byte and bool types (``square_chunks``); ~64 MiB shards.
     Raises ValueError when the number of dimensions does not match.
@@ -142,6 +143,8 @@ def choose_chunks(
         # store 4-11 % smaller in square tiles, shuffled multi-byte fields mostly in long rows
         rule = long_chunks if itemsize > 1 else square_chunks
         chunks = rule(shape, inner_bytes // itemsize)
+        if shards is not None and len(shards) == ndim:  # a default never larger than the shards given
+            chunks = tuple(min(c, max(1, sh)) for c, sh in zip(chunks, shards, strict=True))
     chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
     if shards is not None:
         small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]

@@ -1,9 +1,11 @@
 """The classic default codec chain per data type (the ``classic`` candidate of ``zopt.planning.candidates``).
 
 Since issue 26 ``zopt recompress`` without a chain chooses each variable's chain from a menu
-(``zopt.planning.candidates``: this chain, blosc with byte or bit shuffle, ``numcodecs.pcodec``) by trial
-encodings within a speed budget (``zopt.planning.optimizer``); this module's chain is the menu's reference,
-what ``--menu classic``, ``zopt.xarray.encoding``, plans and zopt's ML and complex types write.
+(``zopt.planning.candidates``: this chain with readers ``zopt``, numcodecs' shuffle + zstd, blosc with byte or
+bit shuffle, ``numcodecs.pcodec``) by trial encodings within a speed budget (``zopt.planning.optimizer``);
+this module's chain is the menu's reference with readers ``zopt`` (by default, since issue 36, its portable
+twin ``numcodecs-shuffle-zstd-3``: the same bytes without the mask header), what ``--menu classic``, plans
+and zopt's ML types write.
 
 Every chain is ``bytes`` (little-endian) followed by one ``conditional`` codec
 (``../shared/specs/optional.md``) wrapping only ``zstd`` (a core Zarr v3 codec) and the spec's

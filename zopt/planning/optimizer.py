@@ -11,8 +11,10 @@ The cost model (``choose``): each candidate's stored size is estimated as ``raw 
 trial raw bytes)``; its encode time is its fixed ``Candidate.encode_cost`` (CPU time relative to
 ``classic``, measured on the corpus by ``benchmarks/menu_costs.py``), not the trial's own timing,
 which varied several-fold with the machine's load and made the same data get different chains
-from run to run. The reference is the first candidate of the menu that applies (``classic``,
-zopt's chain before issue 26, in the default menu). A candidate ``c`` costs
+from run to run. The reference is the first candidate of the menu that applies and that the
+readers read (``numcodecs-shuffle-zstd-3`` by default, ``plain-zstd-10`` for 1-byte types,
+``classic``, zopt's chain before issue 26, with readers ``zopt``).
+A candidate ``c`` costs
 
     size(c) / size(ref) + (t(c) / t(ref) − 1)⁺ × 0.01 / budget
 
@@ -245,9 +247,15 @@ def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk
 
 
 def zarr_data_type(native: np.dtype) -> Any:
-    """zarr's data type object (``ZDType``) for a numpy dtype (zopt's ML types included)."""
+    """zarr's data type object (``ZDType``) for a numpy dtype (zopt's ML types included; numpy's
+    complex64/128 as zarr's own ``complex64``/``complex128``, which zopt's ``complex_float32/64``
+    also match natively)."""
     from zarr.core.dtype import get_data_type_from_native_dtype
 
+    if native.kind == "c" and native.itemsize in (8, 16) and type(native).__module__.startswith("numpy"):
+        from zarr.core.dtype import Complex64, Complex128
+
+        return (Complex64 if native.itemsize == 8 else Complex128).from_native_dtype(native)
     return get_data_type_from_native_dtype(native)
 
 
@@ -263,9 +271,11 @@ def menu_candidates(dtype: Any, menu: Any = None, readers: Any = None, masks_onl
     chains = {k: v for k, v in every.items() if (CANDIDATES[k].keeps_mask or not masks_only)
               and (CANDIDATES[k].bounded or not bounded_only)}
     if not chains:
+        hint = ("; a decision decides the masks of zopt's conditional codec, which only zopt reads: give readers "
+                "'zopt' (--readers zopt) or no decision") if masks_only else ""
         raise ValueError(f"menu: no candidate of {list(every)} for {name!r} keeps a "
                          "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
-                         f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}")
+                         f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}{hint}")
     return chains
 
 

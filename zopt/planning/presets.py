@@ -1,24 +1,32 @@
 """Named codec chains (presets) for ``zopt recompress --preset`` and ``zopt.xarray.encoding``.
 
-A preset is a target codec chain (Zarr v3 codec JSON: a ``bytes`` serializer, then one
-``conditional`` codec wrapping standard codecs) plus the decision the ``conditional`` codec uses
-to pick each chunk's mask. Everything a preset writes is read by any zarr-python with zopt
-installed; the wrapped codecs are ``shuffle`` (the spec's byte shuffle) and Zarr v3's ``zstd``.
+A preset names either a codec menu (``default``, ``archive``: each variable's chain chosen by
+trial encodings, ``zopt.planning.optimizer``) or one target codec chain for every variable
+(``fast``, ``lossless-8bit``: a ``bytes`` serializer, then one ``conditional`` codec wrapping
+standard codecs), plus the decision the ``conditional`` codec uses to pick each chunk's mask.
 
-- ``default``: ``conditional([shuffle, zstd(3)])``, ``compress_if_smaller`` — zopt's default.
+Readers (issue 36): the menu presets choose, without ``--readers``, among chains plain
+zarr-python >= 3.1 reads without zopt (``zopt.planning.readers.DEFAULT_READERS``: numcodecs'
+shuffle + zstd, Blosc, pcodec); ``--readers zopt`` adds zopt's ``conditional`` candidates. The
+chain presets write zopt's ``conditional`` (read by zarr-python with zopt installed, no import
+needed), and say so in their summary:
+
+- ``default``: the ``default`` menu within budget 1 — zopt's default; its chain
+  (``conditional([shuffle, zstd(3)])``, ``compress_if_smaller``) is what zopt's own data types
+  (``bfloat16``, ``float8_*`` …, which only zopt reads anyway) and ``Preset.array_codecs`` get.
 - ``fast``: ``conditional([shuffle, zstd(1)])``, ``always`` — one encoding per chunk and no
-  trials, for ingest that must keep up with an instrument or a model.
-- ``archive``: ``conditional([shuffle, zstd(19)])``, ``compress_if_smaller`` — slower, smaller.
+  trials, for ingest that must keep up with an instrument or a model; with ``decision never``
+  and ``recompress --in-place`` later, write fast and compress later.
+- ``archive``: the ``archive`` menu, size first (budget ``inf``): pcodec 8/12, Blosc, numcodecs'
+  shuffle + zstd 19, and zopt's ``conditional`` shuffle + zstd 19 with ``--readers zopt``.
 - ``lossless-8bit``: ``conditional([zstd(10)])``, ``compress_if_smaller`` — for 1-byte and bool
   data (``uint8``, ``int8``, ``bool``, ``float8_*``), where a byte shuffle does nothing; the
-  level is ``zopt.planning.menu.BYTE_LEVEL``, so it is the default chain of those types, for every
-  variable.
+  level is ``zopt.planning.menu.BYTE_LEVEL``.
 
 ``shuffle`` is written without ``element_size``: it takes the array's item size when the array
 is created (``zopt.xarray.encoding`` sets it explicitly per variable). For 1-byte types it is
-left out (``Preset.chain(itemsize=1)``): ``zopt.xarray.encoding`` does so per variable, and
-``recompress --preset default`` is zopt's default chain, which does so too; with another preset
-``recompress`` writes one chain for every variable, and the no-op shuffle is skipped per chunk.
+left out (``Preset.chain(itemsize=1)``); with a chain preset ``recompress`` writes one chain
+for every variable, and the no-op shuffle is skipped per chunk.
 """
 
 from __future__ import annotations
@@ -85,10 +93,17 @@ class Preset:
         split["compressors"] = list(with_decision_in(split["compressors"] or (), chosen)) or None
         return split
 
+    @property
+    def readers(self) -> str:
+        """Who reads what the preset writes, in words (``zopt presets``)."""
+        if self.menu is not None:
+            return "zarr-python ≥ 3.1 + pcodec, no zopt (the menu's choice; --readers zopt adds conditional)"
+        return "zopt (conditional): zarr-python with zopt installed"
+
     def to_json(self) -> dict[str, Any]:
-        """``{"name", "summary", "decision", "codecs", "menu", "budget"}``, as ``zopt presets --json`` prints."""
+        """``{"name", "summary", "decision", "codecs", "menu", "budget", "readers"}``, as ``zopt presets --json`` prints."""
         return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain(),
-                "menu": self.menu, "budget": None if self.budget is None else str(self.budget)}
+                "menu": self.menu, "budget": None if self.budget is None else str(self.budget), "readers": self.readers}
 
 
 def set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
@@ -123,15 +138,18 @@ def _default_codecs() -> tuple[str, ...]:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("default", "zopt's default: recompress chooses each variable's chain from the default menu within "
-               "budget 1; this chain (shuffle + zstd(3) where they make the chunk smaller) elsewhere",
+        Preset("default", "zopt's default: each variable's chain chosen from the default menu within budget 1 "
+               "(pcodec where it saves > 1 % per extra encode time: smaller, slower to write than zstd); this chain "
+               "(zopt's conditional shuffle + zstd(3)) for zopt's own data types",
                _default_codecs(), "compress_if_smaller", "default", 1.0),
-        Preset("fast", "ingest: shuffle + zstd(1) on every chunk, no trial encodings",
+        Preset("fast", "the fast one, for ingest: shuffle + zstd(1) on every chunk, no trial encodings; zopt's "
+               "conditional (readers need zopt); with --decision never, compress later with --in-place",
                _chain({"name": "shuffle"}, _zstd(1)), "always"),
-        Preset("archive", "archive: recompress chooses the smallest chain of the archive menu (pcodec 8/12, blosc, "
-               "zstd 19; slow to write); this chain (shuffle + zstd(19)) elsewhere",
+        Preset("archive", "archive: the smallest chain of the archive menu (pcodec 8/12, blosc, shuffle + zstd 19; "
+               "slow to write); this chain (zopt's conditional shuffle + zstd(19)) with --readers zopt too",
                _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller", "archive", float("inf")),
-        Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no shuffle",
+        Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no "
+               "shuffle; zopt's conditional (readers need zopt)",
                _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller"),
     )
 }
