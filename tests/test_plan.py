@@ -486,3 +486,22 @@ def test_the_plan_policy_and_the_runtime_decision_agree_on_the_same_sizes():
         assert payload.size == sizes[decided]
 
     check()
+
+
+def test_a_plan_of_a_store_with_child_groups_loads_every_array(tmp_path):
+    """``zopt plan`` saves ``child/b``'s plan under the group ``child``, which has no plan of its own:
+    ``Plan.load`` raised KeyError 'array' on it. ``recompress --plan`` still refuses child groups."""
+    g = zarr.open_group(tmp_path / "s.zarr", mode="w")
+    rng = np.random.default_rng(0)
+    for path in ("a", "child/b"):
+        arr = g.create_array(path, shape=(32, 32), chunks=(16, 16), dtype="f4", dimension_names=("y", "x"))
+        arr[...] = rng.random((32, 32), dtype="f4")
+    result = CliRunner().invoke(main, ["plan", str(tmp_path / "s.zarr"), "-o", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    plan = Plan.load(tmp_path / "p.zarr")
+    assert sorted(plan.arrays) == ["a", "child/b"]
+    assert plan.arrays["child/b"].masks.shape == (2, 2)
+    result = CliRunner().invoke(main, ["recompress", str(tmp_path / "s.zarr"), str(tmp_path / "o.zarr"),
+                                       "--plan", str(tmp_path / "p.zarr"), "--no-progress"])
+    assert result.exit_code == 1 and "has child groups ['child']" in result.output
+    assert not (tmp_path / "o.zarr").exists()

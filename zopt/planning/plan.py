@@ -46,7 +46,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,7 +248,7 @@ class Plan:
         if root.attrs.get("zopt_plan") != 1:
             raise ValueError(f"plan: {os.fspath(path)!r} is not a zopt plan (no 'zopt_plan' attribute)")
         arrays = {}
-        for key, g in root.groups():
+        for key, g in _plan_groups(root):
             a = g.attrs
             ap = ArrayPlan(
                 name=a["array"], masks=g["masks"][...], codecs=list(a["codecs"]), header_bits=int(a["header_bits"]),
@@ -267,6 +267,16 @@ class Plan:
             arrays[ap.name] = ap
         return cls(arrays=arrays, policy=root.attrs["policy"], params=dict(root.attrs.get("params", {})),
                    zopt_version=root.attrs.get("zopt_version", ""), created=root.attrs.get("created", ""))
+
+
+def _plan_groups(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Group]]:
+    """``(key, group)`` of every array plan under ``group``: an array of a child group (``child/b``)
+    is saved under the intermediate group ``child``, which holds no plan of its own."""
+    for key, g in group.groups():
+        if "array" in g.attrs:
+            yield prefix + key, g
+        else:
+            yield from _plan_groups(g, f"{prefix}{key}/")
 
 
 # -- policies ---------------------------------------------------------------------------------------
