@@ -127,3 +127,16 @@ def test_info_check_says_what_it_checked_and_that_it_held(store):
                     "included): every one decoded, no error"), res.output
     plain = CliRunner().invoke(main, ["info", str(store)])
     assert plain.exit_code == 0 and "check:" not in plain.output  # only when asked
+
+
+def test_analyze_names_a_corrupt_chunk_with_its_store(tmp_path):
+    """``zopt analyze`` read chunks with plain zarr: a corrupt one was named without the store
+    (``cannot decode chunk 'v/c/0/0': …``); it now reads them as recompress does."""
+    src = tmp_path / "s.zarr"
+    a = zarr.open_group(src, mode="w").create_array("v", shape=(32, 32), chunks=(16, 16), dtype="f4",
+                                                   compressors=[{"name": "zstd", "configuration": {"level": 3}}])
+    a[...] = np.arange(32 * 32, dtype="f4").reshape(32, 32)
+    (src / "v" / "c" / "0" / "1").write_bytes(b"not a zstd frame at all")
+    res = CliRunner().invoke(main, ["analyze", str(src), "--no-progress"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert f"cannot decode chunk 'v/c/0/1' in {src}" in " ".join(res.output.split()), res.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -56,9 +57,11 @@ def analyze_region(
     """
     from zopt.codecs.grid import is_fill, padded
     from zopt.compat.zarr_compat import resolve_codec
+    from zopt.store.checked_read import read_region
     from zopt.store.raw_read import RawChunkReader, analysis_windows, sampled_bytes
 
     array = open_array(store, path=name, mode="r")
+    root = store if isinstance(store, str) and os.path.isdir(store) else None  # corrupt chunks named with it
     meta = array.metadata
     dtype = meta.data_type if hasattr(meta, "data_type") else None
     native = array.dtype
@@ -96,14 +99,14 @@ def analyze_region(
         data = None
     else:
         rest = list(range(n))
-        data = array[region]
+        data = read_region(array, region, root)
     edges: dict[int, np.ndarray] = {}  # edge chunks: their values without the padding, for the value statistics
     for k in rest:
         sl = local_region(k)
         if data is not None:
             valid = data[sl]
         else:  # an edge chunk next to window reads: read it alone
-            valid = array[tuple(slice(o + r.start, o + r.stop) for o, r in zip(origin, sl, strict=True))]
+            valid = read_region(array, tuple(slice(o + r.start, o + r.stop) for o, r in zip(origin, sl, strict=True)), root)
         chunk = padded(valid, chunk_shape, fill)
         if valid.shape != tuple(chunk_shape) and valid.size:
             edges[k] = np.ascontiguousarray(valid, dtype=native).reshape(1, -1).view(np.uint8)
