@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# The tests are laid out like the code (tests/codecs, tests/store, tests/job, ...); a few import a
+# helper of another folder's test module by name (``from test_multi import write_files``).
+_HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(p) for p in sorted(_HERE.iterdir()) if p.is_dir() and p.name.isidentifier() and p.name != "fixtures"
+                and any(p.glob("test_*.py"))]
 
 
 def pytest_addoption(parser):

@@ -139,7 +139,7 @@ class Candidate:
     summary : one line for ``zopt presets`` and docs.
     build : ``(numpy dtype or None, item size) -> chain JSON or None``.
     readers : the ``zopt.planning.readers`` names that read every chain it gives (tested in
-        ``tests/test_candidates.py``).
+        ``tests/planning/test_candidates.py``).
     keeps_mask : True when the chain has a ``conditional`` codec, so a plan keeps a mask per chunk.
     bounded : True when its encoded size has a known bound (``zopt.codecs.chain``), as
         ``fixed-slot`` shards need.

@@ -299,7 +299,7 @@ def _compress_if_smaller(sizes: np.ndarray, n_codecs: int) -> np.ndarray:
     Mirrors the runtime decision codec by codec: a length-changing codec is applied when it
     makes the chunk smaller given the codecs already chosen; a length-preserving filter (e.g.
     shuffle) is applied when the rest of the chain, decided the same way, ends smaller with it
-    than without it. ``tests/test_plan.py`` checks both give the same mask on the same sizes.
+    than without it. ``tests/planning/test_plan.py`` checks both give the same mask on the same sizes.
     """
     filled = np.where(np.isnan(sizes), np.inf, sizes)
     rows = np.arange(filled.shape[0])

@@ -21,7 +21,7 @@ from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.readback.verify import VerifyError, before_publish_check, verify
 from zopt.store.journal import JOURNAL_DIR
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
 SHAPE = (40, 60)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("iris_sample_data")
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "zopt"
+ROOT = Path(__file__).resolve().parents[2] / "zopt"
 
 # (layer, module-name prefixes), bottom to top: one folder of zopt/ per layer, plus the
 # foundation and frontend modules at the root. A prefix ending in "." takes a package.

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-#: pages whose blocks tests/test_docs_blocks.py runs already
+ROOT = Path(__file__).resolve().parents[2]
+#: pages whose blocks tests/project/test_docs_blocks.py runs already
 COVERED_ELSEWHERE = {"presets.md", "xarray.md"}
 FILES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in COVERED_ELSEWHERE)]
 FENCE = re.compile(r"(?:<!-- docs-test: skip (?P<skip>[^>]*?) -->\n)?```(?P<lang>\w+)\n(?P<code>.*?)```", re.S)

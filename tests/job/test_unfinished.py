@@ -20,7 +20,7 @@ from zopt import recompress
 from zopt.cli.commands import main
 from zopt.io.unfinished import UNFINISHED_KEY, UnfinishedStoreError, check_finished
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

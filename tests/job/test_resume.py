@@ -24,7 +24,7 @@ from zopt import recompress
 from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.store.journal import JOURNAL_DIR, Journal, ResumeMismatchError, remove_temporaries
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
 SHAPE = (480, 480)
 
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from zopt.cli.commands import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 

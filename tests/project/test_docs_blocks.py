@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("iris_sample_data")
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"^```(python|bash)\n(.*?)^```", re.S | re.M)
 
 

@@ -21,11 +21,11 @@ from zopt.io import multi
 from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.store.journal import JOURNAL_DIR, ResumeMismatchError
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from test_multi import raw_concat, write_files  # noqa: E402
 
 distributed = pytest.importorskip("distributed")
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ def test_a_live_holder_is_never_taken_over_even_with_an_old_lock_file(tmp_path):
         f"with store_lock({str(tmp_path)!r}, 'other'):\n"
         f"    pathlib.Path({str(ready)!r}).touch(); time.sleep(30)\n"
     )
-    holder = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[1])
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])
     try:
         for _ in range(300):
             if ready.exists():
@@ -209,7 +209,7 @@ def test_two_jobs_resuming_one_killed_job_one_publishes_the_other_is_refused(sma
     src, values = small_source
     killed = tmp_path / "killed.zarr"
     code = kill_at_replace(8) + f"from zopt.cli.commands import main\nmain({_args(src, killed)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
     partial = Path(f"{killed}.zopt-partial")
     done = list((partial / ".zopt-journal" / "done").rglob("*"))

@@ -1,7 +1,7 @@
 """Every shell command a user would paste from README.md, docs/ and recipes/README.md names
 things that exist (issue 28, "stale docs").
 
-tests/test_docs.py runs the ```bash blocks; this test also reads what it cannot run: synopses
+tests/project/test_docs.py runs the ```bash blocks; this test also reads what it cannot run: synopses
 (```text), unlabelled fences, skipped blocks and `inline code` in the prose. Each command is
 split at ``&&``, ``|`` and ``;``, and each part checked:
 
@@ -24,7 +24,7 @@ import pytest
 
 from zopt.cli.commands import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "recipes" / "README.md"]
 FENCE = re.compile(r"```(?P<lang>[\w-]*)\n(?P<code>.*?)```", re.S)
 INLINE = re.compile(r"`([^`\n]+)`")

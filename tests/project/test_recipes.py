@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("iris_sample_data")
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 # BLAS threads fight over the 2 cores of a CI runner (sklearn's fit: 5 s instead of 0.5 s)
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

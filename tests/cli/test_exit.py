@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import zarr
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BUSY_AT_EXIT = textwrap.dedent("""
     import asyncio, threading, time

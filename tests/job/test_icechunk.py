@@ -438,7 +438,7 @@ def test_a_job_killed_while_publishing_is_finished_by_the_same_command(source, r
     url = f"icechunk://{repo_path}"
     args = ["recompress", src, url, "--chunks", "y=10", "--shards", "y=20", "--no-progress"]
     proc = subprocess.run([sys.executable, "-c", _KILL_WHILE_PUBLISHING, *args], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(__file__)))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
     published = repo.lookup_branch("main")

@@ -30,7 +30,7 @@ from zarr.storage import LocalStore
 from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in
 from zopt.compat import zarr_compat as compat
 
-FIXDIR = Path(__file__).resolve().parent / "fixtures" / "conditional"
+FIXDIR = Path(__file__).resolve().parents[1] / "fixtures" / "conditional"
 MANIFEST = json.loads((FIXDIR / "fixtures.json").read_text())
 NAMES = sorted(MANIFEST)
 PIPELINES = ["zopt.codecs.pipeline.ChunkIndexCodecPipeline", "zarr.core.codec_pipeline.BatchedCodecPipeline"]

@@ -19,7 +19,7 @@ from sigkill import kill_at_replace
 from zopt import recompress, recompress_in_place
 from zopt.store.journal import IN_PLACE_DIR, InPlaceJournal
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
 SHAPE = (160, 160)
 N_SHARDS = 25  # (160 / 32) ** 2
 
