@@ -126,6 +126,33 @@ def test_a_live_holder_is_never_taken_over_even_with_an_old_lock_file(tmp_path):
         assert json.loads((tmp_path / LOCK_NAME).read_text())["job"] == "mine"
 
 
+def test_a_lock_caught_while_its_taker_rewrites_it_names_the_taker(tmp_path):
+    """A job taking over a stale lock rewrites it in place while holding its ``flock``; a second job
+    reading it then found it empty and said 'is empty … another job may be creating it' (seen
+    once in the suite under load). It reads the record again and names the job that holds it."""
+    ready = tmp_path / "ready"
+    lock = tmp_path / LOCK_NAME
+    lock.write_bytes(b"")
+    record = json.dumps({"pid": 1, "host": socket.gethostname(), "job": "taker", "since": time.time()})
+    code = (  # hold the flock of an empty lock for 0.3 s, as a takeover between truncate and write did
+        "import fcntl, os, sys, time, pathlib\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        f"pathlib.Path({str(ready)!r}).touch(); time.sleep(0.3)\n"
+        f"os.pwrite(fd, {record.encode()!r}, 0); time.sleep(30)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        for _ in range(300):
+            if ready.exists():
+                break
+            time.sleep(0.01)
+        with pytest.raises(StoreLockedError, match=r"pid 1 .*job taker"), store_lock(tmp_path, "mine"):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_without_flock_a_stale_lock_is_still_taken_over_and_a_live_one_refused(tmp_path, monkeypatch):
     """Filesystems without ``flock`` (ENOLCK): the rename-aside takeover, checked by re-reading."""
     import errno

@@ -17,7 +17,7 @@ other's temporary files as leftovers), so each takes ``<store>/.zopt-lock`` firs
   naming a process of this host that no longer exists is stale, and so is an empty or garbage
   file older than ``STALE_GRACE`` seconds (a crash between create and write); the job then
   rewrites the record in place. The ``flock`` makes the takeover exclusive: only one job can hold
-  it, so of N jobs racing for a stale lock exactly one wins (``tests/test_lock.py``: 8 processes x
+  it, so of N jobs racing for a stale lock exactly one wins (``tests/store/test_lock.py``: 8 processes x
   500 rounds). A lock from another host is refused (its pid cannot be checked); the message says
   which file to remove if that job is gone.
 - ``flock`` keeps that promise on local filesystems and on NFS where the client forwards locks
@@ -220,6 +220,7 @@ def _acquire(store: Path, job: str, lock: Path | None = None, subject: str | Non
             raw = _read_fd(fd)
             age = time.time() - os.fstat(fd).st_mtime
             if not got:  # a live job holds it
+                raw = _owner_record(fd, raw)
                 raise _refusal(store, lock, raw, age, subject)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(lock))
@@ -232,14 +233,24 @@ def _acquire(store: Path, job: str, lock: Path | None = None, subject: str | Non
                 raise _refusal(store, lock, raw, age, subject)
             # The stale lock is ours: we hold its flock, so any other job taking it over waits
             # for us and then finds it live (or removed). Rewrite it in place.
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            os.pwrite(fd, record, 0)  # never empty meanwhile: the record first, then its end
+            os.ftruncate(fd, len(record))
             return lock, fd
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
     raise StoreLockedError(os.fspath(store), _parse_owner(_read(lock)) or {}, os.fspath(lock), subject=subject)
+
+
+def _owner_record(fd: int, raw: bytes, wait: float = 1.0) -> bytes:
+    """The live holder's record: a job taking over a stale lock rewrites it in place while it holds
+    the ``flock``, so a reader may catch it mid-write; read again for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while _parse_owner(raw) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+        raw = _read_fd(fd)
+    return raw
 
 
 def _read(path: Path) -> bytes:
