@@ -151,7 +151,7 @@ def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
     from zopt.io.sources import open_source
 
     out = {}
-    for name, v in open_source(src, token).variables.items():
+    for name, v in open_source(src).template(token).variables.items():
         fill = v.attrs.get("_FillValue", v.encoding.get("_FillValue"))
         out[str(name)] = _Meta(tuple(v.shape), np.dtype(v.dtype), fill,
                                {k: _plain(x) for k, x in v.attrs.items() if k not in _NOT_ATTRIBUTES},

@@ -135,7 +135,7 @@ def _groups(store: Any, token: str) -> dict[str, dict[str, Any]]:
 
     if is_store(store) or is_zarr(store):  # is_zarr: False for several files combined
         return _zarr_groups(store)
-    return {"": dict(open_source(store, token).attrs)}  # a netCDF file, or several combined: what the job wrote
+    return {"": dict(open_source(store).template(token).attrs)}  # a netCDF file, or several combined: what the job wrote
 
 
 def group_differences(src: Any, dst: Any, token: str) -> list[str]:
