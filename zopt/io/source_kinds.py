@@ -82,6 +82,11 @@ class Source(Protocol):
     @property
     def notes(self) -> Sequence[str]: ...
 
+    def zarr_store(self) -> Any:
+        """The Zarr store it is, as zarr opens it (a path, a URL or a zarr Store), or None (a netCDF
+        file, several files, a Dataset)."""
+        ...
+
     def total_bytes(self) -> int:
         """Bytes of the files it reads (the report's source bytes)."""
         ...
@@ -103,11 +108,14 @@ class Source(Protocol):
         ...
 
 
+# (members are methods where computing them costs: a runtime isinstance check reads every attribute)
+
 #: the kinds ``open_source`` tries in order, as ``module:Class`` (loaded on first use, like entry
 #: points, so a kind's module may import this one): each has ``claims(src, concat_dim) -> bool`` and
 #: ``open(src, concat_dim, combine, scheduler) -> Source``
 SOURCE_KINDS: tuple[str, ...] = (
     "zopt.io.multi:MultiSource",  # several files combined along concat_dim
+    "zopt.io.store_source:StoreSource",  # a zarr Store object (an Icechunk snapshot's)
     "zopt.io.sources:PathSource",  # one path or URL: a Zarr store, a netCDF/HDF5 file
 )
 
@@ -151,6 +159,9 @@ class CombinedSource:
 
     def total_bytes(self) -> int:
         return 0
+
+    def zarr_store(self) -> Any:
+        return None
 
     def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
         raise NotImplementedError

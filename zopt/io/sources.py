@@ -454,6 +454,9 @@ class PathSource(str):
     def files(self) -> tuple[str, ...]:
         return (str(self),)
 
+    def zarr_store(self) -> PathSource | None:
+        return self if is_zarr(self) else None
+
     def total_bytes(self) -> int:
         return loc.total_bytes(self)
 
