@@ -75,6 +75,7 @@ def is_zarr(path: Any) -> bool:
     False for anything that is not a path (None: a source that is no one path, ``Source.location``)."""
     if not isinstance(path, str | os.PathLike):
         return False
+    path = os.fspath(path)
     if loc.is_url(path):
         return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)

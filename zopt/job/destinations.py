@@ -244,6 +244,7 @@ class LocalTarget:
             remove_temporaries(self.root)
 
     def create(self, spec: TargetSpec, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
+        assert fp is not None  # a target with a journal: plan_of_work fingerprinted the job
         create_target(spec, self.root)
         self.journal.begin(fp, job_id, layouts)  # once the metadata exists: a partial store without it starts over
 
@@ -367,7 +368,7 @@ class StoreTarget:
         its clear), and this job wrote nothing else: its marker is marked yielded, and the other job
         publishes as usual (``zopt.io.unfinished.remove_unfinished``)."""
         mine = owns(other, self.job)
-        if only_marker and mine:
+        if only_marker and mine and self.job is not None:  # mine: the marker names this job
             mark_unfinished(self.store, self.job, self.src, yielded=True)
         self.job = None  # nothing of the store is this job's to clear or unmark
         who = "" if not other or mine else " (" + ", ".join(f"{k} {other[k]}" for k in ("job", "started", "host", "pid")
