@@ -16,7 +16,15 @@ import zarr
 
 from zopt.io.source_kinds import SOURCE_KINDS, Source, open_source
 from zopt.io.sources import release
-from zopt.job.destinations import TARGET_KINDS, LocalTarget, Opening, StoreTarget, Target, WriteRun, open_target
+from zopt.job.destinations import (
+    TARGET_KINDS,
+    LocalTarget,
+    Opening,
+    StoreTarget,
+    Target,
+    WriteRun,
+    open_target,
+)
 from zopt.job.options import RecompressJob
 from zopt.job.prepare import parse_job, plan_of_work
 from zopt.job.targets import same_metadata
