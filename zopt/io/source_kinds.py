@@ -10,6 +10,7 @@ class with ``claims``/``open`` and the protocol's members, and one line in ``SOU
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from collections.abc import Mapping, Sequence
@@ -128,7 +129,7 @@ def open_source(src: Any, *, concat_dim: str | None = None, combine: str = "by_c
     it on the client first), or with ``concat_dim`` a glob or a list of them (``zopt.io.multi.open_multi``:
     ValueError/FileNotFoundError naming the file). combine, scheduler : as ``open_multi``'s.
     ValueError for anything no kind takes. Opens nothing for a path: its reads do."""
-    if isinstance(src, Source):
+    if _a_source(src):
         return src
     for entry in SOURCE_KINDS:
         kind = _kind(entry)
@@ -138,9 +139,22 @@ def open_source(src: Any, *, concat_dim: str | None = None, combine: str = "by_c
                      "or with concat_dim a glob or a non-empty list of them")
 
 
+@functools.cache
 def _kind(entry: str) -> Any:
     module, _, name = entry.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+_SOURCE_TYPES: dict[type, bool] = {}
+
+
+def _a_source(src: Any) -> bool:
+    """``isinstance(src, Source)``, answered once per type: a runtime protocol check reads every
+    member (~50 µs), and ``read_source`` asks it on every read."""
+    known = _SOURCE_TYPES.get(type(src))
+    if known is None:
+        known = _SOURCE_TYPES[type(src)] = isinstance(src, Source)
+    return known
 
 
 class CombinedSource:
