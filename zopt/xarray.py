@@ -83,13 +83,13 @@ class _DatasetSource(CombinedSource):
             if enc.dtype.kind in _KINDS:
                 self._encoded[str(name)] = enc
 
-    def variables(self) -> dict[str, SourceVariable]:
+    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
         return {n: SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in self._encoded.items()}
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
         return np.asarray(self._encoded[name][region].values)
 
-    def template(self, token: str | None) -> xr.Dataset:  # pragma: no cover - a job's, not encoding's
+    def template(self, token: str | None = None) -> xr.Dataset:  # pragma: no cover - a job's, not encoding's
         raise NotImplementedError
 
 

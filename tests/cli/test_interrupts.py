@@ -176,7 +176,7 @@ sys.meta_path.insert(0, _CtrlC())
 #: sends SIGINT once the last shard is written, before the job publishes
 _SIGINT_AFTER_THE_LAST_SHARD = """
 import os, signal
-from zopt.job.targets import LocalTarget
+from zopt.job.destinations import LocalTarget
 _after_writes = LocalTarget.after_writes
 def _ctrl_c(self):
     os.kill(os.getpid(), signal.SIGINT)

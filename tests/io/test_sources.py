@@ -50,12 +50,12 @@ def test_a_changed_source_recompressed_in_the_same_process_gives_the_new_values(
 def test_the_cache_is_keyed_on_the_source_identity(tmp_path):
     src = tmp_path / "sst.nc"
     shutil.copy(NEMO, src)
-    a = sources.open_source(str(src), "t1")
-    assert sources.open_source(str(src), "t1") is a  # one open file per job and process
-    assert sources.open_source(str(src), "t2") is not a  # another job opens its own
+    a = sources.open_dataset(str(src), "t1")
+    assert sources.open_dataset(str(src), "t1") is a  # one open file per job and process
+    assert sources.open_dataset(str(src), "t2") is not a  # another job opens its own
     shutil.copy(NEMO, tmp_path / "copy.nc")
     os.replace(tmp_path / "copy.nc", src)
-    assert sources.open_source(str(src), "t1") is not a  # rewritten: opened again even in the same job
+    assert sources.open_dataset(str(src), "t1") is not a  # rewritten: opened again even in the same job
     assert sources.release("t1") == 2 and sources.release("t2") == 1
     assert sources.cached_tokens() == [] and not _open_fds_to(str(src))
 
@@ -86,7 +86,7 @@ def test_threads_opening_one_source_at_once_open_it_once(tmp_path, monkeypatch):
 
     def worker():
         barrier.wait()
-        results.append(sources.open_source(str(path), "job-threads"))
+        results.append(sources.open_dataset(str(path), "job-threads"))
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:

@@ -2,5 +2,7 @@
 
 - ``locations``: local paths and fsspec URLs;
 - ``paths``: paths resolved on the client, source/destination overlap refused, atomic replacement;
-- ``sources``: a source's variables described and read (Zarr v2/v3, netCDF through xarray).
+- ``source_kinds``: the ``Source`` protocol and its factory ``open_source`` (``SOURCE_KINDS``);
+- ``sources``: one path as a source (``PathSource``: Zarr v2/v3, netCDF through xarray), its
+  variables described and read; ``store_source``: a zarr Store; ``multi``: several files combined.
 """

@@ -19,7 +19,7 @@ import numpy as np
 
 from zopt.io import locations as loc
 from zopt.io.file_check import check_file
-from zopt.io.sources import on_release, open_source, read_source
+from zopt.io.sources import on_release, open_dataset, read_source
 
 __all__ = ["MAX_OPEN", "file_variables", "open_count", "read_file"]
 
@@ -100,6 +100,6 @@ def file_variables(path: str, token: str) -> tuple[dict[str, tuple], dict[str, i
                 out[name] = (tuple(v.dimensions), dtype, tuple(v.shape), attrs,
                              lambda name=name: read_file(path, name, (), token))
             return out, {d: len(x) for d, x in nc.dimensions.items()}
-    ds = open_source(path, token)
+    ds = open_dataset(path, token)
     return ({str(n): (tuple(map(str, v.dims)), v.dtype, tuple(v.shape), dict(v.attrs), lambda v=v: np.asarray(v.values))
              for n, v in ds.variables.items()}, {str(d): int(n) for d, n in ds.sizes.items()})

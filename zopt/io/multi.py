@@ -49,19 +49,17 @@ import xarray as xr
 from zopt.io import locations as loc
 from zopt.io.files import file_variables, read_file
 from zopt.io.packing import PACKING, UNPACKED, Repack, decimal, repack
+from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceVariable
 from zopt.io.sources import (
-    CombinedSource,
-    SourceVariable,
     child_groups,
     is_zarr,
-    open_source,
+    open_dataset,
     release,
     source_identity,
 )
 from zopt.store.identity import content_sample, files_table
 
-__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi", "source_bytes",
-           "source_files"]
+__all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi"]
 
 BATCH = 64  # files per summary task
 _MAX_GAP_NOTES = 5
@@ -104,8 +102,9 @@ def expand_sources(src: Any) -> list[str]:
 
 
 class MultiSource(CombinedSource):
-    """Files combined along ``dim`` (see the module docstring). Plain class, not a dataclass, so
-    Dask never walks its fields when it is a task argument.
+    """Files combined along ``dim`` (see the module docstring), a ``zopt.io.source_kinds.Source``
+    (``open_source(src, concat_dim=…)`` makes one). Plain class, not a dataclass, so Dask never
+    walks its fields when it is a task argument.
 
     files : the files in combined order; starts : each file's first index along ``dim``;
     schema : the first file's variables ``{name: {dims, dtype, shape, attrs}}``; coord : the
@@ -127,7 +126,27 @@ class MultiSource(CombinedSource):
     def __repr__(self) -> str:
         return f"MultiSource({self.text})"
 
-    def variables(self) -> dict[str, SourceVariable]:
+    @classmethod
+    def claims(cls, src: Any, concat_dim: str | None) -> bool:
+        return concat_dim is not None
+
+    @classmethod
+    def open(cls, src: Any, concat_dim: str | None, combine: str, scheduler: str | None) -> MultiSource:
+        assert concat_dim is not None  # claims
+        return open_multi(src, concat_dim, scheduler, combine)
+
+    @property
+    def concat_dim(self) -> str:
+        return self.dim
+
+    def total_bytes(self) -> int:
+        return self.nbytes
+
+    def identify(self, names: Any) -> SourceIdentity:
+        """Every file's path, size, modification time and sampled bytes, and the table naming them."""
+        return SourceIdentity(self.text, self.identity, self.table)
+
+    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
         out = {}
         for name, e in self.schema.items():
             dims = tuple(e["dims"])
@@ -136,7 +155,7 @@ class MultiSource(CombinedSource):
             out[name] = SourceVariable(shape, dtype, dims)
         return out
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
         """The values of ``region`` of ``name``: from the files it covers along ``dim`` (re-expressed
         for a repacked variable), from the first file for a variable without ``dim``."""
         dims = tuple(self.schema[name]["dims"])
@@ -161,13 +180,13 @@ class MultiSource(CombinedSource):
             parts.append(values)
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
-    def template(self, token: str | None) -> xr.Dataset:
+    def template(self, token: str | None = None) -> xr.Dataset:
         """The combined dataset, lazy: the first file's variables without ``dim`` and attributes, each
         variable along ``dim`` a ``dask.array.empty`` of the combined shape (the coordinate with its
         values); a repacked variable as its float type without the packing attributes."""
         import dask.array as da
 
-        first = open_source(self.files[0], token)
+        first = open_dataset(self.files[0], token)
         out = xr.Dataset(attrs=dict(first.attrs))
         for name, var in first.variables.items():
             if self.dim not in var.dims:
@@ -414,10 +433,10 @@ def _identity(files: list[str], scheduler: str | None) -> str:
 
 
 @contextlib.contextmanager
-def job_source(src: Any) -> Iterator[None]:
+def job_source(src: Source) -> Iterator[None]:
     """While a recompress job's ``before_publish`` hook runs: ``open_multi`` of the job's files
-    (``src``, a ``MultiSource``; anything else does nothing) returns it when they are unchanged."""
-    if not isinstance(src, MultiSource):
+    (``src``, several files: a ``MultiSource``; one path does nothing) returns it when they are unchanged."""
+    if src.concat_dim is None:
         yield
         return
     token = _JOB_SOURCE.set(src)
@@ -498,26 +517,19 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
 # -- for the job: a source that may be several files ------------------------------------------
 
 
-def source_files(src: Any) -> list[str]:
-    """The files (paths or URLs) a resolved source reads: a ``MultiSource``'s, else ``[src]``."""
-    return list(src.files) if isinstance(src, MultiSource) else [src]
-
-
-def source_bytes(src: Any) -> int:
-    """Bytes of a resolved source (a ``MultiSource``'s files, or a file or store)."""
-    return src.nbytes if isinstance(src, MultiSource) else loc.total_bytes(src)
-
-
-def along_concat_dim(src: MultiSource, source: dict[str, SourceVariable], names: list[str],
+def along_concat_dim(src: Source, source: dict[str, SourceVariable], names: list[str],
                      notes: list[str]) -> list[str]:
-    """``names`` and every other variable along the concat dimension: the tasks write them all (no
-    single file holds one); the numeric ones not asked for are added (a note), any other is
-    refused naming it (ValueError)."""
-    along = [n for n, v in source.items() if src.dim in v.dims and n not in names]
+    """``names`` and every other variable along the concat dimension of several files: the tasks
+    write them all (no single file holds one); the numeric ones not asked for are added (a note),
+    any other is refused naming it (ValueError). One path: ``names``."""
+    dim = src.concat_dim
+    if dim is None:
+        return names
+    along = [n for n, v in source.items() if dim in v.dims and n not in names]
     other = [n for n in along if source[n].dtype.kind not in "biufc"]
     if other:
-        raise ValueError(f"src: variables {other} along {src.dim!r} are not numeric; combining several files "
+        raise ValueError(f"src: variables {other} along {dim!r} are not numeric; combining several files "
                          "writes every variable along the concat dimension through zopt: drop them first")
     if along:
-        notes.append(f"variables: {along} are along {src.dim!r} and are combined from every file too")
+        notes.append(f"variables: {along} are along {dim!r} and are combined from every file too")
     return names + along

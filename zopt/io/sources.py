@@ -1,4 +1,8 @@
-"""Opening a source through xarray, cached per job and keyed on the source's identity.
+"""One path as a source (``PathSource``), opened through xarray, cached per job and keyed on its identity.
+
+``PathSource`` is one local path or fsspec URL, a ``Source`` (``zopt.io.source_kinds``): a Zarr
+v2/v3 store or a netCDF/HDF5 file, read through xarray (``open_dataset``, below) except for Zarr
+v3 arrays, read through zarr.
 
 The tasks of one job running in one process share one open file (opening a netCDF file per
 task is slow). The cache key is the source's resolved path, its identity on disk (size and
@@ -14,12 +18,11 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 import os
 import threading
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -31,9 +34,12 @@ from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
+from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceVariable, open_source
 
 __all__ = [
     "CombinedSource",
+    "PathSource",
+    "Source",
     "SourceVariable",
     "arrays_in",
     "cached_tokens",
@@ -43,6 +49,7 @@ __all__ = [
     "is_zarr",
     "not_a_store",
     "on_release",
+    "open_dataset",
     "open_source",
     "read_source",
     "root_array_variable",
@@ -63,26 +70,12 @@ _MAX_ARRAYS = 64
 _arrays: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
 
 
-class CombinedSource:
-    """A source made of several files (``zopt.io.multi.MultiSource``): the functions of this module
-    take one wherever they take a path, and hand it these methods."""
-
-    text: str  # how messages and reports name it
-
-    def variables(self) -> dict[str, SourceVariable]:
-        raise NotImplementedError
-
-    def read(self, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
-        raise NotImplementedError
-
-    def template(self, token: str | None) -> xr.Dataset:
-        raise NotImplementedError
-
-
-def is_zarr(path: str) -> bool:
-    """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root."""
-    if isinstance(path, CombinedSource):
+def is_zarr(path: Any) -> bool:
+    """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root;
+    False for anything that is not a path (None: a source that is no one path, ``Source.location``)."""
+    if not isinstance(path, str | os.PathLike):
         return False
+    path = os.fspath(path)
     if loc.is_url(path):
         return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
@@ -115,15 +108,14 @@ def source_identity(src: str) -> tuple:
     return (path, tuple(stats))
 
 
-def open_source(src: str, token: str | None = None) -> xr.Dataset:
-    """Open ``src`` (Zarr v2/v3 store or netCDF/HDF5 file) lazily, without CF decoding.
+def open_dataset(src: str, token: str | None = None) -> xr.Dataset:
+    """Open the path or URL ``src`` (Zarr v2/v3 store or netCDF/HDF5 file) lazily, without CF decoding
+    (``PathSource.template``; any source: ``open_source(src).template(token)``).
 
     Cached per process under the source's identity (``source_identity``) and ``token`` (a job's
     id: ``release(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
-    does not exist. A ``CombinedSource``: its combined template (lazy, nothing cached).
+    does not exist.
     """
-    if isinstance(src, CombinedSource):
-        return src.template(token)
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     key = (source_identity(src), token)
@@ -193,10 +185,11 @@ def cached_tokens() -> list[str | None]:
         return [k[1] for k in _cache]
 
 
-def root_array_metadata(src: str) -> dict | None:
+def root_array_metadata(src: str | None) -> dict | None:
     """The metadata document of a store whose root is an array (``zarr.create_array("x.zarr", …)``),
-    v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else."""
-    if isinstance(src, CombinedSource) or not loc.is_url(src) and not os.path.isdir(src):
+    v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else (None:
+    a source that is no one path)."""
+    if src is None or not loc.is_url(src) and not os.path.isdir(src):
         return None
     for doc in ("zarr.json", ".zarray"):
         try:
@@ -245,11 +238,11 @@ def _is_group(location: str) -> bool:
         return loc.exists(loc.join(location, ".zgroup"))
 
 
-def hierarchy_dims(src: str) -> set[str]:
+def hierarchy_dims(src: str | None) -> set[str]:
     """The dimension names of every array of the Zarr hierarchy holding ``src`` (from the topmost
     group above it, child groups included; ``dim_0``… for arrays without names), or an empty set
-    when ``src`` is not a group inside a hierarchy (no child groups, no group above it)."""
-    if isinstance(src, CombinedSource) or not is_zarr(src):
+    when ``src`` is not a group inside a hierarchy (no child groups, no group above it; None)."""
+    if src is None or not is_zarr(src):
         return set()
     top = src.rstrip("/")
     while True:
@@ -270,14 +263,15 @@ def hierarchy_dims(src: str) -> set[str]:
     return found
 
 
-def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
+def children_to_copy(src: str | None, store: Any, plan: Any) -> list[str]:
     """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
     own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
-    destination store that is not a local directory, a plan, which covers one group)."""
+    destination store that is not a local directory, a plan, which covers one group). None (no
+    one path): none; several files' groups are refused when their summaries are read (zopt.io.multi)."""
     from zopt.io.paths import store_text
 
-    if isinstance(src, CombinedSource):
-        return []  # each file's groups: refused when its summary is read (zopt.io.multi)
+    if src is None:
+        return []
     children = child_groups(src)
     if not children:
         return []
@@ -325,32 +319,20 @@ def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> l
 # -- describing and reading a source's variables (the engine, the lossy analysis, verify) -----
 
 
-@dataclass(frozen=True)
-class SourceVariable:
-    """What the engine needs of a source variable: shape, numpy dtype and dimension names."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    dims: tuple[str, ...]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+def source_variables(src: str | Source, group: zarr.Group | None = None,
+                     token: str | None = None) -> dict[str, SourceVariable]:
+    """The variables of ``src`` (a path or URL, or any ``Source``: ``open_source(src).variables(token)``):
+    a Zarr v3 group's top-level arrays, read from their metadata (arrays without
+    ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them), or, for Zarr v2
+    and netCDF/HDF5, the variables xarray sees (``open_dataset``). ``group``: the group already
+    opened from the path ``src``, if the caller has it; ``token``: the job's id (see
+    ``open_dataset``). Raises FileNotFoundError if ``src`` does not exist."""
+    if group is not None:
+        return _path_variables(str(src), group, token)
+    return open_source(src).variables(token)
 
 
-def source_variables(src: str, group: zarr.Group | None = None, token: str | None = None) -> dict[str, SourceVariable]:
-    """The variables of ``src``: a Zarr v3 group's top-level arrays, read from their metadata
-    (arrays without ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them),
-    or, for Zarr v2 and netCDF/HDF5, the variables xarray sees (``open_source``). ``group``: the
-    group already opened from ``src``, if the caller has it; ``token``: the job's id (see
-    ``zopt.io.sources.open_source``).
-    Raises FileNotFoundError if ``src`` does not exist."""
-    if isinstance(src, CombinedSource):
-        return src.variables()
+def _path_variables(src: str, group: zarr.Group | None, token: str | None) -> dict[str, SourceVariable]:
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else zarr_v3_group(src)
@@ -367,21 +349,21 @@ def source_variables(src: str, group: zarr.Group | None = None, token: str | Non
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
             for name, a in arrays
         }
-    ds = open_source(src, token)
+    ds = open_dataset(src, token)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
 
 
-def read_source(src: str, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
-    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy.
+def read_source(src: str | Source, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy:
+    ``open_source(src).read(name, region, token)`` (``PathSource.read``, ``MultiSource.read``, …)."""
+    return open_source(src).read(name, region, token)
 
-    A raw-stored array of a local Zarr v3 store is read with positional reads of just the
-    covered rows of each stored chunk (``zopt.store.raw_read``), any other Zarr v3 array through zarr
-    with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a torn read
-    retried once), anything else through xarray (``open_source(src, token)``); a ``CombinedSource``
-    from the files the region covers.
-    """
-    if isinstance(src, CombinedSource):
-        return src.read(name, region, token)
+
+def _read_path(src: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+    """``PathSource.read``: a raw-stored array of a local Zarr v3 store is read with positional reads of
+    just the covered rows of each stored chunk (``zopt.store.raw_read``), any other Zarr v3 array
+    through zarr with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a
+    torn read retried once), anything else through xarray (``open_dataset(src, token)``)."""
     array, reader = _zarr_source(src, name, token)
     if reader is not None:
         return reader.read_region(region, array.fill_value)
@@ -391,7 +373,7 @@ def read_source(src: str, name: str, region: tuple[slice, ...], token: str | Non
         return read_region(array, region, src if os.path.isdir(src) else None)
     if array is not None and not name:  # a root array: no xarray view
         return np.asarray(array[region])
-    return open_source(src, token)[name].variable[region].values
+    return open_dataset(src, token)[name].variable[region].values
 
 
 def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
@@ -420,9 +402,10 @@ def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
     return array, reader
 
 
-def zarr_v3_group(src: str) -> zarr.Group | None:
-    """``src`` (a local path or fsspec URL) opened read-only if it is a Zarr v3 group, else None."""
-    if isinstance(src, CombinedSource):
+def zarr_v3_group(src: str | None) -> zarr.Group | None:
+    """``src`` (a local path or fsspec URL) opened read-only if it is a Zarr v3 group, else None (and
+    for None: a source that is no one path)."""
+    if src is None:
         return None
     if not loc.isfile(loc.join(src, "zarr.json")):
         return None
@@ -440,3 +423,52 @@ def root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
         names = dict(array.attrs).get("_ARRAY_DIMENSIONS")
     dims = tuple(str(d) if d else f"dim_{i}" for i, d in enumerate(names or (None,) * array.ndim))
     return {"": SourceVariable(tuple(array.shape), array.dtype, dims)}
+
+
+class PathSource(str):
+    """One local path or fsspec URL as a ``Source``: a Zarr v2/v3 store (its root group's arrays, or
+    a root array) or a netCDF/HDF5 file. A ``str`` (the path as given): every function taking a path
+    takes it, and it pickles, hashes and prints as the path does."""
+
+    __slots__ = ()
+    concat_dim: str | None = None
+    repacks: Mapping[str, Any] = MappingProxyType({})
+    notes: Sequence[str] = ()
+
+    @classmethod
+    def claims(cls, src: Any, concat_dim: str | None) -> bool:
+        return concat_dim is None and isinstance(src, str | os.PathLike)
+
+    @classmethod
+    def open(cls, src: Any, concat_dim: str | None, combine: str, scheduler: str | None) -> PathSource:
+        return cls(os.fspath(src))
+
+    @property
+    def text(self) -> str:
+        return str(self)
+
+    @property
+    def location(self) -> str:
+        return str(self)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return (str(self),)
+
+    def zarr_store(self) -> PathSource | None:
+        return self if is_zarr(self) else None
+
+    def total_bytes(self) -> int:
+        return loc.total_bytes(self)
+
+    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+        return _path_variables(self, None, token)
+
+    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+        return _read_path(self, name, region, token)
+
+    def template(self, token: str | None = None) -> xr.Dataset:
+        return open_dataset(self, token)
+
+    def identify(self, names: Sequence[str]) -> SourceIdentity:
+        return SourceIdentity(str(self))

@@ -5,8 +5,9 @@
   → publish → report; ``prepare``: ``parse_job`` and ``plan_of_work``, everything before the
   first write; ``in_place``: ``recompress_in_place``;
 - ``work``: the pure plan of work per array, built and checked before anything is written;
-- ``targets``: a local directory or a store; ``icechunk_target``: a branch of an Icechunk
-  repository; creating, measuring, publishing, discarding;
+- ``destinations``: the ``Target`` protocol and its factory ``open_target`` (``TARGET_KINDS``),
+  a local directory or a store; ``icechunk_target``: a branch of an Icechunk repository;
+  ``targets``: the target's metadata, created and measured;
 - ``dask_graph``: the Dask graph of the work and its run; ``graph``: the Dask keys;
 - ``tasks``: the worker functions; ``reports``: ``ArrayReport`` and ``RecompressReport``;
 - ``analyze``: ``zopt.analyze`` and ``zopt.plan`` on any source; ``compact``: packing

@@ -22,21 +22,13 @@ from typing import Any
 
 import zarr
 
-from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
-from zopt.io.multi import job_source, source_bytes
+from zopt.io.multi import job_source
 from zopt.io.sources import release as release_sources
-from zopt.io.unfinished import read_unfinished
-from zopt.job.dask_graph import run_writes, write_tasks
+from zopt.job.destinations import Target, WriteRun
 from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
 from zopt.job.reports import RecompressReport
-from zopt.job.targets import (
-    LocalTarget,
-    PartialStoreGoneError,
-    StoreTarget,
-    create_target,
-    same_metadata,
-)
+from zopt.job.targets import same_metadata
 from zopt.store.journal import keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -224,15 +216,15 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
     for rep in prepared.reports.values():
         rep.seconds = elapsed
     return RecompressReport(dst=target.text, arrays=list(prepared.reports.values()), seconds=elapsed,
-                            source_bytes=source_bytes(src), graph_seconds=graph_seconds, notes=notes, job=job,
+                            source_bytes=src.total_bytes(), graph_seconds=graph_seconds, notes=notes, job=job,
                             skipped=prepared.skipped, readers=readers)
 
 
-def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, notes: list[str],
+def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
              t0: float) -> RecompressReport:
     """The plan of work, with every child group's, and the graph built (never run)."""
     try:
-        write_tasks(p.work, target, p.src, job.decision_used, p.job_id, p.lossy_vars)
+        target.tasks(_run(job, p))
     finally:
         release_sources(p.job_id)
     reports = dict(p.reports)
@@ -254,50 +246,34 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
     from zopt.planning.readers import array_codecs, reader_line
 
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
-                            source_bytes=source_bytes(p.src), notes=notes, job=job, skipped=p.skipped,
+                            source_bytes=p.src.total_bytes(), notes=notes, job=job, skipped=p.skipped,
                             readers=reader_line(array_codecs(p.planned)).replace("readers:", "readers (planned):", 1))
 
 
-def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, notes: list[str]) -> float:
+def _run(job: RecompressJob, p: Prepared) -> WriteRun:
+    return WriteRun(p.work, p.src, job.decision_used, p.job_id, p.lossy_vars, p.reports, job.scheduler, job.progress)
+
+
+def _write(job: RecompressJob, p: Prepared, target: Target, notes: list[str]) -> float:
     """Create (or resume) the target, run the graph, rewrite the child groups. Returns graph seconds.
     On an error the partial store is kept when the journal can resume it, else removed."""
-    src = p.src
-    partial = target.root
     made = False
     try:
-        target.start(fresh=p.record is None)
-        partial = target.root  # an Icechunk target's session exists once started
+        target.begin(p.record is None, p.job_id, p.src.text)
+        partial = target.root  # an Icechunk target's session exists once begun
         if p.record is None:
-            if target.journal is None:  # a Store, written in place: marked unfinished before its first key
-                target.begin(p.job_id, getattr(src, "text", src))
-            try:
-                create_target(p.spec, partial)
-            except NODE_EXISTS_ERRORS as exc:
-                if target.journal is not None:
-                    raise
-                # a store this job cleared or found empty: another job wrote metadata since (at the root: before
-                # this job wrote any, so only its marker is left to yield)
-                raise target.taken_over(read_unfinished(partial), only_marker=existing_node_path(exc) == "") from exc
-            if target.journal is not None:  # recorded once the metadata exists: a partial store without it starts over
-                target.journal.begin(p.fp, p.job_id, p.layouts)
+            target.create(p.spec, p.fp, p.job_id, p.layouts)  # the metadata, then the journal's record
         else:
-            notes.append(f"resumed the interrupted job in {getattr(target, 'kept_text', partial)}")
+            notes.append(f"resumed the interrupted job in {target.kept_text}")
         made = True
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
                 raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
-        if hasattr(target, "run"):  # Icechunk: waves of forked sessions, each committed (zopt.job.icechunk_target)
-            graph_seconds = target.run(p.work, src, job.decision_used, p.job_id, p.lossy_vars, p.reports,
-                                       job.scheduler, job.progress)
-        else:
-            tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
-            graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress,
-                                       token=p.job_id)
-        target.after_writes()
+        graph_seconds = target.write(_run(job, p))
         return graph_seconds + _write_children(job, p, partial, notes)
     except BaseException as exc:
-        gone = _partial_gone(target, exc) if made else None
-        _keep_or_discard(target, exc, partial)
+        gone = target.gone(exc) if made else None
+        _keep_or_discard(target, exc)
         if gone is not None:
             raise gone from exc
         raise
@@ -327,68 +303,46 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[s
     return seconds
 
 
-def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget) -> str:
+def _publish(job: RecompressJob, p: Prepared, target: Target) -> str:
     """Consolidate, run ``before_publish`` over every array written, then publish atomically.
     Returns the reader line of the store as published (every array, copied ones included)."""
     from zopt.planning.readers import reader_line, store_arrays
 
-    partial = target.root
     try:
-        if not p.root_meta and getattr(target, "consolidates", True):
+        if not p.root_meta and target.consolidates:
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
-                zarr.consolidate_metadata(partial, zarr_format=3)
-        readers = reader_line(store_arrays(_written(target, partial)))
+                zarr.consolidate_metadata(target.root, zarr_format=3)
+        readers = reader_line(store_arrays(target.written()))
     except BaseException as exc:
-        gone = _partial_gone(target, exc)
-        _keep_or_discard(target, exc, partial)
+        gone = target.gone(exc)
+        _keep_or_discard(target, exc)
         if gone is not None:
             raise gone from exc
         raise
     if job.before_publish is not None:
         try:
             with job_source(p.src):  # a check combining the same files reuses the job's summaries (zopt.io.multi)
-                job.before_publish(getattr(target, "root_text", partial), list(p.reports))
+                job.before_publish(target.output(), list(p.reports))
         except BaseException as exc:
-            kept = getattr(target, "kept_text", target.text) if isinstance(target, StoreTarget) else partial
-            exc.add_note(f"before_publish refused the written store; it is kept in {kept}")  # Icechunk: the work branch
+            exc.add_note(f"before_publish refused the written store; it is kept in {target.kept_text}")  # Icechunk: the work branch
             raise
     try:
         target.publish()
     except BaseException as exc:
-        gone = _partial_gone(target, exc)
-        _keep_or_discard(target, exc, partial)
+        gone = target.gone(exc)
+        _keep_or_discard(target, exc)
         if gone is not None:
             raise gone from exc
         raise
     return readers
 
 
-def _written(target: LocalTarget | StoreTarget, partial: Any) -> Any:
-    """What holds the written store before the publish: the partial store, or an Icechunk target's
-    commit (its work session's store is not where the waves of forked sessions wrote)."""
-    snapshot = getattr(target, "snapshot", None)
-    if snapshot is not None and hasattr(target, "repo"):
-        return target.repo.readonly_session(snapshot_id=snapshot).store
-    return partial
-
-
-def _partial_gone(target: LocalTarget | StoreTarget, exc: BaseException) -> PartialStoreGoneError | None:
-    """A job that failed because its partial store was removed while it ran (zarr or a rename then
-    names only the missing path): the error in words."""
-    if not isinstance(target, LocalTarget) or not isinstance(exc, Exception) or os.path.isdir(target.root):
-        return None
-    return PartialStoreGoneError(
-        f"dst {target.dst!r}: its partial store {target.root!r} was removed while the job was writing it, by "
-        f"another process (a clean-up, or a job that does not take zopt's lock {target.dst}.zopt-lock); nothing "
-        f"was published{'' if os.path.lexists(target.dst) else ' (DST does not exist)'}: run the job again")
-
-
-def _keep_or_discard(target: LocalTarget | StoreTarget, exc: BaseException, partial: Any) -> None:
+def _keep_or_discard(target: Target, exc: BaseException) -> None:
     """A resumable failure keeps the partial store (with a note saying so); any other removes it."""
     journal = target.journal
     if journal is not None and keeps_partial(exc) and _resumable(journal):
-        exc.add_note(f"the finished shards are kept in {getattr(target, 'kept_text', partial)}: "
+        exc.add_note(f"the finished shards are kept in {target.kept_text}: "
                      "run the same command again to resume")
     else:
         target.discard()

@@ -34,9 +34,10 @@ from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
 from zopt.errors import ZoptError
 from zopt.io.paths import check_store_replaceable
+from zopt.job.dask_graph import write_tasks
 from zopt.job.graph import unit_key
 from zopt.job.reports import ArrayReport
-from zopt.job.targets import StoreTarget
+from zopt.job.targets import TargetSpec, create_target
 from zopt.job.tasks import ShardJob, write_packed_shard, write_region
 from zopt.job.work import Work
 from zopt.store.journal import ResumeMismatchError
@@ -54,10 +55,21 @@ class WorkBranchChangedError(ZoptError, RuntimeError):
     is not published, and the branch is left to that job."""
 
 
-class IcechunkTarget(StoreTarget):
-    """A branch of an Icechunk repository (see the module docstring)."""
+class IcechunkTarget:
+    """A branch of an Icechunk repository (see the module docstring), a ``zopt.job.destinations.Target``."""
 
     consolidates = False
+    positional = False  # shards are packed and put whole
+
+    @classmethod
+    def claims(cls, dst: Any) -> bool:
+        return icc.is_icechunk(dst)
+
+    @classmethod
+    def open(cls, dst: Any, opening: Any) -> IcechunkTarget:
+        """``RepositoryNotFoundError`` for a missing repository or branch; an existing store on the
+        branch replaced only with ``opening.overwrite``; nothing written."""
+        return cls(dst, opening.overwrite)
 
     def __init__(self, dst: Any, overwrite: bool) -> None:
         ref = icc.open_ref(dst)  # RepositoryNotFoundError: nothing touched
@@ -93,14 +105,52 @@ class IcechunkTarget(StoreTarget):
         ok = isinstance(record, dict) and record.get("format") == _FORMAT and record.get("complete")
         return record if ok else None
 
-    # -- the interface of LocalTarget / StoreTarget -----------------------------------------
+    # -- the Target protocol (zopt.job.destinations) ------------------------------------------
     @property
-    def store(self) -> Any:  # type: ignore[override]
+    def store(self) -> Any:
         return None if self.session is None else self.session.store
 
     @property
-    def root(self) -> Any:  # type: ignore[override]
+    def root(self) -> Any:
         return self.store
+
+    def store_of(self) -> Any:
+        return self.store or self.text
+
+    def shard_dir(self, name: str) -> str:
+        return name  # the array's key prefix (``--dry-run`` builds the tasks of a store destination)
+
+    def begin(self, fresh: bool, job_id: str, src_text: str) -> None:
+        self.src_text = src_text  # the commit messages name the source
+        self.start(fresh)
+
+    def create(self, spec: TargetSpec, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
+        """The target metadata on the work branch, committed with the job's record (``record_job``)."""
+        create_target(spec, self.root)
+        self.journal.begin(fp, job_id, layouts)
+
+    def tasks(self, run: Any) -> list[tuple[str, Any]]:
+        return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
+
+    def write(self, run: Any) -> float:
+        """Waves of forked sessions, each merged and committed (``run``)."""
+        return self.run(run.work, run.src, run.decision, run.job_id, run.lossy, run.reports, run.scheduler,
+                        run.progress)
+
+    def written(self) -> Any:
+        """The job's commit (its work session's store is not where the waves of forked sessions wrote)."""
+        if self.snapshot is not None:
+            return self.repo.readonly_session(snapshot_id=self.snapshot).store
+        return self.root
+
+    def output(self) -> str:
+        return self.root_text
+
+    def gone(self, exc: BaseException) -> None:
+        return None  # another job changing the work branch is WorkBranchChangedError, raised where found
+
+    def end(self) -> None:
+        pass  # no marker: the work branch's commits say which job wrote it
 
     @property
     def root_text(self) -> str:
@@ -216,7 +266,7 @@ class IcechunkTarget(StoreTarget):
                 "nothing was published: run the job again on the new tip")
 
     # -- the job's commits ------------------------------------------------------------------
-    def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
+    def record_job(self, fp: dict[str, Any] | None, job: str, layouts: dict[str, Any]) -> None:
         self.record = {"format": _FORMAT, "fingerprint": fp, "job": job, "base": self.base, "branch": self.branch,
                        "pid": os.getpid(), "host": socket.gethostname(),  # a live job is not resumed by another
                        "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()},
@@ -391,8 +441,8 @@ class _CommitJournal:
                 f"({record.get('base')} → {t.base}); delete branch {t.work_branch!r} to start over")
         journal.check(record, fp, dst)
 
-    def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
-        self.target.begin(fp, job, layouts)
+    def begin(self, fp: dict[str, Any] | None, job: str, layouts: dict[str, Any]) -> None:
+        self.target.record_job(fp, job, layouts)
 
     def marker(self, name: str, coords: Any) -> None:
         return None

@@ -19,18 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from zopt.compat.icechunk_compat import is_icechunk
 from zopt.io import locations as loc
-from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_files
-from zopt.io.paths import (
-    check_no_overlap,
-    check_replaceable,
-    check_store_replaceable,
-    recover,
-    resolve,
-    store_text,
-)
+from zopt.io.multi import along_concat_dim
+from zopt.io.paths import resolve
 from zopt.io.source_check import check_store
+from zopt.io.source_kinds import Source, open_source
 from zopt.io.sources import (
     SourceVariable,
     children_to_copy,
@@ -42,18 +35,10 @@ from zopt.io.sources import (
     zarr_v3_group,
 )
 from zopt.io.sources import release as release_sources
-from zopt.io.unfinished import UNFINISHED_KEY, check_not_running
+from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
-from zopt.job.targets import (
-    LocalTarget,
-    StoreTarget,
-    TargetSpec,
-    check_no_url_overlap,
-    destination,
-    stored_bytes_of,
-    target_arrays,
-)
+from zopt.job.targets import TargetSpec, stored_bytes_of, target_arrays
 from zopt.job.work import ArrayWork, build_work, layouts_for
 from zopt.planning.chains import (
     chains_to_check,
@@ -66,7 +51,6 @@ from zopt.planning.chains import (
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
 from zopt.store.journal import Journal, fingerprint
-from zopt.store.lock import destination_lock
 
 __all__ = ["Prepared", "job_layout", "job_readers", "parse_job", "plan_of_work"]
 
@@ -76,7 +60,7 @@ class Prepared:
     """The plan of work of one job, made in memory before anything is written."""
 
     job_id: str
-    src: Any  # the resolved source: a path or URL, or a zopt.io.multi.MultiSource
+    src: Source  # the resolved source: a path or URL (PathSource), or several files (MultiSource)
     source_group: Any
     root_meta: Any
     children: list[str]
@@ -98,88 +82,53 @@ class Prepared:
     record: dict[str, Any] | None = None
 
 
-def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[str, LocalTarget | StoreTarget,
-                                                                                  list[str]]:
+def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[Source, Target, list[str]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused.
 
     ``hold``: a local directory DST's lock (``zopt.store.lock.destination_lock``) is taken into it
-    before anything of DST is touched, and a store's end of job registered (``StoreTarget.end``); the
+    before anything of DST is touched, and the target's end registered (``Target.end``); the
     caller releases them once the job has published or failed. None for a child group's job, which
     its parent's lock covers."""
     src, notes = _source(job)
-    if is_icechunk(job.dst):
-        return src, _icechunk_target(job, src if isinstance(src, str) else src.text, notes), notes
-    store, path = destination(job.dst)
-    if store is None:
-        dst = resolve(path)
-        for one in source_files(src):
-            if not loc.is_url(one):
-                check_no_overlap(one, dst)
-        if hold is not None:  # one job per DST: StoreLockedError for a second one, nothing written
-            hold.enter_context(destination_lock(dst, "recompress"))
-        recovered = recover(dst)
-        if recovered:
-            notes.append(recovered)
-        check_replaceable(dst, job.overwrite)
-        return src, LocalTarget(dst), notes
-    for one in source_files(src):
-        check_no_url_overlap(one, store)
-    holds = check_store_replaceable(store, job.overwrite, store_text(store), (UNFINISHED_KEY,))
-    if holds:
-        check_not_running(store, store_text(store))  # a live job's marker (this host): StoreLockedError
-    if job.layout == "fixed-slot":
-        notes.append(f"layout: fixed slots need positional writes (a local directory store); {store_text(store)} "
-                     "has none, so each shard was assembled packed inside one task and written with one put")
-    target = StoreTarget(store, clear=holds)
-    if hold is not None:
-        hold.callback(target.end)
+    target = open_target(job.dst, Opening(job.overwrite, src.files, hold, notes, job.layout))
     return src, target, notes
 
 
-def _source(job: RecompressJob) -> tuple[Any, list[str]]:
+def _source(job: RecompressJob) -> tuple[Source, list[str]]:
     """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
     if job.concat_dim is None:
-        return (os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
-    multi = open_multi(job.src, job.concat_dim, job.scheduler, job.combine)
+        return open_source(os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
+    multi = open_source(job.src, concat_dim=job.concat_dim, combine=job.combine, scheduler=job.scheduler)
     return multi, [f"src: {multi.text}", *multi.notes]
-def _icechunk_target(job: RecompressJob, src: str, notes: list[str]) -> StoreTarget:
-    from zopt.job.icechunk_target import IcechunkTarget
-
-    target = IcechunkTarget(job.dst, job.overwrite)
-    target.src_text = src
-    if job.layout == "fixed-slot":
-        notes.append(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
-                     "has none, so each shard was assembled packed inside one task and written with one put")
-    return target
 
 
-def job_layout(job: RecompressJob, target: LocalTarget | StoreTarget) -> str:
-    return "compact" if isinstance(target, StoreTarget) else job.layout
+def job_layout(job: RecompressJob, target: Target) -> str:
+    return job.layout if target.positional else "compact"
 
 
-def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, notes: list[str]) -> Prepared:
+def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[str]) -> Prepared:
     """Describe the source, attach lossy and plan, check readers and the journal, build the work."""
     plan = job.plan
     if isinstance(plan, str | os.PathLike):
         from zopt.planning.plan import Plan
 
         plan = Plan.load(plan)
-    store = (target.store or target.text) if isinstance(target, StoreTarget) else None
-    skipped = [] if isinstance(src, MultiSource) or not is_zarr(src) else check_store(src, job.skip_broken)
+    where = src.location  # one path or URL; None for several files
+    skipped = check_store(where, job.skip_broken) if where is not None and is_zarr(where) else []
     if skipped:
         notes.append(f"skipped arrays with broken metadata: {skipped}")
     p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
-                  src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
-                  children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
+                  src=src, source_group=zarr_v3_group(where), root_meta=root_array_metadata(where),
+                  children=children_to_copy(where, target.store_of(), plan), notes=notes, skipped=skipped)
     p.plan = plan
     try:  # the plan of work, checked: nothing written yet, the sources opened so far closed on a refusal
-        p.source = root_array_variable(src, p.root_meta) if p.root_meta else source_variables(src, p.source_group, p.job_id)
+        p.source = (root_array_variable(where, p.root_meta) if p.root_meta and where is not None
+                    else source_variables(src, p.source_group, p.job_id))
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
         unknown = sorted(job.lossy_groups() - set(p.children))
         if unknown:  # a child job would never receive them: refused, not ignored
             raise ValueError(f"lossy: {unknown} are not child groups of the source; it has {p.children or 'none'}")
-        if isinstance(src, MultiSource):
-            p.names = along_concat_dim(src, p.source, p.names, notes)
+        p.names = along_concat_dim(src, p.source, p.names, notes)  # several files: every variable along concat_dim
         specs = {"chunks": job.chunk_spec, "shards": job.shard_spec}
         notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
@@ -193,16 +142,16 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
     return p
 
 
-def _other_groups_dims(src: Any, source: dict[str, Any], names: list[str], specs: dict[str, Any]) -> set[str] | None:
+def _other_groups_dims(src: Source, source: dict[str, Any], names: list[str], specs: dict[str, Any]) -> set[str] | None:
     """The dimensions of the hierarchy's other groups, read only when a named shape has a dimension
     this group's rewritten variables lack (each group's job applies the shapes to its own arrays)."""
     dims = {d for n in names for d in source[n].dims}
     if not any(isinstance(sp, dict) and set(sp) - dims for sp in specs.values()):
         return None
-    return hierarchy_dims(src)
+    return hierarchy_dims(src.location)
 
 
-def _attach_lossy(job: RecompressJob, src: str, p: Prepared, layout: str) -> None:
+def _attach_lossy(job: RecompressJob, src: Source, p: Prepared, layout: str) -> None:
     """``zopt.lossy``: analysed here; each lossy variable gets its own chain, attributes and check,
     or, where its lossless default stores fewer bytes on the sampled chunks, is written lossless
     (a note says so: no lossy mode stores more than lossless, issue 35)."""
@@ -282,23 +231,21 @@ def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, 
         p.notes.append("lossy tails chosen by trial (zopt.lossy.tails): " + ", ".join(tails))
 
 
-def _check_journal(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared) -> None:
+def _check_journal(job: RecompressJob, src: Source, target: Target, p: Prepared) -> None:
     """The job's fingerprint; an interrupted run of a different job is refused (nothing touched)."""
     journal = target.journal
     if journal is None:
         return
     options = {**job.fingerprinted(), "plan": p.plan}  # the loaded plan's content, not only its path
-    if isinstance(src, MultiSource):  # every file's path, size, mtime and sampled bytes
-        p.fp = fingerprint(src.text, p.names, options, identity=src.identity, files=src.table)
-    else:
-        p.fp = fingerprint(src, p.names, options)
+    ident = src.identify(p.names)  # several files: every file's path, size, mtime and sampled bytes
+    p.fp = fingerprint(ident.text, p.names, options, identity=ident.digest, files=ident.files)
     p.record = journal.read()
     if p.record is not None:
         journal.check(p.record, p.fp, target.text)  # ResumeMismatchError
         p.record = journal.read()  # a check may set aside a record it does not resume (Icechunk: a published job's)
 
 
-def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget, p: Prepared, plan: Any) -> None:
+def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, plan: Any) -> None:
     """Layouts, chains, the target metadata in memory and the plan of work; ``max_memory`` checked."""
     if p.record is not None:
         p.layouts = Journal.layouts(p.record)
@@ -307,7 +254,7 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
                                 job.variables)
     chain = job.chain
     readers = job_readers(job)
-    floats = {n for n in src.repacks if n in p.names} if isinstance(src, MultiSource) else set()
+    floats = {n for n in src.repacks if n in p.names}
     repacks = _repacks(src, p, readers)
     chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
                          job.budget_used, _menu_readers(job), job.decision_used, job_layout(job, target), job.scheduler,
@@ -349,17 +296,15 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     over = p.work.over_memory(limit)
     if over is not None:
         raise ValueError(_memory_message(over, limit))
-    p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
+    p.reports = {name: _report(w, p.source[name], stored_bytes_of(src.location, name)) for name, w in p.work.arrays.items()}
 
 
-def _repacks(src: Any, p: Prepared, readers: list[str]) -> dict[str, Any]:
+def _repacks(src: Source, p: Prepared, readers: list[str]) -> dict[str, Any]:
     """``{name: zopt.io.packing.Repack}`` of the variables whose files are packed differently, to
     be re-expressed as one exact integer packing (``scale_offset`` + ``cast_value``) where every
     reader reads those codecs (``zarr-python-3.2``, ``zopt``); for other readers (the default,
     zarr-python >= 3.1) none: those variables are written as the floats the files decode to,
-    exactly, with the menu's chain, and their notes say so."""
-    if not isinstance(src, MultiSource):
-        return {}
+    exactly, with the menu's chain, and their notes say so. One path: none."""
     from zopt.planning.readers import reads_repacking
 
     found = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars}
@@ -378,7 +323,7 @@ def _repacks(src: Any, p: Prepared, readers: list[str]) -> dict[str, Any]:
 MAX_UNITS = 10**8
 
 
-def _check_units(src: Any, source: dict[str, SourceVariable], layouts: dict[str, Any]) -> None:
+def _check_units(src: Source, source: dict[str, SourceVariable], layouts: dict[str, Any]) -> None:
     """ValueError naming the source and array whose write units the plan of work could not list
     (a corrupt shape such as 2**62 rows was a MemoryError naming nothing)."""
     for name, (inner, shard) in layouts.items():
@@ -386,7 +331,7 @@ def _check_units(src: Any, source: dict[str, SourceVariable], layouts: dict[str,
         units = math.prod(math.ceil(s / k) for s, k in zip(shape, shard or inner, strict=True))
         if units > MAX_UNITS:
             what = f"array {name!r}" if name else "the root array"
-            raise ValueError(f"src: {what} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
+            raise ValueError(f"src: {what} of {src.text}: shape {shape} makes {units:.3g} "
                              f"{'shards' if shard else 'chunks'} of {tuple(shard or inner)}, more than the {MAX_UNITS:.0e} "
                              "one job lists (a corrupt shape?); give larger --chunks/--shards if the shape is right")
 

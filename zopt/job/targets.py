@@ -1,13 +1,10 @@
-"""Where a recompress job writes: a local directory or a store without positional writes.
+"""What a recompress job writes, whatever the destination (``zopt.job.destinations``): its metadata and sizes.
 
-- ``LocalTarget``: a local directory ``dst``, written under ``dst.zopt-partial`` (with the job's
-  journal, ``zopt.store.journal``) and renamed into place at the end (``zopt.io.paths.publish``);
-- ``StoreTarget``: a ``zarr.abc.store.Store`` or fsspec URL, written in place (cleared first, and
-  again on failure), one ``set`` per packed shard.
-
-Both create the target's metadata (``create_target``), measure what an array stores
-(``stored_sizes``), publish and discard; ``target_arrays`` makes the rewritten arrays' metadata
-in memory for the plan of work (``zopt.job.work``) before anything is written.
+``create_target`` writes the target's metadata (a Zarr v3 source copied at the Zarr level,
+anything else through xarray), ``target_arrays`` makes the rewritten arrays' metadata in memory
+for the plan of work (``zopt.job.work``) before anything is written, ``stored_sizes`` measures
+what an array stores, ``put_shard`` puts a packed shard into a store, ``destination`` tells a
+store destination from a local directory.
 """
 
 from __future__ import annotations
@@ -25,21 +22,13 @@ import zarr
 
 from zopt.errors import ZoptError
 from zopt.io import locations as loc
-from zopt.io.paths import PARTIAL_SUFFIX, OverlapError, publish, store_text
+from zopt.io.paths import OverlapError, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
-from zopt.io.unfinished import (
-    StoreTakenOverError,
-    done_writing,
-    mark_unfinished,
-    owns,
-    read_unfinished,
-    remove_unfinished,
-)
-from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
-from zopt.store.shards import allocated_bytes, remove_temp_files
+from zopt.store.journal import JOURNAL_DIR
+from zopt.store.shards import allocated_bytes
 
 __all__ = [
-    "LocalTarget", "PartialStoreGoneError", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
+    "PartialStoreGoneError", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
     "put_shard", "same_metadata", "stored_bytes_of", "stored_sizes", "target_arrays",
 ]
 
@@ -47,122 +36,6 @@ __all__ = [
 class PartialStoreGoneError(ZoptError, FileNotFoundError):
     """A local DST's partial store (``DST.zopt-partial``) was removed by another process while the
     job was writing it; nothing was published."""
-
-
-class LocalTarget:
-    """A local directory ``dst``: written under ``dst.zopt-partial``, which holds the journal, and
-    renamed into place by ``publish``."""
-
-    store = None  # shard tasks write files at paths
-
-    def __init__(self, dst: str) -> None:
-        self.dst = dst
-        self.root = dst.rstrip("/") + PARTIAL_SUFFIX
-        self.journal = Journal(self.root)
-        self.text = dst
-
-    def shard_dir(self, name: str) -> str:
-        return os.path.join(self.root, name)
-
-    def start(self, fresh: bool) -> None:
-        """Before creating (``fresh``: a partial store without a journal is a job killed before
-        its plan of work was recorded, removed) or resuming (its temporary files removed)."""
-        if fresh:
-            shutil.rmtree(self.root, ignore_errors=True)
-        else:
-            remove_temporaries(self.root)
-
-    def stored_sizes(self, name: str) -> tuple[int, int]:
-        return stored_sizes(self.root, name)
-
-    def after_writes(self) -> None:
-        remove_temp_files(self.root)  # e.g. a slot writer Dask re-ran after its shard's finalize: not published
-
-    def publish(self) -> None:
-        self.journal.remove()  # DST never holds the journal; a kill right here only means starting over
-        publish(self.root, self.dst)  # the old DST, if any, is renamed aside and deleted only once the new one is in place
-
-    def discard(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-class StoreTarget:
-    """A zarr Store without positional writes or rename: written in place, cleared first and on failure.
-
-    Not locked (an object store has no lock zopt can take): a store holding the marker of a live job of
-    this host is refused (``zopt.io.unfinished.check_not_running``), and a job whose marker another job
-    replaced (it cleared the store) fails at its end instead of publishing, and leaves the store to it."""
-
-    journal = None
-    job: str | None = None  # the job id of the marker, once put
-
-    def __init__(self, store: Any, clear: bool = True) -> None:
-        self.store = self.root = store
-        self.text = store_text(store)
-        self.clear = clear  # False: it held nothing when checked; clearing it now could only delete another job's
-
-    def shard_dir(self, name: str) -> str:
-        return name  # the array's key prefix
-
-    def start(self, fresh: bool) -> None:
-        if self.clear:
-            self._clear()
-
-    def begin(self, job: str, src: str) -> None:
-        """Before the target's first key is written: mark the store unfinished until ``publish``
-        (``zopt.io.unfinished``: a killed job's store is recognisable as such, from its first
-        ``zarr.json`` on)."""
-        other = read_unfinished(self.store)  # cleared by ``start``: a marker now is a job that began since
-        if other is not None:
-            raise self.taken_over(other)
-        self.job, self.src = job, src
-        mark_unfinished(self.store, job, src)
-        if _sync_exists(self.store, "zarr.json"):  # another job put its marker and metadata in the same moments
-            raise self.taken_over(read_unfinished(self.store), only_marker=True)
-
-    def taken_over(self, other: dict[str, Any] | None, only_marker: bool = False) -> StoreTakenOverError:
-        """The error of a job that found another job writing its store after it cleared it (or found
-        it empty): that job's marker, or its root metadata. This job stops, leaving the store to that
-        job. ``only_marker``: the other job's root metadata appeared after this job's marker (so after
-        its clear), and this job wrote nothing else: its marker is marked yielded, and the other job
-        publishes as usual (``zopt.io.unfinished.remove_unfinished``)."""
-        mine = owns(other, self.job)
-        if only_marker and mine:
-            mark_unfinished(self.store, self.job, self.src, yielded=True)
-        self.job = None  # nothing of the store is this job's to clear or unmark
-        who = "" if not other or mine else " (" + ", ".join(f"{k} {other[k]}" for k in ("job", "started", "host", "pid")
-                                                            if k in other) + ")"
-        return StoreTakenOverError(f"dst {self.text}: another zopt job{who} began writing the store in the same "
-                                   "moments as this one; this job stops and leaves the store to it: run one job at a "
-                                   "time per store")
-
-    def stored_sizes(self, name: str) -> tuple[int, int]:
-        return stored_sizes(self.store, name)
-
-    def after_writes(self) -> None:
-        pass
-
-    def publish(self) -> None:
-        remove_unfinished(self.store, self.job, self.text)  # written in place: the marker goes last, if still ours
-
-    def discard(self) -> None:
-        if owns(read_unfinished(self.store), self.job):  # never another job's store, written or being written
-            self._clear()
-
-    def end(self) -> None:
-        """The job has ended, however: its marker, if left, is no longer a live job's in this process."""
-        done_writing(self.job)
-
-    def _clear(self) -> None:
-        from zarr.core.sync import sync
-
-        sync(self.store.delete_dir(""))
-
-
-def _sync_exists(store: Any, key: str) -> bool:
-    from zarr.core.sync import sync
-
-    return bool(sync(store.exists(key)))
 
 
 def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
@@ -187,7 +60,7 @@ class TargetSpec:
     ``zarr.create_array`` takes them); ``root_meta`` for a store whose root is an array; ``token``
     the job's; ``attrs`` extra attributes and ``fills`` fill values per variable (``zopt.lossy``)."""
 
-    src: str
+    src: Any  # a zopt.io.source_kinds.Source: a path (PathSource, a str) where source_group or root_meta is set
     source_group: zarr.Group | None
     source: dict[str, SourceVariable]
     names: list[str]
@@ -247,7 +120,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         return
     import dask.array as da
 
-    ds = open_source(src, token)
+    ds = open_source(src).template(token)  # a Source: one file, several files combined
     if only_rewritten:  # xarray encodes variable by variable: the rewritten ones alone give the same metadata
         ds = ds[list(names)]
         ds = ds.drop_vars([c for c in ds.coords if c not in names])
@@ -316,8 +189,10 @@ def stored_sizes(store: Any, name: str) -> tuple[int, int]:
     return apparent, allocated
 
 
-def stored_bytes_of(src: str, name: str) -> int | None:
-    if not is_zarr(src):
+def stored_bytes_of(src: str | None, name: str) -> int | None:
+    """Bytes of the chunk files of array ``name`` of the Zarr store ``src`` (a path or URL); None for
+    another source (a file, several files: ``Source.location``)."""
+    if src is None or not is_zarr(src):
         return None
     if loc.is_url(src):
         return sum(n for p, n in loc.files(loc.join(src, name) if name else src)

@@ -450,7 +450,7 @@ def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], 
         return ({n: arrays[n].metadata.fill_value for n in names}, {n: dict(arrays[n].attrs) for n in names})
     token = "lossy-attributes"
     try:
-        return _xarray_fill_and_attrs(open_source(src, token), names)
+        return _xarray_fill_and_attrs(open_source(src).template(token), names)
     finally:
         release(token)
 

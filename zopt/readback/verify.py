@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.io.source_kinds import Source
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
 from zopt.readback.endpoints import (
     check_endpoint_types,
@@ -147,11 +148,9 @@ def _zarr_metas(store: str) -> dict[str, _Meta]:
     return out
 
 
-def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
-    from zopt.io.sources import open_source
-
+def _xarray_metas(src: Source, token: str) -> dict[str, _Meta]:
     out = {}
-    for name, v in open_source(src, token).variables.items():
+    for name, v in src.template(token).variables.items():
         fill = v.attrs.get("_FillValue", v.encoding.get("_FillValue"))
         out[str(name)] = _Meta(tuple(v.shape), np.dtype(v.dtype), fill,
                                {k: _plain(x) for k, x in v.attrs.items() if k not in _NOT_ATTRIBUTES},
@@ -159,24 +158,23 @@ def _xarray_metas(src: str, token: str) -> dict[str, _Meta]:
     return out
 
 
-def _metas(store: str, token: str) -> dict[str, _Meta]:
-    from zopt.io.sources import is_zarr
-
-    return _zarr_metas(store) if is_store(store) or is_zarr(store) else _xarray_metas(store, token)
+def _metas(source: Source, token: str) -> dict[str, _Meta]:
+    store = source.zarr_store()
+    return _zarr_metas(store) if store is not None else _xarray_metas(source, token)
 
 
 # -- values ---------------------------------------------------------------------------------
 
 
-def _read(store: str, name: str, region: tuple[slice, ...], token: str) -> np.ndarray:
+def _read(source: Source, name: str, region: tuple[slice, ...], token: str) -> np.ndarray:
     from zopt.compat.zarr_compat import open_array
-    from zopt.io.sources import is_zarr, read_source
 
-    if is_store(store) or is_zarr(store):  # a zarr Store (Icechunk) is read through zarr
+    store = source.zarr_store()
+    if store is not None and source.location is not None:  # a Zarr path (a zarr Store: StoreSource.read, through zarr)
         array = open_array(store, path=name, mode="r")
-        if array.metadata.zarr_format == 2 or is_store(store):  # a v2 array of a child group has no xarray view
+        if array.metadata.zarr_format == 2:  # a v2 array of a child group has no xarray view
             return np.asarray(array[region])
-    return np.asarray(read_source(store, name, region, token))
+    return np.asarray(source.read(name, region, token))
 
 
 def _differs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -201,7 +199,7 @@ def _max_abs(x: np.ndarray, y: np.ndarray) -> float | None:
         return float(np.abs(ys[finite] - xs[finite]).max())
 
 
-def _compare_unit(src: str, dst: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
+def _compare_unit(src: Source, dst: Source, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
                   record: dict[str, Any] | None, sentinels: tuple[Any, ...], token: str, limit: int) -> dict[str, Any]:
     """Dask task: compare one destination write unit (``region``), inner chunk by inner chunk."""
     from zopt.codecs.grid import regions
@@ -299,14 +297,12 @@ def verify(
     from zopt.io import locations as loc
     from zopt.io.multi import check_combine_use
     from zopt.io.paths import resolve
-    from zopt.io.sources import is_zarr, not_a_store, release
+    from zopt.io.sources import is_zarr, not_a_store, open_source, release
     from zopt.lossy.check import record_problems, stated_record
 
     check_combine_use(combine, concat_dim)
     if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
-        from zopt.io.multi import open_multi
-
-        src = open_multi(src, concat_dim, scheduler, combine)
+        src = open_source(src, concat_dim=concat_dim, combine=combine, scheduler=scheduler)
     combined = concat_dim is not None
     src, dst = (x if combined and x is src or is_icechunk(x) or is_store(x) else os.fspath(x) for x in (src, dst))
     for what, path in (("src", src), ("dst", dst))[combined:]:
@@ -333,9 +329,10 @@ def verify(
 
     (src, src_text), (dst, dst_text) = opened(src, "src"), opened(dst, "dst")
     shown = (src_text, dst_text)
+    source, output = open_source(src), open_source(dst)  # zopt.io.source_kinds: read alike, whatever they are
     token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
-        theirs, ours = _metas(src, token), _metas(dst, token)
+        theirs, ours = _metas(source, token), _metas(output, token)
         if arrays:
             unknown = [n for n in arrays if n not in theirs and n not in ours]
             if unknown:
@@ -350,7 +347,7 @@ def verify(
         if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
-            report.nodes = group_differences(src, dst, token) + consolidated_differences(dst)
+            report.nodes = group_differences(source, output, token) + consolidated_differences(dst)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
@@ -367,7 +364,7 @@ def verify(
             check.kind = kind_of(d.lossy)
             if d.lossy is not None:
                 check.bound, check.keepbits = bound_text(d.lossy)
-            elif combined and name in getattr(src, "repacks", {}):  # not the files' own CF float decoding
+            elif name in source.repacks:  # several files packed differently: not the files' own CF float decoding
                 check.kind, check.bound = "re-expressed", "exact decimals p·scale+offset"
             if s.shape != d.shape or s.dtype != d.dtype:
                 continue  # values of other shapes or types are not compared
@@ -377,7 +374,7 @@ def verify(
 
                 sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
             for region in regions(d.shape, d.unit):
-                tasks.append(dask.delayed(_compare_unit, pure=False)(src, dst, name, region, d.inner, d.lossy,
+                tasks.append(dask.delayed(_compare_unit, pure=False)(source, output, name, region, d.inner, d.lossy,
                                                                       sentinels, token, limit))
                 owners.append(check)
         results = compute(tasks, scheduler, progress, token)

@@ -129,19 +129,18 @@ def _zarr_groups(store: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _groups(store: Any, token: str) -> dict[str, dict[str, Any]]:
-    from zopt.io.sources import is_zarr, open_source
-    from zopt.readback.endpoints import is_store
-
-    if is_store(store) or is_zarr(store):  # is_zarr: False for several files combined
+def _groups(source: Any, token: str) -> dict[str, dict[str, Any]]:
+    store = source.zarr_store()
+    if store is not None:
         return _zarr_groups(store)
-    return {"": dict(open_source(store, token).attrs)}  # a netCDF file, or several combined: what the job wrote
+    return {"": dict(source.template(token).attrs)}  # a netCDF file, or several combined: what the job wrote
 
 
 def group_differences(src: Any, dst: Any, token: str) -> list[str]:
     """One text per group attribute that differs, or group present in one store only. ``src`` and
-    ``dst``: paths or URLs, zarr Stores (an Icechunk snapshot's), or several files combined
-    (``zopt.io.multi.MultiSource``: one group, its root, with the attributes the job writes)."""
+    ``dst``: ``zopt.io.source_kinds.Source``s (``open_source``): paths or URLs, zarr Stores (an
+    Icechunk snapshot's), or several files combined (``zopt.io.multi.MultiSource``: one group, its
+    root, with the attributes the job writes)."""
     theirs, ours = _groups(src, token), _groups(dst, token)
     out = []
     for path in sorted(set(theirs) | set(ours)):
