@@ -374,6 +374,21 @@ def regular_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     return tuple(int(c) for c in grid.chunk_shape)
 
 
+def chunk_shape_of(metadata: Any) -> tuple[int, ...]:
+    """``regular_chunk_shape`` of an array zopt reads chunk by chunk; ValueError for any other
+    grid (zarr 3.4's rectilinear grids)."""
+    shape = regular_chunk_shape(metadata)
+    if shape is None:
+        raise ValueError(f"chunk_grid: {type(metadata.chunk_grid).__name__} is not a regular chunk grid")
+    return shape
+
+
+def item_size_of(metadata: Any) -> int:
+    """Bytes per element of a v3 array's data type (``ZDType.item_size``, which variable-size
+    types lack: AttributeError, TypeError or NotImplementedError)."""
+    return int(metadata.data_type.item_size)
+
+
 # -- moved helpers ------------------------------------------------------------------------------
 try:  # 3.3+
     from zarr.core.chunk_utils import fill_value_or_default
