@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 import sys
+from types import FrameType
 from typing import Any
 
 import zarr
@@ -100,7 +101,7 @@ def placeholder_fill_validation() -> bool:
     """
     if ZARR_VERSION < (3, 4):
         return False
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(12):
         if frame is None:
             return False
@@ -112,15 +113,15 @@ def placeholder_fill_validation() -> bool:
 
 # -- pipeline return values ---------------------------------------------------------------------
 try:  # 3.2+: read returns one GetResult per chunk
-    from zarr.abc.codec import GetResult as _GetResult
+    from zarr.abc.codec import GetResult as _GetResult  # type: ignore[attr-defined,unused-ignore]  # not in 3.1
 
     PIPELINE_RETURNS_RESULTS = True
 except ImportError:  # 3.1
-    _GetResult = None
+    _GetResult = None  # type: ignore[misc,assignment,unused-ignore]  # a class in 3.2+
     PIPELINE_RETURNS_RESULTS = False
 
 try:
-    from zarr.core.codec_pipeline import FusedCodecPipeline as _Fused  # noqa: F401
+    from zarr.core.codec_pipeline import FusedCodecPipeline as _Fused  # type: ignore[attr-defined,unused-ignore]  # noqa: F401  # 3.4+
 
     HAS_FUSED_PIPELINE = True
 except ImportError:
@@ -248,7 +249,9 @@ def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
     for c in codecs if isinstance(codecs, list) else []:
         if not isinstance(c, dict):
             continue
-        cfg = c.get("configuration") if isinstance(c.get("configuration"), dict) else {}
+        cfg = c.get("configuration")
+        if not isinstance(cfg, dict):
+            cfg = {}
         for key in ("codecs", "index_codecs"):
             found = first_unservable_codec(cfg.get(key))
             if found is not None:
@@ -267,7 +270,7 @@ def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
     store : a local path or a zarr store; path : the array inside it.
     """
     try:
-        return zarr.open_array(store, path=path, mode=mode)
+        return zarr.open_array(store, path=path or "", mode=mode)
     except (TypeError, ValueError, KeyError) as exc:
         err = unservable_array_error(store, exc)
         if err is None:
@@ -321,9 +324,9 @@ def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
 
 # -- errors -------------------------------------------------------------------------------------
 try:  # 3.3+
-    from zarr.errors import DataTypeValidationError
+    from zarr.errors import DataTypeValidationError  # type: ignore[attr-defined,unused-ignore]  # 3.3+ only
 except ImportError:  # 3.1
-    from zarr.core.dtype.common import DataTypeValidationError
+    from zarr.core.dtype.common import DataTypeValidationError  # type: ignore[no-redef,unused-ignore]  # 3.1's place
 
 #: what zarr raises creating a node where one exists (without overwrite); the same classes in 3.1 and 3.4
 NODE_EXISTS_ERRORS = (ContainsArrayError, ContainsGroupError, ContainsArrayAndGroupError)
@@ -337,9 +340,9 @@ def existing_node_path(exc: BaseException) -> str | None:
 
 # -- synchronous codecs -------------------------------------------------------------------------
 try:  # 3.3+: structural protocol plus a codec's own `_sync_capable` opt-out
-    from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync
+    from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync  # type: ignore[attr-defined,unused-ignore]  # 3.3+ only
 except ImportError:
-    _zarr_supports_sync = None
+    _zarr_supports_sync = None  # type: ignore[assignment,unused-ignore]  # a function in 3.3+
 
 
 def supports_sync(codec: Any) -> bool:
@@ -391,9 +394,9 @@ def item_size_of(metadata: Any) -> int:
 
 # -- moved helpers ------------------------------------------------------------------------------
 try:  # 3.3+
-    from zarr.core.chunk_utils import fill_value_or_default
+    from zarr.core.chunk_utils import fill_value_or_default  # type: ignore[import-not-found,unused-ignore]  # 3.3+ only
 except ImportError:  # 3.1
-    from zarr.core.codec_pipeline import fill_value_or_default
+    from zarr.core.codec_pipeline import fill_value_or_default  # type: ignore[attr-defined,no-redef,unused-ignore]  # moved in 3.3
 
 # -- data-type entry points ---------------------------------------------------------------------
 DATA_TYPE_ENTRY_POINTS_LOADED: bool = ZARR_VERSION >= (3, 4)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self, TypeGuard
+from typing import Any, ClassVar, Literal, Self, TypeGuard, cast
 
 import ml_dtypes
 import numpy as np
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
-_UINT_FOR_ITEMSIZE = {1: np.uint8, 2: np.uint16}
+_UINT_FOR_ITEMSIZE: dict[int, type[np.unsignedinteger]] = {1: np.uint8, 2: np.uint16}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,7 +247,7 @@ class MLFloat(MLDType):
                 f"fill_value: hex bit pattern {pattern:#x} has more than {self.bits} bits "
                 f"({self._zarr_v3_name})"
             )
-        return self.from_bits(np.array(pattern, self._uint))[()]
+        return cast(np.generic, self.from_bits(np.array(pattern, self._uint))[()])  # a 0-d array's scalar
 
     def _from_number(self, data: Any) -> np.generic:
         x = float(data)

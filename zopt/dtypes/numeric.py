@@ -61,20 +61,29 @@ class NumericInfo:
     neg_zero_code: int = -1
     positions: np.ndarray | None = None
 
+    def _table(self, name: str) -> np.ndarray:
+        """``values``, ``codes`` or ``positions``; ValueError for a type without them (over 16 bits)."""
+        table: np.ndarray | None = getattr(self, name)
+        if table is None:
+            raise ValueError(f"{self.name}: no {name} table (types of at most 16 bits have one)")
+        return table
+
     @functools.cached_property
     def midpoints(self) -> np.ndarray:
         """``(values[i] + values[i+1]) / 2`` (exact in float64)."""
-        return (self.values[:-1] + self.values[1:]) * 0.5
+        values = self._table("values")
+        return (values[:-1] + values[1:]) * 0.5
 
     @functools.cached_property
     def odd_codes(self) -> np.ndarray:
         """True where ``codes`` is odd (ties to even pick the other neighbour)."""
-        return (self.codes & 1) == 1
+        return (self._table("codes") & 1) == 1
 
     @functools.cached_property
     def out_codes(self) -> np.ndarray:
         """``codes`` in the type's unsigned integer width (virtual neighbours → 0)."""
-        return np.where(self.codes < 0, 0, self.codes).astype(self.code_dtype)
+        codes = self._table("codes")
+        return np.where(codes < 0, 0, codes).astype(self.code_dtype)
 
     @property
     def code_dtype(self) -> np.dtype:
@@ -87,7 +96,7 @@ class NumericInfo:
     def describe_range(self) -> str:
         if self.is_int:
             return f"[{self.lo}, {self.hi}]"
-        return f"[{-self.max if self.signed else float(self.values[1])}, {self.max}]"
+        return f"[{-self.max if self.signed else float(self._table('values')[1])}, {self.max}]"
 
 
 def _bits_of(dtype: np.dtype) -> int:
