@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["bit_information", "keepbits", "keepbits_from_info", "pair_counts", "signed_exponent"]
 
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UINT: dict[int, type[np.unsignedinteger]] = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def signed_exponent(x: np.ndarray) -> np.ndarray:

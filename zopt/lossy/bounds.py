@@ -204,7 +204,7 @@ class AbsChain:
                 cls = CastValueCodec if c["name"] == "cast_value" else ScaleOffsetCodec
                 codec = cls(**c["configuration"])
                 chain.append((codec, current))
-                if c["name"] == "cast_value":
+                if isinstance(codec, CastValueCodec):
                     current = codec.target
             self._codecs["chain"] = chain
         return self._codecs["chain"]
@@ -321,7 +321,7 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
             continue
         if not any(v == w for w in uniq):
             uniq.append(v)
-    slots = []
+    slots: list[tuple[float, str]] = []
     for s in uniq:
         sign = "-Infinity" if (s < 0 or (s == 0 and math.copysign(1, s) < 0)) else "Infinity"
         if sign in [x for _, x in slots] or (sign == "Infinity" and stats.posinf) or (sign == "-Infinity" and stats.neginf):
@@ -410,7 +410,7 @@ def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, 
     with np.errstate(over="ignore"):
         y_hi = scale_offset_encode(np.asarray([float(hi)], dtype=work), work.type(off), s)[0]
     q_hi = int(np.rint(y_hi))
-    reserved = []
+    reserved: list[tuple[str | float, int]] = []
     code = q_hi
     for present, value in ((stats.nan or nan_sentinel, "NaN"), (stats.posinf or "Infinity" in [x for _, x in slots], "Infinity"),
                            (stats.neginf or "-Infinity" in [x for _, x in slots], "-Infinity")):

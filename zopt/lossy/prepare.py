@@ -93,17 +93,16 @@ class LossyVariable:
         """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
         spec = self.spec
         if self.abs_chain is not None:
-            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail, **self._trials()}
-            return {ATTRIBUTE: record}
+            return {ATTRIBUTE: {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail, **self._trials()}}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)],
                                   "tail": self.tail, **self._trials()}
         if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
-            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits)})
+            record.update({"method": "rel", "rel": spec.value, "keepbits": self._keepbits()})
             return {ATTRIBUTE: record}
         if self.grid is None:
-            record["keepbits"] = int(self.keepbits)
-            record["relative"] = 2.0 ** -(self.keepbits + 1)
+            record["keepbits"] = self._keepbits()
+            record["relative"] = 2.0 ** -(self._keepbits() + 1)
         else:
             kmin = int(self.grid.min()) if self.grid.size else 0
             record.update({"keepbits_min": kmin, "keepbits_max": int(self.grid.max()) if self.grid.size else 0,
@@ -122,10 +121,17 @@ class LossyVariable:
             out["lossless_trial"] = dict(self.lossless_trial)
         return out
 
-    def keepbits_of(self, index: tuple[int, ...]) -> int | None:
+    def _keepbits(self) -> int:
+        """``keepbits`` of a rel or keepbits variable (ValueError for abs, which keeps none)."""
+        if self.keepbits is None:
+            raise ValueError(f"lossy: a {self.spec.method} variable keeps no count of mantissa bits")
+        return int(self.keepbits)
+
+    def keepbits_of(self, index: tuple[int, ...]) -> int:
+        """The mantissa bits kept in inner chunk ``index`` (rel and keepbits variables; ValueError for abs)."""
         if self.grid is not None:
             return int(self.grid[tuple(index)])
-        return self.keepbits
+        return self._keepbits()
 
     def prepare(self, index: tuple[int, ...], values: np.ndarray, where: str) -> np.ndarray:
         """Check (``abs``) or bitround (keepbits) one inner chunk's values (its part inside the

@@ -93,6 +93,8 @@ def rounded_as_stored(values: np.ndarray, region: tuple[slice, ...], *, method: 
     stores them, for the tail trial (``zopt.lossy.tails.choose_tail``): ``keepbits``, or with a
     per-chunk ``grid`` (over ``inner`` chunks) the chunk's own."""
     if grid is not None:
+        if inner is None:
+            raise ValueError("inner: the inner chunk shape is needed with a per-chunk keepbits grid")
         keepbits = int(grid[tuple(r.start // c for r, c in zip(region, inner, strict=True))])
     if method == "rel":
         return rel_round(values, keepbits, sentinels)
