@@ -3,13 +3,16 @@ unknown keys, and scalars written in a data type's fill-value JSON encoding."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.core.common import parse_named_configuration
 
 from zopt.codecs.exact_cast import cast_array
 from zopt.dtypes.numeric import numeric_info
+
+if TYPE_CHECKING:
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["codec_configuration", "parse_json_scalar"]
 
@@ -27,7 +30,7 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     return config
 
 
-def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
+def parse_json_scalar(value: Any, zdtype: ZDType[Any, Any], parameter: str) -> np.generic:
     """A scalar in ``zdtype``'s fill-value JSON encoding → a numpy scalar of its native dtype.
 
     parameter : named in errors (e.g. ``"scale_offset offset"``).

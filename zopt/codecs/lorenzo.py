@@ -35,6 +35,7 @@ from zarr.core.common import parse_named_configuration
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["NAME", "LorenzoCodec", "lorenzo_decode", "lorenzo_encode", "parse_axes"]
 
@@ -46,7 +47,7 @@ def _check(values: np.ndarray) -> None:
         raise ValueError(f"{NAME}: needs an integer data type, got {values.dtype}")
 
 
-def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
+def _axes(axes: object, ndim: int) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(ndim))
     bad = [a for a in axes if not 0 <= a < ndim]
@@ -55,7 +56,7 @@ def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
     return tuple(axes)
 
 
-def parse_axes(axes: Any) -> tuple[int, ...] | None:
+def parse_axes(axes: object) -> tuple[int, ...] | None:
     """``axes`` of the configuration as a tuple (None: all). Raises ValueError naming ``axes``
     unless it is a non-empty, strictly increasing list of non-negative integers."""
     if axes is None:
@@ -68,7 +69,7 @@ def parse_axes(axes: Any) -> tuple[int, ...] | None:
     return tuple(int(a) for a in axes)
 
 
-def lorenzo_encode(values: np.ndarray, axes: Any = None) -> np.ndarray:
+def lorenzo_encode(values: np.ndarray, axes: object = None) -> np.ndarray:
     """Residuals (same shape and integer dtype) of ``values`` over ``axes`` (None: all), modulo ``2^bits``."""
     values = np.asarray(values)
     _check(values)
@@ -82,7 +83,7 @@ def lorenzo_encode(values: np.ndarray, axes: Any = None) -> np.ndarray:
     return out
 
 
-def lorenzo_decode(residuals: np.ndarray, axes: Any = None) -> np.ndarray:
+def lorenzo_decode(residuals: np.ndarray, axes: object = None) -> np.ndarray:
     """The values whose ``lorenzo_encode(·, axes)`` is ``residuals`` (same shape and integer dtype)."""
     residuals = np.asarray(residuals)
     _check(residuals)
@@ -100,7 +101,7 @@ class LorenzoCodec(ArrayArrayCodec):
 
     axes: tuple[int, ...] | None = None
 
-    def __init__(self, *, axes: Any = None) -> None:
+    def __init__(self, *, axes: object = None) -> None:
         object.__setattr__(self, "axes", parse_axes(axes))
 
     @classmethod
@@ -116,7 +117,7 @@ class LorenzoCodec(ArrayArrayCodec):
             return {"name": NAME}
         return {"name": NAME, "configuration": {"axes": list(self.axes)}}
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         pass  # zarr passes the array's type, not the type reaching this codec: checked per chunk
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:

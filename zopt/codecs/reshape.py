@@ -27,6 +27,7 @@ from zarr.core.common import parse_named_configuration
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["ReshapeCodec", "resolve_shape"]
 
@@ -100,7 +101,7 @@ class ReshapeCodec(ArrayArrayCodec):
 
     shape: tuple[Entry, ...]
 
-    def __init__(self, *, shape: Any) -> None:
+    def __init__(self, *, shape: object) -> None:
         object.__setattr__(self, "shape", _parse_entries(shape))
 
     @classmethod
@@ -114,7 +115,7 @@ class ReshapeCodec(ArrayArrayCodec):
     def to_dict(self) -> dict[str, Any]:
         return {"name": "reshape", "configuration": {"shape": [list(e) if isinstance(e, tuple) else e for e in self.shape]}}
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         chunk_shape = getattr(chunk_grid, "chunk_shape", None)
         if chunk_shape is not None:
             resolve_shape(self.shape, chunk_shape)

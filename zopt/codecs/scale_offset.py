@@ -42,6 +42,7 @@ from zopt.dtypes.numeric import NumericInfo, numeric_info
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["ScaleOffsetCodec", "scale_offset_decode", "scale_offset_encode"]
 
@@ -156,7 +157,7 @@ def scale_offset_decode(y: np.ndarray, offset: np.generic, scale: np.generic, wh
 
 
 @functools.lru_cache(maxsize=64)
-def _parameters(offset: Any, scale: Any, zdtype: Any) -> tuple[np.generic, np.generic]:
+def _parameters(offset: object, scale: object, zdtype: ZDType[Any, Any]) -> tuple[np.generic, np.generic]:
     native = zdtype.to_native_dtype()
     info = numeric_info(native)
     off = np.array(0).astype(native)[()] if offset is None else parse_json_scalar(offset, zdtype, "scale_offset offset")
@@ -187,7 +188,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     offset: Any = None
     scale: Any = None
 
-    def __init__(self, *, offset: Any = None, scale: Any = None) -> None:
+    def __init__(self, *, offset: object = None, scale: object = None) -> None:
         for name, v in (("offset", offset), ("scale", scale)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
                 raise ValueError(f"scale_offset {name}: expected a JSON number or string in the data "
@@ -205,7 +206,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         config = {k: v for k, v in (("offset", self.offset), ("scale", self.scale)) if v is not None}
         return {"name": "scale_offset", "configuration": config} if config else {"name": "scale_offset"}
 
-    def parameters(self, zdtype: Any) -> tuple[np.generic, np.generic]:
+    def parameters(self, zdtype: ZDType[Any, Any]) -> tuple[np.generic, np.generic]:
         """(offset, scale) as scalars of ``zdtype``'s native dtype; ValueError if invalid for it."""
         try:
             numeric_info(zdtype.to_native_dtype())
