@@ -19,10 +19,14 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from zarr.core.dtype.common import DTypeJSON
 
 __all__ = ["NumericInfo", "numeric_info", "zarr_dtype"]
 
@@ -108,7 +112,7 @@ def _bits_of(dtype: np.dtype) -> int:
 
 
 @functools.cache
-def numeric_info(dtype: Any) -> NumericInfo:
+def numeric_info(dtype: npt.DTypeLike) -> NumericInfo:
     """Describe ``dtype`` (numpy dtype or name); ValueError if it is not a real number type."""
     dtype = np.dtype(dtype)
     name = dtype.name
@@ -151,7 +155,7 @@ def numeric_info(dtype: Any) -> NumericInfo:
     return NumericInfo(dtype, name, bits, False, True, has_nan=True, has_inf=True, has_neg_zero=True, **kw)
 
 
-def zarr_dtype(name_or_json: Any) -> Any:
+def zarr_dtype(name_or_json: DTypeJSON) -> Any:
     """The zarr-python ``ZDType`` for a Zarr v3 data type name (zopt's types included)."""
     from zarr.core.dtype import get_data_type_from_json
 
