@@ -44,10 +44,13 @@ from __future__ import annotations
 import re
 import sys
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zarr
 from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = [
     "DATA_TYPE_ENTRY_POINTS_LOADED",
@@ -144,13 +147,13 @@ def joined_results(results: list[Any]) -> Any:
 
 
 # -- enums that became strings (3.3) ------------------------------------------------------------
-def _enum_text(value: Any) -> str | None:
+def _enum_text(value: object) -> str | None:
     if value is None:
         return None
     return str(getattr(value, "value", value))
 
 
-def endian_text(endian: Any) -> str | None:
+def endian_text(endian: object) -> str | None:
     """``"little"``, ``"big"`` or None from zarr's ``Endian`` enum (<= 3.2) or string (3.3+).
 
     Raises ValueError for any other value.
@@ -161,13 +164,13 @@ def endian_text(endian: Any) -> str | None:
     return text
 
 
-def endian_of(codec: Any) -> str | None:
+def endian_of(codec: object) -> str | None:
     """The ``endian`` of a ``bytes`` codec (zarr's or zopt's): ``"little"``, ``"big"`` or None
     (1-byte types). Raises ValueError for any other value."""
     return endian_text(getattr(codec, "endian", None))
 
 
-def index_location_of(codec: Any) -> str:
+def index_location_of(codec: object) -> str:
     """The ``index_location`` of a ``sharding_indexed`` codec: ``"start"`` or ``"end"``."""
     where = _enum_text(getattr(codec, "index_location", "end"))
     if where not in ("start", "end"):
@@ -214,7 +217,7 @@ def _package_note(name: str) -> str:
     return "" if package is None else f" (codec {name!r} needs the Python package {package!r}: pip install {package})"
 
 
-def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
+def resolve_codec(data: object, *, where: str = "codecs") -> Any:
     """A codec object from its JSON form ``{"name": …, "configuration": …}``.
 
     Uses zarr's public ``get_codec_class(name).from_dict(data)``, so the implementation named in
@@ -243,7 +246,7 @@ def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
         ) from exc
 
 
-def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
+def first_unservable_codec(codecs: object) -> tuple[str, str] | None:
     """``(codec name, reason)`` of the first codec in a JSON codec list (looking inside
     ``sharding_indexed`` and ``conditional`` first) that the installed zarr cannot build, or None."""
     for c in codecs if isinstance(codecs, list) else []:
@@ -263,7 +266,7 @@ def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
     return None
 
 
-def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
+def open_array(store: StoreLike, *, path: str | None = None, mode: str = "r") -> Any:
     """``zarr.open_array``, with an array the installed zarr cannot serve reported as
     ``zopt.errors.UnsupportedArrayError`` (see ``unservable_array_error``).
 
@@ -278,7 +281,7 @@ def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
         raise err from exc
 
 
-def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
+def unservable_array_error(store: StoreLike, exc: BaseException) -> Exception | None:
     """The ``UnsupportedArrayError`` (a ValueError) to raise instead of ``exc``, which zarr
     raised while parsing array metadata in ``store``, or None when ``exc`` is not about a codec.
 
@@ -345,7 +348,7 @@ except ImportError:
     _zarr_supports_sync = None  # type: ignore[assignment,unused-ignore]  # a function in 3.3+
 
 
-def supports_sync(codec: Any) -> bool:
+def supports_sync(codec: object) -> bool:
     """Whether ``codec`` can encode and decode without an event loop.
 
     True when it has ``_encode_sync`` and ``_decode_sync`` and does not opt out through
