@@ -49,11 +49,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.errors import ZoptError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["AbsChain", "LossyBoundError", "RangeStats", "design_abs", "exact_abs_error_exceeds"]
 
@@ -281,7 +284,7 @@ def _error_bound(h: Fraction, a: Fraction, m: Fraction, u: Fraction, tiny: Fract
     return total + u * m if int_source else total
 
 
-def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
+def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: Any,
                sentinels: tuple[Any, ...] = ()) -> AbsChain:
     """The ``AbsChain`` of variable ``name`` (numpy ``dtype``) for ``|x' - x| <= bound``.
 
