@@ -75,7 +75,7 @@ def _gcd(values: list[Fraction]) -> Fraction:
     return Fraction(math.gcd(*(int(v * den) for v in values)), den)
 
 
-def repack(name: str, files: list[str], packs: list[tuple]) -> Repack | None:
+def repack(name: str, files: list[str], packs: list[tuple[Any, ...]]) -> Repack | None:
     """None if every file packs ``name`` the same way; else the one exact packing; else ValueError.
 
     Exact in the attributes' decimal values (``_decimal``): with ``1/b`` the greatest common divisor

@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -31,6 +31,9 @@ from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = [
     "CombinedSource",
@@ -270,7 +273,7 @@ def hierarchy_dims(src: str) -> set[str]:
     return found
 
 
-def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
+def children_to_copy(src: str, store: StoreLike, plan: Any) -> list[str]:
     """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
     own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
     destination store that is not a local directory, a plan, which covers one group)."""
@@ -296,7 +299,7 @@ def children_to_copy(src: str, store: Any, plan: Any) -> list[str]:
     return children
 
 
-def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
+def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None) -> list[zarr.Array]:
     """The Zarr arrays of a local store (the store itself if it is an array), by path.
 
     Raises ValueError naming the arrays that ``names`` asks for and the store lacks, or saying

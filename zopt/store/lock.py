@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from zopt.errors import ZoptError
 
@@ -99,7 +99,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_on_this_host(owner: dict[str, Any] | None) -> bool:
+def running_on_this_host(owner: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """Whether ``owner`` (a record with ``pid`` and ``host``: a lock's, a store's unfinished marker, an
     Icechunk job's commit) names a process of this host that still runs. Another host's cannot be
     checked: False."""
