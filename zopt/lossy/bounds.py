@@ -309,7 +309,7 @@ def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: Any,
         if b != math.floor(b):
             raise ValueError(f"{where}: {name!r} is an integer variable ({dt.name}); the bound must be a whole "
                              f"number, got {bound!r}")
-        work = np.dtype(np.float64)
+        work: np.dtype = np.dtype(np.float64)
     elif dt in _FLOATS:
         work = dt
     else:

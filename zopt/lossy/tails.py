@@ -209,7 +209,7 @@ def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: AbsChain,
     return out
 
 
-def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain, spec: LossySpec, pack: bool, inner: tuple[int, ...],
+def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None, spec: LossySpec, pack: bool, inner: tuple[int, ...],
                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
                 rounding: Callable[..., np.ndarray] | None = None, lossless: dict[str, list[dict[str, Any]]] | None = None
                 ) -> tuple[str, dict | None, dict | None]:

@@ -10,7 +10,7 @@ take; ``written_output``: what ``before_publish`` hands over, as ``verify`` read
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["check_endpoint_types", "endpoint_text", "is_store", "store_is_zarr", "written_output"]
 
 
-def is_store(store: object) -> bool:
+def is_store(store: object) -> TypeGuard[Store]:
     """A zarr Store object (an Icechunk snapshot), read through zarr; not a path, a URL or several
     files combined (``zopt.io.multi.MultiSource``, read through xarray like one file)."""
     from zarr.abc.store import Store

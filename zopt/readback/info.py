@@ -39,6 +39,7 @@ from zopt.store.shards import (
 )
 
 if TYPE_CHECKING:
+    from zarr.abc.store import Store
     from zarr.core.array_spec import ArraySpec
     from zarr.storage import StoreLike
 
@@ -75,7 +76,7 @@ class ArrayInfo:
     checked_files: int | None = None
 
 
-def _stored(store: StoreLike, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
+def _stored(store: Store | str | os.PathLike[str], array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
     """``(coords, key, size, allocated bytes, read)`` of every stored chunk (shard) of ``array``:
     the files of a local store, or the keys of a zarr Store (an Icechunk snapshot; allocated = size)."""
     if isinstance(store, str | os.PathLike):
