@@ -98,7 +98,7 @@ def _shrink_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict[
 
 
 def compact(
-    store: str | os.PathLike,
+    store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,
     *,
     scheduler: str | None = None,

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,10 +30,13 @@ from zopt.job.work import Work
 from zopt.store.journal import InPlaceJournal, Journal
 from zopt.store.shards import ShardLayout
 
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
+
 __all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
 
 
-def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
+def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
     """``(array name, Delayed)`` for every write unit left in ``work``, writing into ``target``
     (``zopt.job.targets``); each unit marks itself done in the target's journal, if any."""
     import dask

@@ -18,7 +18,7 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 import zarr
@@ -37,6 +37,9 @@ from zopt.io.unfinished import (
 )
 from zopt.store.journal import JOURNAL_DIR, Journal, remove_temporaries
 from zopt.store.shards import allocated_bytes, remove_temp_files
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = [
     "LocalTarget", "PartialStoreGoneError", "StoreTarget", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
@@ -96,7 +99,7 @@ class StoreTarget:
     journal = None
     job: str | None = None  # the job id of the marker, once put
 
-    def __init__(self, store: Any, clear: bool = True) -> None:
+    def __init__(self, store: StoreLike, clear: bool = True) -> None:
         self.store = self.root = store
         self.text = store_text(store)
         self.clear = clear  # False: it held nothing when checked; clearing it now could only delete another job's
@@ -159,13 +162,13 @@ class StoreTarget:
         sync(self.store.delete_dir(""))
 
 
-def _sync_exists(store: Any, key: str) -> bool:
+def _sync_exists(store: StoreLike, key: str) -> bool:
     from zarr.core.sync import sync
 
     return bool(sync(store.exists(key)))
 
 
-def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
+def put_shard(store: StoreLike, key: str, data: bytes | list | None) -> None:
     """Put a whole packed shard (bytes, or ``pack_parts``' pieces) at ``key`` of a zarr Store with
     one ``set``, or delete it for None."""
     from zarr.core.buffer import default_buffer_prototype
@@ -295,7 +298,7 @@ def chunk_bytes_stored(store: str, name: str) -> int:
     return stored_sizes(store, name)[0]
 
 
-def stored_sizes(store: Any, name: str) -> tuple[int, int]:
+def stored_sizes(store: StoreLike, name: str) -> tuple[int, int]:
     """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store (a path),
     or of its chunk keys in a zarr Store (allocated = apparent)."""
     if not isinstance(store, str | os.PathLike):
@@ -341,7 +344,7 @@ def destination(dst: Any) -> tuple[Any, str | None]:
     return None, text
 
 
-def check_no_url_overlap(src: str, store: Any) -> None:
+def check_no_url_overlap(src: str, store: StoreLike) -> None:
     """OverlapError if the destination store's URL and a URL source are one inside the other."""
     d, s = store_text(store).rstrip("/"), src.rstrip("/")
     if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
@@ -47,6 +47,9 @@ from zopt.store.shards import (
     write_packed,
     write_slots,
 )
+
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
 
 __all__ = [
     "Recorder", "ShardJob", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
@@ -108,7 +111,7 @@ def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
 
 
 def write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: DecisionLike, plan: Any = None, token: str | None = None,
     marker: str | None = None,
     lossy: Any = None,
 ) -> tuple[collections.Counter, int]:
@@ -302,7 +305,7 @@ def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array,
     return make() if job is None else _once_per_job((store, name, job, "in place"), make)
 
 
-def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike, plan: Any = None,
                            tmp_dir: str | None = None, job: str | None = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
     ``job``: the job's id, under which the array is opened once per process."""
