@@ -31,7 +31,10 @@ from zopt.store.journal import InPlaceJournal, Journal
 from zopt.store.shards import ShardLayout
 
 if TYPE_CHECKING:
+    import zarr
+
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
 
 __all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
 
@@ -81,7 +84,7 @@ class InPlaceRun:
     resume: InPlaceJournal
 
 
-def in_place_tasks(run: InPlaceRun, name: str, array: Any, shard_layout: ShardLayout | None, plan: Any,
+def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_layout: ShardLayout | None, plan: Plan,
                    report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
     """``recompress_in_place``'s tasks for one array of the local store ``run.store``: one per stored
     shard (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
