@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from zarr.storage import StoreLike
 
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import ArrayPlan, Plan
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
@@ -56,12 +57,12 @@ def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
     return {k: v for k, v in var.encoding.items() if k in _CF_KEYS}
 
 
-def _plan_chain(ap: Any) -> list[dict[str, Any]]:
+def _plan_chain(ap: ArrayPlan) -> list[dict[str, Any]]:
     return [{"name": "bytes", "configuration": {"endian": "little"}},
             {"name": "conditional", "configuration": {"codecs": copy.deepcopy(ap.codecs), "header_bits": ap.header_bits}}]
 
 
-def _load_plan(plan: Any) -> Any:
+def _load_plan(plan: Plan | None) -> Any:
     if plan is None or not isinstance(plan, str | os.PathLike):
         return plan
     from zopt.planning.plan import Plan

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
 
 __all__ = ["DEFAULT_CHAIN", "chains_to_check", "little_endian_bytes", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
            "with_checksum", "with_decision"]
@@ -212,7 +213,7 @@ def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], l
 
 
 def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,
-                    plan: Any) -> dict[str, list[dict[str, Any]]]:
+                    plan: Plan | None) -> dict[str, list[dict[str, Any]]]:
     """``{name: chain}`` that ``--readers`` must be able to read before anything is written: a
     lossy variable's own chain, a given chain (``codecs``), or the chain a plan records (its
     ``classic`` default when it records none); variables whose chain the menu chooses are left
