@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
 
-from zopt.compat.zarr_compat import endian_text
+from zopt.compat.zarr_compat import endian_text, nd_buffer
 from zopt.dtypes.complex import MLComplex
 from zopt.dtypes.ml import MLDType
 
@@ -108,12 +108,12 @@ class BytesCodec(_ZarrBytesCodec):
         if isinstance(dtype, MLComplex):
             raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
             out = decode_complex_bytes(dtype, raw, tuple(chunk_spec.shape), self.endian)
-            return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+            return nd_buffer(chunk_spec, out)
         if not isinstance(dtype, MLDType):
             return super()._decode_sync(chunk_bytes, chunk_spec)
         raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
         out = decode_ml_bytes(dtype, raw, chunk_spec.shape, self.endian)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         dtype = chunk_spec.dtype

@@ -40,7 +40,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
-from zopt.compat.zarr_compat import placeholder_fill_validation
+from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import numeric_info, zarr_dtype
 
 if TYPE_CHECKING:
@@ -175,11 +175,11 @@ class CastValueCodec(ArrayArrayCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = self.encode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = self.decode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

@@ -25,12 +25,15 @@ store in fewer bits than the codes. Readers need zopt (``--readers``, ``zopt.pla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
+
+from zopt.compat.zarr_compat import nd_buffer
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -47,7 +50,7 @@ def _check(values: np.ndarray) -> None:
         raise ValueError(f"{NAME}: needs an integer data type, got {values.dtype}")
 
 
-def _axes(axes: object, ndim: int) -> tuple[int, ...]:
+def _axes(axes: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(ndim))
     bad = [a for a in axes if not 0 <= a < ndim]
@@ -69,7 +72,7 @@ def parse_axes(axes: object) -> tuple[int, ...] | None:
     return tuple(int(a) for a in axes)
 
 
-def lorenzo_encode(values: np.ndarray, axes: object = None) -> np.ndarray:
+def lorenzo_encode(values: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
     """Residuals (same shape and integer dtype) of ``values`` over ``axes`` (None: all), modulo ``2^bits``."""
     values = np.asarray(values)
     _check(values)
@@ -83,7 +86,7 @@ def lorenzo_encode(values: np.ndarray, axes: object = None) -> np.ndarray:
     return out
 
 
-def lorenzo_decode(residuals: np.ndarray, axes: object = None) -> np.ndarray:
+def lorenzo_decode(residuals: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
     """The values whose ``lorenzo_encode(·, axes)`` is ``residuals`` (same shape and integer dtype)."""
     residuals = np.asarray(residuals)
     _check(residuals)
@@ -128,11 +131,11 @@ class LorenzoCodec(ArrayArrayCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = lorenzo_encode(np.asarray(chunk_array.as_ndarray_like()), self.axes)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = lorenzo_decode(np.asarray(chunk_array.as_ndarray_like()).reshape(chunk_spec.shape), self.axes)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

@@ -37,6 +37,7 @@ import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
 
 from zopt.codecs.config import codec_configuration
+from zopt.compat.zarr_compat import nd_buffer
 from zopt.dtypes.components import ComponentLayout
 
 if TYPE_CHECKING:
@@ -359,7 +360,7 @@ class PackBitsCodec(ArrayBytesCodec):
             out = self.decode_array(raw, chunk_spec.dtype, tuple(chunk_spec.shape))
         except Exception as exc:  # noqa: BLE001 - numpy errors too: each becomes ChunkDecodeError
             raise decode_error("packbits", exc) from exc
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         out = self.encode_array(chunk_array.as_numpy_array(), chunk_spec.dtype)

@@ -24,6 +24,8 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.compat.zarr_compat import nd_buffer
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
@@ -129,12 +131,12 @@ class ReshapeCodec(ArrayArrayCodec):
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         values = chunk_array.as_ndarray_like()
         out = np.reshape(values, resolve_shape(self.shape, chunk_spec.shape), order="C")
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         values = chunk_array.as_ndarray_like()
         out = np.reshape(values, tuple(chunk_spec.shape), order="C")
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

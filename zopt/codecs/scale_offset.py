@@ -36,7 +36,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, cast_error
-from zopt.compat.zarr_compat import placeholder_fill_validation
+from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import NumericInfo, numeric_info
 
 if TYPE_CHECKING:
@@ -232,12 +232,12 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
         out = scale_offset_encode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
         out = scale_offset_decode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

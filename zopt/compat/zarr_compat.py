@@ -50,6 +50,9 @@ import zarr
 from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
 
 if TYPE_CHECKING:
+    import numpy as np
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
     from zarr.storage import StoreLike
 
 __all__ = [
@@ -378,6 +381,12 @@ def regular_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     if type(grid).__name__ not in _REGULAR_GRIDS:
         return None
     return tuple(int(c) for c in grid.chunk_shape)
+
+
+def nd_buffer(spec: ArraySpec, array: np.ndarray) -> NDBuffer:
+    """``spec.prototype.nd_buffer.from_ndarray_like(array)``, the chunk a codec returns. Only for
+    the type checker: numpy 2.4's ndarray stubs no longer match zarr's ``NDArrayLike`` protocol."""
+    return spec.prototype.nd_buffer.from_ndarray_like(array)  # type: ignore[arg-type]  # see the docstring
 
 
 def chunk_shape_of(metadata: Any) -> tuple[int, ...]:
