@@ -107,7 +107,7 @@ def _parse_codecs(codecs: Iterable[Codec]) -> tuple[BytesBytesCodec, ...]:
     return tuple(parsed)
 
 
-def _parse_header_bits(header_bits: Any, n_codecs: int) -> int:
+def _parse_header_bits(header_bits: object, n_codecs: int) -> int:
     if header_bits is None:
         return default_header_bits(n_codecs)
     if isinstance(header_bits, bool) or not isinstance(header_bits, int | np.integer):

@@ -30,7 +30,7 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     return config
 
 
-def parse_json_scalar(value: Any, zdtype: ZDType[Any, Any], parameter: str) -> np.generic:
+def parse_json_scalar(value: object, zdtype: ZDType[Any, Any], parameter: str) -> np.generic:
     """A scalar in ``zdtype``'s fill-value JSON encoding → a numpy scalar of its native dtype.
 
     parameter : named in errors (e.g. ``"scale_offset offset"``).

@@ -225,7 +225,7 @@ def unpack_bits(data: np.ndarray, n: int, b: int) -> np.ndarray:
 # -- the codec ------------------------------------------------------------------------------------
 
 
-def _parse_bit(value: Any, name: str) -> int | None:
+def _parse_bit(value: object, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:

@@ -36,7 +36,7 @@ __all__ = ["ReshapeCodec", "resolve_shape"]
 Entry = int | tuple[int, ...]
 
 
-def _parse_entries(shape: Any) -> tuple[Entry, ...]:
+def _parse_entries(shape: object) -> tuple[Entry, ...]:
     if not isinstance(shape, list | tuple) or not shape:
         raise ValueError(f"shape: expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
     out: list[Entry] = []

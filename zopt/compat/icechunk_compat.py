@@ -166,6 +166,6 @@ def commit_wave(session: Any, message: str, metadata: dict[str, Any], amend: boo
     return session.commit(message, metadata=metadata)
 
 
-def fresh_fork(fork: Any) -> Any:
+def fresh_fork(fork: object) -> Any:
     """A copy of a ``ForkSession`` that nothing has written to (a task's own; merged on the client)."""
     return pickle.loads(pickle.dumps(fork))

@@ -88,7 +88,7 @@ class RangeStats:
                           self.posinf + other.posinf, self.neginf + other.neginf, self.count + other.count)
 
 
-def _json_scalar(v: Any) -> Any:
+def _json_scalar(v: float | np.generic) -> Any:
     """A scalar in Zarr v3 fill-value JSON (NaN/±Infinity as strings)."""
     f = float(v)
     if math.isnan(f):
@@ -118,7 +118,7 @@ def _round_down(value: Fraction, dtype: np.dtype) -> np.generic:
     return x
 
 
-def _frac(v: Any) -> Fraction:
+def _frac(v: float | np.generic) -> Fraction:
     return Fraction(int(v)) if isinstance(v, int | np.integer) else Fraction(float(v))
 
 
@@ -284,7 +284,7 @@ def _error_bound(h: Fraction, a: Fraction, m: Fraction, u: Fraction, tiny: Fract
     return total + u * m if int_source else total
 
 
-def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: Any,
+def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: float,
                sentinels: tuple[Any, ...] = ()) -> AbsChain:
     """The ``AbsChain`` of variable ``name`` (numpy ``dtype``) for ``|x' - x| <= bound``.
 
@@ -376,7 +376,7 @@ def _sentinel_hit(chain: AbsChain) -> Any:
     return None
 
 
-def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
+def _scaled_zero(work: np.dtype, off: float | np.generic, s: np.generic) -> Any:
     from zopt.codecs.scale_offset import scale_offset_encode
 
     try:
@@ -386,8 +386,8 @@ def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
         return None
 
 
-def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: Any, stats: RangeStats,
-               lo: Any, hi: Any, off: Any, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
+def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: float, stats: RangeStats,
+               lo: float | np.generic, hi: float | np.generic, off: float | np.generic, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
     """The chain for offset ``off`` (see ``design_abs``)."""
     a, m = _frac(hi) - Fraction(float(off)), max(abs(_frac(lo)), abs(_frac(hi)))
     p = np.finfo(work).nmant + 1

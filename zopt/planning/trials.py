@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
 from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform, zstd_row_sizes
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
 
 __all__ = ["DEFAULT_CANDIDATES", "Trials", "candidate_codecs"]
 
@@ -51,7 +54,7 @@ class Trials:
     equally among the rows. The other steps run row by row.
     """
 
-    def __init__(self, codecs: Sequence[Any], spec: Any, decode_times: bool = False) -> None:
+    def __init__(self, codecs: Sequence[Any], spec: ArraySpec, decode_times: bool = False) -> None:
         self.n = len(codecs)
         self.decode_times = decode_times
         self.encoders = [sync_encoder(c, spec) for c in codecs]
