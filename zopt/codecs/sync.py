@@ -144,22 +144,29 @@ def _fast_encoder(codec: Codec, nc: NumcodecsCodec) -> Transform | None:
     return None
 
 
-def sync_encoder(codec: Codec, spec: ArraySpec) -> Transform:
+def _needed(codec: Codec, spec: ArraySpec | None) -> ArraySpec:
+    """``spec``, which a zarr codec without a numcodecs twin needs (numcodecs ones run without)."""
+    if spec is None:
+        raise ValueError(f"spec: {type(codec).__name__} encodes through zarr, which needs the chunk's ArraySpec")
+    return spec
+
+
+def sync_encoder(codec: Codec, spec: ArraySpec | None) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        return _via_zarr_method(codec, spec, "_encode_sync", "_encode_single")
+        return _via_zarr_method(codec, _needed(codec, spec), "_encode_sync", "_encode_single")
     fast = _fast_encoder(codec, nc)
     if fast is not None:
         return fast
     return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
 
 
-def sync_decoder(codec: Codec, spec: ArraySpec) -> Transform:
+def sync_decoder(codec: Codec, spec: ArraySpec | None) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` decoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        return _via_zarr_method(codec, spec, "_decode_sync", "_decode_single")
+        return _via_zarr_method(codec, _needed(codec, spec), "_decode_sync", "_decode_single")
     return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))
 
 

@@ -90,14 +90,14 @@ TASK_BYTES = 64 * 1024 * 1024
 READ_MODES = ("auto", "windows", "full")
 
 
-def _grid_dims(array: zarr.Array) -> tuple[str, ...]:
+def _grid_dims(array: zarr.Array[Any]) -> tuple[str, ...]:
     names = getattr(array.metadata, "dimension_names", None)
     if names and all(names):
         return tuple(str(n) for n in names)
     return tuple(f"dim_{i}" for i in range(array.ndim))
 
 
-def _analysis_chunk_shape(array: zarr.Array, chunks: Sequence[int] | None) -> tuple[int, ...]:
+def _analysis_chunk_shape(array: zarr.Array[Any], chunks: Sequence[int] | None) -> tuple[int, ...]:
     from zopt.store.shards import layout_of
 
     if chunks is not None:
@@ -260,7 +260,7 @@ def analyze(
     return {a.path: analyze_array(store, a.path, **kwargs) for a in arrays_in(store, arrays) if analysable(a) is None}
 
 
-def analysable(array: zarr.Array) -> str | None:
+def analysable(array: zarr.Array[Any]) -> str | None:
     """None if the analysis can measure ``array``, else why not (a note for the user): scalars,
     and arrays of strings, objects or other non-numeric types (recompress copies them as they are)."""
     if array.ndim == 0:

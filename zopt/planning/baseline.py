@@ -30,7 +30,7 @@ __all__ = ["zarr_default_bytes"]
 TASK_BYTES = 64 * 1024 * 1024
 
 
-def _grids(array: zarr.Array) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+def _grids(array: zarr.Array[Any]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """(inner chunk shape, shard shape or None) of a stored array."""
     from zopt.store.shards import layout_of
 

@@ -108,7 +108,7 @@ def with_checksum(split: dict[str, Any]) -> dict[str, Any]:
     return {**split, "compressors": compressors}
 
 
-def with_decision(array: zarr.Array, decision: DecisionLike, trial_encode: bool | None = None) -> zarr.Array:
+def with_decision(array: zarr.Array[Any], decision: DecisionLike, trial_encode: bool | None = None) -> zarr.Array[Any]:
     """The same array, with ``decision`` attached to all its ``conditional`` codecs.
 
     Use this to write with a decision into an array opened from a store (decisions are runtime
