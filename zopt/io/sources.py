@@ -299,7 +299,7 @@ def children_to_copy(src: str, store: StoreLike, plan: Any) -> list[str]:
     return children
 
 
-def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None) -> list[zarr.Array]:
+def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None) -> list[zarr.Array[Any]]:
     """The Zarr arrays of a local store (the store itself if it is an array), by path.
 
     Raises ValueError naming the arrays that ``names`` asks for and the store lacks, or saying

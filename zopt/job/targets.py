@@ -275,7 +275,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         template.to_zarr(partial, mode="a", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
 
 
-def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
+def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array[Any]]:
     """The rewritten arrays as ``create_target`` makes them, in a ``MemoryStore`` (metadata only,
     nothing written anywhere): ``{name: zarr.Array}`` for the plan of work and ``--dry-run``."""
     memory = zarr.storage.MemoryStore()
@@ -283,9 +283,9 @@ def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
     return {name: zarr.open_array(memory, path=name, mode="r") for name in spec.names}
 
 
-def same_metadata(a: zarr.Array, b: zarr.Array) -> bool:
+def same_metadata(a: zarr.Array[Any], b: zarr.Array[Any]) -> bool:
     """Whether two arrays have the same shape, data type, chunk grid, chunk keys and codecs."""
-    def key(x: zarr.Array) -> Any:
+    def key(x: zarr.Array[Any]) -> Any:
         m = x.metadata.to_dict()
         return json.dumps({k: m.get(k) for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs")},
                           sort_keys=True, default=str)

@@ -144,7 +144,7 @@ class ArrayWork:
     projected_task_bytes: int
     units: int
     pending: list[tuple[int, ...]]
-    resumed_masks: collections.Counter = field(default_factory=collections.Counter)  # of units already done
+    resumed_masks: collections.Counter[int] = field(default_factory=collections.Counter)  # of units already done
     resumed_chunks: int = 0
 
     @property

@@ -76,7 +76,7 @@ class ArrayInfo:
     checked_files: int | None = None
 
 
-def _stored(store: Store | str | os.PathLike[str], array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
+def _stored(store: Store | str | os.PathLike[str], array: zarr.Array[Any]) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
     """``(coords, key, size, allocated bytes, read)`` of every stored chunk (shard) of ``array``:
     the files of a local store, or the keys of a zarr Store (an Icechunk snapshot; allocated = size)."""
     if isinstance(store, str | os.PathLike):
@@ -96,7 +96,7 @@ def _stored(store: Store | str | os.PathLike[str], array: zarr.Array) -> Iterato
             yield coords, key, len(data), len(data), functools.partial(bytes, data)
 
 
-def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array]:
+def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array[Any]]:
     if isinstance(store, str | os.PathLike):
         return arrays_in(store, names)
     node = zarr.open(store, mode="r")
@@ -108,7 +108,7 @@ def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array]:
     return [found[n] for n in names] if names else [found[k] for k in sorted(found)]
 
 
-def _temp_files(store: StoreLike, array: zarr.Array) -> int:
+def _temp_files(store: StoreLike, array: zarr.Array[Any]) -> int:
     if not isinstance(store, str | os.PathLike):
         return 0  # a store's keys are put whole
     root = Path(os.fspath(store)) / array.path
@@ -139,7 +139,7 @@ class _MaskReader:
             raise ChunkDecodeError(key, inner, exc, codec="conditional") from exc
 
 
-def _info_sharded(store: str | os.PathLike[str], array: zarr.Array, layout: ShardLayout, info: ArrayInfo) -> None:
+def _info_sharded(store: str | os.PathLike[str], array: zarr.Array[Any], layout: ShardLayout, info: ArrayInfo) -> None:
     reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
     try:
         info.slot_size = layout.slot_size
@@ -224,13 +224,13 @@ def check_summary(infos: Sequence[ArrayInfo]) -> str:
             "included): every one decoded, no error")
 
 
-def inner_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+def inner_chunk_shape(array: zarr.Array[Any]) -> tuple[int, ...]:
     """The inner chunk shape of a sharded array, else its chunk shape (elements)."""
     layout = layout_of(array)
     return layout.inner_shape if layout is not None else chunk_shape_of(array.metadata)
 
 
-def _info_unsharded(store: str | os.PathLike[str], array: zarr.Array, info: ArrayInfo) -> None:
+def _info_unsharded(store: str | os.PathLike[str], array: zarr.Array[Any], info: ArrayInfo) -> None:
     meta = array.metadata
     reader = None
     if isinstance(meta, ArrayV3Metadata):
@@ -244,7 +244,7 @@ def _info_unsharded(store: str | os.PathLike[str], array: zarr.Array, info: Arra
             info.masks[reader.mask(read(), key)] += 1
 
 
-def _check_chunks(store: str | os.PathLike[str], array: zarr.Array) -> int:
+def _check_chunks(store: str | os.PathLike[str], array: zarr.Array[Any]) -> int:
     """Decode every stored chunk (shard) file of ``array``, one read per file; how many."""
     from zopt.store.checked_read import read_region
 
@@ -257,7 +257,7 @@ def _check_chunks(store: str | os.PathLike[str], array: zarr.Array) -> int:
     return files
 
 
-def chunk_grids(store: str | os.PathLike[str], array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
+def chunk_grids(store: str | os.PathLike[str], array: zarr.Array[Any]) -> tuple[np.ndarray | None, np.ndarray]:
     """Per inner chunk of ``array`` in a local store: ``(masks, ratios)`` over the inner-chunk grid.
 
     masks : int16, the ``conditional`` mask read from each stored chunk's header, -1 where the
