@@ -109,11 +109,12 @@ class LorenzoCodec(ArrayArrayCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, NAME, require_configuration=False)
-        unknown = set(config or {}) - {"axes"}
+        _, found = parse_named_configuration(data, NAME, require_configuration=False)
+        config = found or {}
+        unknown = set(config) - {"axes"}
         if unknown:
             raise ValueError(f"{NAME}: the only configuration key is 'axes', got {sorted(config)}")
-        return cls(axes=(config or {}).get("axes"))
+        return cls(axes=config.get("axes"))
 
     def to_dict(self) -> dict[str, Any]:
         if self.axes is None:

@@ -108,10 +108,11 @@ class ReshapeCodec(ArrayArrayCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, "reshape", require_configuration=True)
-        unknown = set(config or {}) - {"shape"}
-        if unknown or "shape" not in (config or {}):
-            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config or {})}")
+        _, found = parse_named_configuration(data, "reshape", require_configuration=True)
+        config = found or {}
+        unknown = set(config) - {"shape"}
+        if unknown or "shape" not in config:
+            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config)}")
         return cls(shape=config["shape"])
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
@@ -169,7 +169,7 @@ def _parameters(offset: object, scale: object, zdtype: ZDType[Any, Any]) -> tupl
     if np.asarray(s).astype(np.float64) == 0:
         raise ValueError(f"scale_offset scale: must not be zero (got {scale!r} for {info.name}); "
                          "decoding divides by it")
-    return off, s
+    return cast(np.generic, off), cast(np.generic, s)  # numpy scalars (parse_json_scalar)
 
 
 @dataclass(frozen=True)
