@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "zopt"
+ROOT = Path(__file__).resolve().parents[2] / "zopt"
 
 #: (module, function) of the public entry points, which take each option as a parameter
 PUBLIC = {
@@ -25,7 +25,7 @@ PUBLIC = {
 }
 ANY_LIMIT = 100
 #: bare-Any parameters today: the count may only fall (lower it as annotations land)
-ANY_NOW = 175
+ANY_NOW = 172
 PARAM_LIMIT = 8
 
 

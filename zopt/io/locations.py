@@ -41,7 +41,7 @@ def url_fs(url: str) -> tuple[Any, str]:
     return fs, str(path)
 
 
-def _ask(url: str, what: str, *args: Any) -> Any:
+def _ask(url: str, what: str, *args: object) -> Any:
     fs, path = url_fs(url)
     try:
         return getattr(fs, what)(path, *args)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from zopt.errors import ZoptError
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from zarr.abc.store import Store
 
 __all__ = ["UNFINISHED_KEY", "StoreTakenOverError", "UnfinishedStoreError", "check_finished", "check_not_running",
@@ -39,7 +41,7 @@ class StoreTakenOverError(ZoptError, RuntimeError):
     job's publish): this job's output was not published, and the store is left to the other job."""
 
 
-def _sync(coro: Any) -> Any:
+def _sync(coro: Coroutine[Any, Any, Any]) -> Any:
     from zarr.core.sync import sync
 
     return sync(coro)
