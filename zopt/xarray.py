@@ -25,7 +25,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -36,6 +36,12 @@ from zopt.job.reports import RecompressReport
 from zopt.planning.chains import sized_chain, split_chain
 from zopt.planning.chunking import parse_shape
 from zopt.planning.presets import get_preset, set_element_size
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
+
+    from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import ArrayPlan, Plan
 
 __all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
@@ -51,12 +57,12 @@ def _cf_encoding(var: xr.Variable) -> dict[str, Any]:
     return {k: v for k, v in var.encoding.items() if k in _CF_KEYS}
 
 
-def _plan_chain(ap: Any) -> list[dict[str, Any]]:
+def _plan_chain(ap: ArrayPlan) -> list[dict[str, Any]]:
     return [{"name": "bytes", "configuration": {"endian": "little"}},
             {"name": "conditional", "configuration": {"codecs": copy.deepcopy(ap.codecs), "header_bits": ap.header_bits}}]
 
 
-def _load_plan(plan: Any) -> Any:
+def _load_plan(plan: Plan | None) -> Any:
     if plan is None or not isinstance(plan, str | os.PathLike):
         return plan
     from zopt.planning.plan import Plan
@@ -99,7 +105,7 @@ def encoding(
     shards: str | tuple[int, ...] | Mapping[str, int] | None = None,
     preset: str | None = None,
     plan: Any = None,
-    decision: Any = None,
+    decision: DecisionLike = None,
     menu: Any = None,
     budget: Any = None,
     readers: Any = None,
@@ -208,7 +214,7 @@ def encoding(
     return out
 
 
-def _with_decision(split: dict[str, Any], decision: Any) -> dict[str, Any]:
+def _with_decision(split: dict[str, Any], decision: DecisionLike) -> dict[str, Any]:
     """``split`` with ``decision`` attached to its ``conditional`` codecs (decisions are runtime objects)."""
     from zopt.codecs.conditional import with_decision_in
 
@@ -231,8 +237,8 @@ def dask_chunks(ds: xr.Dataset, enc: Mapping[Hashable, Mapping[str, Any]]) -> xr
 
 
 def recompress(
-    ds_or_path: xr.Dataset | str | os.PathLike,
-    dst: str | os.PathLike,
+    ds_or_path: xr.Dataset | str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     *,
     chunks: Any = None,
     shards: Any = None,
@@ -305,8 +311,8 @@ class ZoptAccessor:
         """``zopt.xarray.encoding(ds, **options)``."""
         return encoding(self._ds, **options)
 
-    def to_zarr(self, store: Any, *, chunks: Any = None, shards: Any = None, preset: str | None = None,
-                plan: Any = None, decision: Any = None, menu: Any = None, budget: Any = None, readers: Any = None,
+    def to_zarr(self, store: StoreLike, *, chunks: Any = None, shards: Any = None, preset: str | None = None,
+                plan: Any = None, decision: DecisionLike = None, menu: Any = None, budget: Any = None, readers: Any = None,
                 **to_zarr_kwargs: Any) -> Any:
         """``ds.to_zarr(store, zarr_format=3, encoding=zopt.xarray.encoding(ds, ...), **to_zarr_kwargs)``
         with dask-backed variables rechunked to whole shards (``dask_chunks``), so that no two Dask

@@ -32,7 +32,7 @@ FENCE = re.compile(r"(?:<!-- docs-test: skip (?P<skip>[^>]*?) -->\n)?```(?P<lang
 SETUP = re.compile(r'^python3 -m venv \.venv && \. \.venv/bin/activate && pip install "[^"]+" && ')
 #: the blocks skipped on purpose: (file, first line of the block) -> reason
 EXPECTED_SKIPS = {
-    ("README.md", 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m pytest -q tests'):
+    ("README.md", 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m mypy && python -m pytest -q tests'):
         "runs this test suite",
     ("README.md", 'pip install -e ".[test,interop]"   # interop: zarrs, tensorstore, cast-value-rs for cross-checks'):
         "developer setup and benchmarks of several minutes",

@@ -224,7 +224,7 @@ def _keepbits_panel(fig: Any, ax: Any, p: GridPanel, label: str, kept: np.ndarra
     ax.set_title(f"{p.name}{label}\nmantissa bits kept per chunk", fontsize=9)
 
 
-def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike) -> None:
+def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike[str]) -> None:
     """Write a PNG with, per panel of more than one chunk (and 2-D slice), the mask map and the
     ratio map; panels of one chunk are listed in a caption (see the module docstring).
 
@@ -285,7 +285,7 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike)
     plt.close(fig)
 
 
-def plot_plan(plan: Any, path: str | os.PathLike) -> None:
+def plot_plan(plan: Any, path: str | os.PathLike[str]) -> None:
     """Write a PNG of a ``zopt.planning.plan.Plan``: per array, planned masks and estimated ratios, and
     the kept mantissa bits per chunk for plans that hold them (``zopt.lossy`` keepbits plans)."""
     panels = []
@@ -327,7 +327,7 @@ def _coordinates(arrays: Sequence[Any]) -> set[str]:
     return names
 
 
-def plot_store(store: str | os.PathLike, arrays: Sequence[Any], path: str | os.PathLike) -> None:
+def plot_store(store: str | os.PathLike[str], arrays: Sequence[Any], path: str | os.PathLike[str]) -> None:
     """Write a PNG of stored chunks of ``arrays`` (zarr arrays of the local ``store``): the mask
     read from each chunk's header and its raw / stored bytes (``zopt.readback.info.chunk_grids``)."""
     from zopt.codecs.conditional import conditional_codecs_in

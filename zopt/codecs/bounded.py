@@ -25,11 +25,17 @@ from the metadata, so it is not bounded).
 from __future__ import annotations
 
 import contextvars
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from numcodecs.abc import Codec as NumcodecsCodec
+    from zarr.abc.codec import Codec
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
 
 __all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error", "decode_within", "decoded_limit",
            "raw_nbytes",
@@ -119,7 +125,7 @@ def _too_much(what: str, n: int, limit: int) -> ValueError:
     return ValueError(f"{what} {n} bytes of content, more than the {limit} this chunk can hold")
 
 
-def _stream(make: Any, data: bytes, limit: int, name: str, members: bool = False) -> np.ndarray:
+def _stream(make: object, data: bytes, limit: int, name: str, members: bool = False) -> np.ndarray:
     """Decode with a streaming decompressor (``make()``), at most ``limit`` bytes; ``members``:
     concatenated streams (gzip members) are decoded one after another."""
     out = []
@@ -139,7 +145,7 @@ def _stream(make: Any, data: bytes, limit: int, name: str, members: bool = False
     return np.frombuffer(b"".join(out), dtype=np.uint8)
 
 
-def decode_bounded(nc: Any, data: np.ndarray, limit: int) -> np.ndarray | None:
+def decode_bounded(nc: NumcodecsCodec, data: np.ndarray, limit: int) -> np.ndarray | None:
     """Decode ``data`` (1-D uint8) with the numcodecs codec ``nc`` into at most ``limit`` bytes.
     Returns None when ``nc`` is not a format bounded here (the caller decodes it as usual and
     checks the size afterwards). Raises ValueError on a claim or an output above ``limit``."""
@@ -174,12 +180,12 @@ def decode_bounded(nc: Any, data: np.ndarray, limit: int) -> np.ndarray | None:
     return None
 
 
-def _u8(out: Any) -> np.ndarray:
+def _u8(out: object) -> np.ndarray:
     return np.asarray(out).view(np.uint8).reshape(-1) if not isinstance(out, bytes | bytearray) else \
         np.frombuffer(out, dtype=np.uint8)
 
 
-def decode_within(codec: Any, nc: Any, data: Any, spec: Any, limit: int | None) -> Any:
+def decode_within(codec: Codec, nc: NumcodecsCodec, data: Buffer, spec: ArraySpec, limit: int | None) -> Any:
     """``codec._decode_sync(data, spec)`` (a zarr bytes→bytes codec, ``data`` a zarr Buffer;
     ``nc`` the numcodecs object behind it or None, ``zopt.codecs.sync.numcodec_of``), yielding at
     most ``limit`` bytes: a frame claiming more is refused before it is allocated
@@ -204,7 +210,7 @@ class BoundedCompressor:
     (the chunk's bytes, set by zopt's pipeline for arrays without filters). Everything else is
     the wrapped codec's."""
 
-    def __init__(self, codec: Any) -> None:
+    def __init__(self, codec: object) -> None:
         self._codec = codec
 
     def __getattr__(self, name: str) -> Any:
@@ -219,10 +225,10 @@ class BoundedCompressor:
     def __repr__(self) -> str:
         return repr(self._codec)
 
-    def encode(self, buf: Any) -> Any:
+    def encode(self, buf: object) -> Any:
         return self._codec.encode(buf)
 
-    def decode(self, buf: Any, out: Any = None) -> Any:
+    def decode(self, buf: object, out: object = None) -> Any:
         limit = decoded_limit.get()
         if limit is None or out is not None:
             return self._codec.decode(buf, out=out)

@@ -24,25 +24,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
 
-from zopt.compat.zarr_compat import endian_text
+from zopt.compat.zarr_compat import endian_text, nd_buffer
 from zopt.dtypes.complex import MLComplex
 from zopt.dtypes.ml import MLDType
 
 if TYPE_CHECKING:
+    from zarr.abc.codec import Codec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["BytesCodec", "as_zopt_bytes", "encode_ml_bytes", "decode_ml_bytes"]
 
 
-def _swap(endian: Any, itemsize: int) -> bool:
+def _swap(endian: object, itemsize: int) -> bool:
     """Whether ``itemsize``-byte units stored in ``endian`` (``"little"``/``"big"``, zarr's
     ``Endian`` enum, or None) need a byte swap on this machine."""
     text = endian_text(endian)
     return itemsize > 1 and text is not None and text != sys.byteorder
 
 
-def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Any) -> np.ndarray:
+def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: object) -> np.ndarray:
     """Encode an array of an ml_dtypes type as the ``bytes`` codec stores it.
 
     values: any shape, dtype ``dtype.to_native_dtype()``. Returns a 1-D uint8 array of
@@ -55,7 +57,7 @@ def encode_ml_bytes(dtype: MLDType, values: np.ndarray, endian: Any) -> np.ndarr
 
 
 def decode_ml_bytes(
-    dtype: MLDType, raw: np.ndarray, shape: tuple[int, ...], endian: Any
+    dtype: MLDType, raw: np.ndarray, shape: tuple[int, ...], endian: object
 ) -> np.ndarray:
     """Decode ``bytes``-codec bytes into an array of ``shape``; bits above the width are ignored.
 
@@ -74,7 +76,7 @@ def decode_ml_bytes(
     return dtype.from_bits(units).reshape(shape)
 
 
-def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Any) -> np.ndarray:
+def encode_complex_bytes(dtype: ZDType[Any, Any], values: np.ndarray, endian: object) -> np.ndarray:
     """Bytes of a ``complex_*`` array: real then imaginary component of each element, each as
     its component type is stored, in ``endian``. Returns 1-D uint8."""
     comp = dtype.component
@@ -84,7 +86,7 @@ def encode_complex_bytes(dtype: Any, values: np.ndarray, endian: Any) -> np.ndar
     return units.view(np.uint8)
 
 
-def decode_complex_bytes(dtype: Any, raw: np.ndarray, shape: tuple[int, ...], endian: Any) -> np.ndarray:
+def decode_complex_bytes(dtype: ZDType[Any, Any], raw: np.ndarray, shape: tuple[int, ...], endian: object) -> np.ndarray:
     """Inverse of ``encode_complex_bytes``; ValueError when the length does not match."""
     comp = dtype.component
     expected = int(np.prod(shape, dtype=np.int64)) * 2 * comp.item_size
@@ -106,12 +108,12 @@ class BytesCodec(_ZarrBytesCodec):
         if isinstance(dtype, MLComplex):
             raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
             out = decode_complex_bytes(dtype, raw, tuple(chunk_spec.shape), self.endian)
-            return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+            return nd_buffer(chunk_spec, out)
         if not isinstance(dtype, MLDType):
             return super()._decode_sync(chunk_bytes, chunk_spec)
         raw = np.asarray(chunk_bytes.as_numpy_array()).view(np.uint8).ravel()
         out = decode_ml_bytes(dtype, raw, chunk_spec.shape, self.endian)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         dtype = chunk_spec.dtype
@@ -124,7 +126,7 @@ class BytesCodec(_ZarrBytesCodec):
         return chunk_spec.prototype.buffer.from_array_like(raw)
 
 
-def as_zopt_bytes(codec: Any) -> Any:
+def as_zopt_bytes(codec: Codec) -> Any:
     """zopt's ``BytesCodec`` in place of an instance of zarr's own (same ``endian``): zarr's
     ``create_array`` makes zarr's class, which cannot handle zopt's data types. Any other codec
     is returned as it is."""

@@ -40,19 +40,20 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
-from zopt.compat.zarr_compat import placeholder_fill_validation
+from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import numeric_info, zarr_dtype
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["CastValueCodec"]
 
 _KEYS = {"data_type", "rounding", "out_of_range", "scalar_map"}
 
 
-def _check_scalar_map(scalar_map: Any) -> dict[str, list[list[Any]]] | None:
+def _check_scalar_map(scalar_map: object) -> dict[str, list[list[Any]]] | None:
     if scalar_map is None:
         return None
     if not isinstance(scalar_map, dict) or set(scalar_map) - {"encode", "decode"}:
@@ -86,8 +87,8 @@ class CastValueCodec(ArrayArrayCodec):
     out_of_range: str | None = None
     scalar_map: dict[str, list[list[Any]]] | None = None
 
-    def __init__(self, *, data_type: Any, rounding: str = "nearest-even", out_of_range: str | None = None,
-                 scalar_map: Any = None) -> None:
+    def __init__(self, *, data_type: object, rounding: str = "nearest-even", out_of_range: str | None = None,
+                 scalar_map: object = None) -> None:
         target = zarr_dtype(data_type)
         info = numeric_info(target.to_native_dtype())
         object.__setattr__(self, "_target", target)
@@ -123,28 +124,28 @@ class CastValueCodec(ArrayArrayCodec):
         """The target data type as a zarr ``ZDType``."""
         return self._target
 
-    def _map(self, direction: str, source: Any) -> tuple[tuple[np.generic, np.generic], ...]:
+    def _map(self, direction: str, source: ZDType[Any, Any]) -> tuple[tuple[np.generic, np.generic], ...]:
         """scalar_map entries of ``direction`` as (input, output) scalars; ``source`` is the array's
         ZDType (None: check only the target-typed side)."""
         return _parsed_map(json.dumps(self.data_type), json.dumps(self.scalar_map), direction, source)
 
-    def _decode_out_of_range(self, source: Any) -> str | None:
+    def _decode_out_of_range(self, source: ZDType[Any, Any]) -> str | None:
         if self.out_of_range == "wrap" and not numeric_info(source.to_native_dtype()).is_int:
             return None
         return self.out_of_range
 
-    def encode_array(self, values: np.ndarray, source: Any, where: str | None = None) -> np.ndarray:
+    def encode_array(self, values: np.ndarray, source: ZDType[Any, Any], where: str | None = None) -> np.ndarray:
         """Cast ``values`` (``source``'s native dtype, any shape) to the target; CastError if one cannot."""
         return cast_array(values, self.target.to_native_dtype(), rounding=self.rounding,
                           out_of_range=self.out_of_range, scalar_map=self._map("encode", source), where=where)
 
-    def decode_array(self, values: np.ndarray, source: Any, where: str | None = None) -> np.ndarray:
+    def decode_array(self, values: np.ndarray, source: ZDType[Any, Any], where: str | None = None) -> np.ndarray:
         """Cast stored ``values`` (target dtype) back to ``source``'s native dtype."""
         return cast_array(values, source.to_native_dtype(), rounding=self.rounding,
                           out_of_range=self._decode_out_of_range(source),
                           scalar_map=self._map("decode", source), where=where)
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         pass  # the input type is only known in the chain (resolve_metadata); see module docstring
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
@@ -174,11 +175,11 @@ class CastValueCodec(ArrayArrayCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = self.encode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = self.decode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)
@@ -188,7 +189,7 @@ class CastValueCodec(ArrayArrayCodec):
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed_map(data_type_json: str, scalar_map_json: str, direction: str, source: Any) -> tuple:
+def _parsed_map(data_type_json: str, scalar_map_json: str, direction: str, source: ZDType[Any, Any]) -> tuple:
     scalar_map = json.loads(scalar_map_json)
     if not scalar_map or direction not in scalar_map:
         return ()

@@ -45,7 +45,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
@@ -57,10 +57,17 @@ from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.sync import numcodec_of, sync_decoder, sync_encoder
 from zopt.errors import ChunkDecodeError
 
+if TYPE_CHECKING:
+    from zarr.abc.codec import Codec
+    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
+
+    from zopt.codecs.decisions import DecisionLike
+
 __all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
 
 
-def chunk_spec(shape: Sequence[int], dtype: Any, fill_value: Any) -> ArraySpec:
+def chunk_spec(shape: Sequence[int], dtype: ZDType[Any, Any], fill_value: object) -> ArraySpec:
     """A zarr ``ArraySpec`` for one chunk: ``shape`` in elements, a zarr ``ZDType``, fill value."""
     return ArraySpec(
         shape=tuple(int(s) for s in shape),
@@ -82,7 +89,7 @@ def _pcodec_bound(n: int) -> int:
     return n + (n >> 8) + 1024
 
 
-def _bytes_bound(codec: Any, n: int, spec: ArraySpec) -> int:
+def _bytes_bound(codec: Codec, n: int, spec: ArraySpec) -> int:
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
     if isinstance(codec, ConditionalCodec):
@@ -170,7 +177,7 @@ class ChunkEncoder:
     def codecs(self) -> tuple[Any, ...]:
         return (*[c for c, _ in self.array_array], self.array_bytes[0], *[c for c, _ in self.bytes_bytes])
 
-    def with_decision(self, decision: Any) -> ChunkEncoder:
+    def with_decision(self, decision: DecisionLike) -> ChunkEncoder:
         """A copy whose ``conditional`` codecs decide with ``decision`` (see ``zopt.codecs.decisions``)."""
         out = ChunkEncoder.__new__(ChunkEncoder)
         out.__dict__.update(self.__dict__)
@@ -311,7 +318,7 @@ class ChunkEncoder:
         return data, tuple(masks)
 
 
-def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) -> tuple[np.dtype | None, Any]:
+def _direct_array_bytes(array_array: list, array_bytes: ArrayBytesCodec, spec: ArraySpec) -> tuple[np.dtype | None, Any]:
     """``(native dtype, f(chunk) -> 1-D uint8)`` for chains whose array→bytes step needs none of
     zarr's buffer objects (issue 34: they cost ~20 µs of GIL per chunk), else ``(None, None)``.
 
@@ -358,7 +365,7 @@ def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) ->
     return None, None
 
 
-def _codec_name(codec: Any) -> str:
+def _codec_name(codec: object) -> str:
     try:
         return str(codec.to_dict()["name"])
     except Exception:  # noqa: BLE001 - a codec without to_dict
@@ -371,7 +378,7 @@ def _raw_nbytes(spec: ArraySpec) -> int:
     return n * (size if size is not None else spec.dtype.to_native_dtype().itemsize)
 
 
-def _run_sync(codec: Any, sync_name: str, async_name: str, value: Any, spec: ArraySpec) -> Any:
+def _run_sync(codec: Codec, sync_name: str, async_name: str, value: Buffer | NDBuffer, spec: ArraySpec) -> Any:
     fn = getattr(codec, sync_name, None)
     if fn is not None:
         return fn(value, spec)

@@ -33,8 +33,13 @@ from zopt.compat.zarr_compat import supports_sync
 from zopt.errors import ChunkIndexUnavailableError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from zarr.abc.codec import Codec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
+
+    from zopt.codecs.decisions import DecisionLike
 
 __all__ = ["ConditionalCodec", "OptionalAliasCodec", "parse_header", "format_header"]
 
@@ -75,7 +80,7 @@ def parse_header(data: bytes | np.ndarray, header_bits: int, n_codecs: int) -> i
     return mask
 
 
-def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
+def _parse_codecs(codecs: Iterable[Codec]) -> tuple[BytesBytesCodec, ...]:
     from zopt.compat.zarr_compat import resolve_codec
 
     if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
@@ -102,7 +107,7 @@ def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
     return tuple(parsed)
 
 
-def _parse_header_bits(header_bits: Any, n_codecs: int) -> int:
+def _parse_header_bits(header_bits: object, n_codecs: int) -> int:
     if header_bits is None:
         return default_header_bits(n_codecs)
     if isinstance(header_bits, bool) or not isinstance(header_bits, int | np.integer):
@@ -142,9 +147,9 @@ class ConditionalCodec(BytesBytesCodec):
     def __init__(
         self,
         *,
-        codecs: Any = (),
+        codecs: object = (),
         header_bits: int | None = None,
-        decision: Any = None,
+        decision: DecisionLike = None,
         trial_encode: bool | None = None,
     ) -> None:
         codecs_parsed = _parse_codecs(codecs)
@@ -184,7 +189,7 @@ class ConditionalCodec(BytesBytesCodec):
         }
 
     # -- runtime configuration ------------------------------------------------------------
-    def with_decision(self, decision: Any, trial_encode: bool | None = None) -> Self:
+    def with_decision(self, decision: DecisionLike, trial_encode: bool | None = None) -> Self:
         """A copy whose writes use ``decision`` (see ``zopt.codecs.decisions``)."""
         return replace(
             self,
@@ -364,7 +369,7 @@ class OptionalAliasCodec(ConditionalCodec):
         return cls._from_configuration(config)
 
 
-def conditional_codecs_in(codecs: Any) -> list[ConditionalCodec]:
+def conditional_codecs_in(codecs: Iterable[Codec]) -> list[ConditionalCodec]:
     """All ``ConditionalCodec`` objects in a codec list, looking inside ``sharding_indexed``."""
     found: list[ConditionalCodec] = []
     for c in codecs:
@@ -376,7 +381,7 @@ def conditional_codecs_in(codecs: Any) -> list[ConditionalCodec]:
     return found
 
 
-def with_decision_in(codecs: Any, decision: Any, trial_encode: bool | None = None) -> tuple:
+def with_decision_in(codecs: Iterable[Codec], decision: DecisionLike, trial_encode: bool | None = None) -> tuple:
     """Copy a codec list, attaching ``decision`` to every conditional codec (also in shards)."""
     out = []
     for c in codecs:

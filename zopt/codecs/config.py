@@ -3,13 +3,16 @@ unknown keys, and scalars written in a data type's fill-value JSON encoding."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.core.common import parse_named_configuration
 
 from zopt.codecs.exact_cast import cast_array
 from zopt.dtypes.numeric import numeric_info
+
+if TYPE_CHECKING:
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["codec_configuration", "parse_json_scalar"]
 
@@ -27,7 +30,12 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     return config
 
 
-def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
+def _scalar(a: np.ndarray) -> np.generic:
+    """The scalar of a 0-d array."""
+    return cast(np.generic, a[()])
+
+
+def parse_json_scalar(value: object, zdtype: ZDType[Any, Any], parameter: str) -> np.generic:
     """A scalar in ``zdtype``'s fill-value JSON encoding → a numpy scalar of its native dtype.
 
     parameter : named in errors (e.g. ``"scale_offset offset"``).
@@ -41,16 +49,16 @@ def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
             raise ValueError(f"{parameter}: {info.name} takes a JSON integer, got {value!r}")
         if not info.lo <= int(value) <= info.hi:
             raise ValueError(f"{parameter}: {value!r} is out of range for {info.name} {info.describe_range()}")
-        return np.array(int(value)).astype(native)[()]
+        return _scalar(np.array(int(value)).astype(native))
     if isinstance(value, bool) or not isinstance(value, int | float | str | np.number):
         raise ValueError(f"{parameter}: {info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
                          f"got {value!r}")
     if isinstance(value, int | float | np.number) and not isinstance(value, str):
         try:
-            return cast_array(np.array(float(value)), native)[()]
+            return _scalar(cast_array(np.array(float(value)), native))
         except ValueError as exc:
             raise ValueError(f"{parameter}: {value!r} cannot be stored as {info.name}: {exc}") from exc
     try:
-        return np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native)[()]
+        return _scalar(np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{parameter}: {value!r} is not a valid {info.name} value ({exc})") from exc

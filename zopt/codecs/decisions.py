@@ -40,7 +40,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
@@ -294,8 +294,19 @@ HEURISTICS: dict[str, Decision] = {
 }
 
 
+class AsDecision(Protocol):
+    """Anything that turns itself into a ``Decision`` (e.g. ``zopt.planning.plan.Plan``)."""
+
+    def as_decision(self) -> Decision: ...
+
+
+#: what ``decision=`` accepts (``resolve_decision`` checks it): a Decision, a heuristic's name, an
+#: integer mask, an array of masks, a plan, a function of the chunk, or None (mask 0)
+DecisionLike: TypeAlias = "Decision | str | int | np.integer | np.ndarray | AsDecision | Callable[..., bool] | None"
+
+
 def resolve_decision(
-    decision: Any, n_codecs: int, header_bits: int, trial_encode: bool | None = None
+    decision: DecisionLike, n_codecs: int, header_bits: int, trial_encode: bool | None = None
 ) -> Decision | None:
     """Turn what a user passes as ``decision`` into a ``Decision`` (or None: mask 0).
 

@@ -79,13 +79,13 @@ class CastError(ZoptError, ValueError):
     count : how many elements failed.  position : its index in the array.
     """
 
-    def __init__(self, message: str, *, value: Any = None, rule: str = "", count: int = 1,
+    def __init__(self, message: str, *, value: object = None, rule: str = "", count: int = 1,
                  position: tuple[int, ...] | None = None) -> None:
         super().__init__(message)
         self.value, self.rule, self.count, self.position = value, rule, count, position
 
 
-def check_cast_options(rounding: Any, out_of_range: Any, target: NumericInfo | None = None) -> None:
+def check_cast_options(rounding: object, out_of_range: object, target: NumericInfo | None = None) -> None:
     """ValueError naming ``rounding`` or ``out_of_range`` and the allowed values."""
     if rounding not in ROUNDING:
         raise ValueError(f"rounding: {rounding!r} is not one of {', '.join(ROUNDING)}")

@@ -25,6 +25,7 @@ store in fewer bits than the codes. Readers need zopt (``--readers``, ``zopt.pla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -32,9 +33,12 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.compat.zarr_compat import nd_buffer
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["NAME", "LorenzoCodec", "lorenzo_decode", "lorenzo_encode", "parse_axes"]
 
@@ -46,7 +50,7 @@ def _check(values: np.ndarray) -> None:
         raise ValueError(f"{NAME}: needs an integer data type, got {values.dtype}")
 
 
-def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
+def _axes(axes: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(ndim))
     bad = [a for a in axes if not 0 <= a < ndim]
@@ -55,7 +59,7 @@ def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
     return tuple(axes)
 
 
-def parse_axes(axes: Any) -> tuple[int, ...] | None:
+def parse_axes(axes: object) -> tuple[int, ...] | None:
     """``axes`` of the configuration as a tuple (None: all). Raises ValueError naming ``axes``
     unless it is a non-empty, strictly increasing list of non-negative integers."""
     if axes is None:
@@ -68,7 +72,7 @@ def parse_axes(axes: Any) -> tuple[int, ...] | None:
     return tuple(int(a) for a in axes)
 
 
-def lorenzo_encode(values: np.ndarray, axes: Any = None) -> np.ndarray:
+def lorenzo_encode(values: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
     """Residuals (same shape and integer dtype) of ``values`` over ``axes`` (None: all), modulo ``2^bits``."""
     values = np.asarray(values)
     _check(values)
@@ -82,7 +86,7 @@ def lorenzo_encode(values: np.ndarray, axes: Any = None) -> np.ndarray:
     return out
 
 
-def lorenzo_decode(residuals: np.ndarray, axes: Any = None) -> np.ndarray:
+def lorenzo_decode(residuals: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
     """The values whose ``lorenzo_encode(·, axes)`` is ``residuals`` (same shape and integer dtype)."""
     residuals = np.asarray(residuals)
     _check(residuals)
@@ -100,23 +104,24 @@ class LorenzoCodec(ArrayArrayCodec):
 
     axes: tuple[int, ...] | None = None
 
-    def __init__(self, *, axes: Any = None) -> None:
+    def __init__(self, *, axes: object = None) -> None:
         object.__setattr__(self, "axes", parse_axes(axes))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, NAME, require_configuration=False)
-        unknown = set(config or {}) - {"axes"}
+        _, found = parse_named_configuration(data, NAME, require_configuration=False)
+        config = found or {}
+        unknown = set(config) - {"axes"}
         if unknown:
             raise ValueError(f"{NAME}: the only configuration key is 'axes', got {sorted(config)}")
-        return cls(axes=(config or {}).get("axes"))
+        return cls(axes=config.get("axes"))
 
     def to_dict(self) -> dict[str, Any]:
         if self.axes is None:
             return {"name": NAME}
         return {"name": NAME, "configuration": {"axes": list(self.axes)}}
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         pass  # zarr passes the array's type, not the type reaching this codec: checked per chunk
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
@@ -127,11 +132,11 @@ class LorenzoCodec(ArrayArrayCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = lorenzo_encode(np.asarray(chunk_array.as_ndarray_like()), self.axes)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = lorenzo_decode(np.asarray(chunk_array.as_ndarray_like()).reshape(chunk_spec.shape), self.axes)
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

@@ -37,11 +37,13 @@ import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
 
 from zopt.codecs.config import codec_configuration
+from zopt.compat.zarr_compat import nd_buffer
 from zopt.dtypes.components import ComponentLayout
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["PackBitsCodec", "component_layout", "pack_bits", "unpack_bits"]
 
@@ -59,7 +61,7 @@ def _uint_for(bits: int) -> type[np.unsignedinteger]:
 # -- data types ------------------------------------------------------------------------------------
 
 
-def component_layout(dtype: Any) -> ComponentLayout:
+def component_layout(dtype: ZDType[Any, Any]) -> ComponentLayout:
     """The ``ComponentLayout`` of a zarr ``ZDType`` (zarr core types or zopt's).
 
     Raises ValueError naming the data type when packbits does not support it.
@@ -223,7 +225,7 @@ def unpack_bits(data: np.ndarray, n: int, b: int) -> np.ndarray:
 # -- the codec ------------------------------------------------------------------------------------
 
 
-def _parse_bit(value: Any, name: str) -> int | None:
+def _parse_bit(value: object, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
@@ -272,7 +274,7 @@ class PackBitsCodec(ArrayBytesCodec):
         return {"name": "packbits", "configuration": config} if config else {"name": "packbits"}
 
     # -- geometry ---------------------------------------------------------------------------------
-    def bit_range(self, dtype: Any) -> tuple[ComponentLayout, int, int]:
+    def bit_range(self, dtype: ZDType[Any, Any]) -> tuple[ComponentLayout, int, int]:
         """``(layout, first_bit, last_bit)`` for ``dtype``; ValueError naming the bad parameter."""
         layout = component_layout(dtype)
         first = self.first_bit or 0
@@ -284,7 +286,7 @@ class PackBitsCodec(ArrayBytesCodec):
             raise ValueError(f"first_bit: {first} is greater than last_bit {last}")
         return layout, first, last
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         self.bit_range(dtype)
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
@@ -293,7 +295,7 @@ class PackBitsCodec(ArrayBytesCodec):
         self.bit_range(array_spec.dtype)
         return self
 
-    def _bits_per_element(self, dtype: Any) -> int:
+    def _bits_per_element(self, dtype: ZDType[Any, Any]) -> int:
         layout, first, last = self.bit_range(dtype)
         return layout.components * (last - first + 1)
 
@@ -302,7 +304,7 @@ class PackBitsCodec(ArrayBytesCodec):
         return (n * self._bits_per_element(chunk_spec.dtype) + 7) // 8 + (self.padding_encoding != "none")
 
     # -- encode / decode --------------------------------------------------------------------------
-    def encode_array(self, values: np.ndarray, dtype: Any) -> np.ndarray:
+    def encode_array(self, values: np.ndarray, dtype: ZDType[Any, Any]) -> np.ndarray:
         """Encode an array of ``dtype`` (a zarr ``ZDType``) to packed bytes (1-D uint8)."""
         layout, first, last = self.bit_range(dtype)
         b = last - first + 1
@@ -316,7 +318,7 @@ class PackBitsCodec(ArrayBytesCodec):
         pad = np.array([(-(u.size * b)) % 8], dtype=np.uint8)
         return np.concatenate([pad, packed] if self.padding_encoding == "first_byte" else [packed, pad])
 
-    def decode_array(self, data: np.ndarray, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    def decode_array(self, data: np.ndarray, dtype: ZDType[Any, Any], shape: tuple[int, ...]) -> np.ndarray:
         """Decode packed bytes (1-D uint8) into an array of ``shape`` and ``dtype``.
 
         Raises ValueError when the length or the padding byte does not match ``shape``, or a
@@ -358,7 +360,7 @@ class PackBitsCodec(ArrayBytesCodec):
             out = self.decode_array(raw, chunk_spec.dtype, tuple(chunk_spec.shape))
         except Exception as exc:  # noqa: BLE001 - numpy errors too: each becomes ChunkDecodeError
             raise decode_error("packbits", exc) from exc
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         out = self.encode_array(chunk_array.as_numpy_array(), chunk_spec.dtype)

@@ -55,6 +55,12 @@ from zopt.errors import ChunkDecodeError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from zarr.abc.codec import Codec
+    from zarr.abc.store import Store
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.metadata import ArrayMetadata, ArrayV3Metadata
+
 __all__ = [
     "ChunkContext",
     "ChunkIndexCodecPipeline",
@@ -78,7 +84,7 @@ def _coords_from_key(key: str, ndim: int) -> tuple[int, ...] | None:
     return tuple(int(f) for f in fields)
 
 
-def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
+def _context_for(byte_io: object, chunk_shape: tuple[int, ...]) -> ChunkContext:
     parent = current_chunk()
     local = getattr(byte_io, "chunk_coords", None)
     if local is not None:  # an inner chunk handed out by sharding_indexed
@@ -96,7 +102,7 @@ def _context_for(byte_io: Any, chunk_shape: tuple[int, ...]) -> ChunkContext:
     return ChunkContext(key, _coords_from_key(key, len(chunk_shape)), chunk_shape)
 
 
-def validate_codec_chain(metadata: Any) -> None:
+def validate_codec_chain(metadata: ArrayV3Metadata) -> None:
     """Resolve the array's chunk spec through its codecs (into shards' inner chains).
 
     metadata : zarr ``ArrayV3Metadata``. Raises the first codec's ValueError, e.g. a fill value
@@ -112,7 +118,7 @@ def validate_codec_chain(metadata: Any) -> None:
     spec = ArraySpec(shape=tuple(shape), dtype=metadata.data_type, fill_value=metadata.fill_value,
                      config=ArrayConfig.from_dict({}), prototype=default_buffer_prototype())
 
-    def walk(codecs: Any, spec: ArraySpec) -> None:
+    def walk(codecs: Iterable[Codec], spec: ArraySpec) -> None:
         for codec in codecs:
             if isinstance(codec, ShardingCodec):
                 walk(codec.codecs, replace(spec, shape=tuple(codec.chunk_shape)))
@@ -124,7 +130,7 @@ def validate_codec_chain(metadata: Any) -> None:
     walk(metadata.codecs, spec)
 
 
-def _fill_array(chunk_spec: Any) -> np.ndarray:
+def _fill_array(chunk_spec: ArraySpec) -> np.ndarray:
     return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
 
 
@@ -155,7 +161,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         )
 
     @classmethod
-    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Any:
+    def from_array_metadata_and_store(cls, array_metadata: ArrayMetadata, store: Store) -> Any:
         # zarr builds the pipeline when it creates or opens an array: the place to check
         # that the fill value passes every array→array codec (scale_offset, cast_value).
         from zarr.core.metadata.v3 import ArrayV3Metadata
@@ -178,7 +184,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         codecs = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
         return all(supports_sync(c) and not isinstance(c, ShardingCodec) for c in codecs)
 
-    def _specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
+    def _specs(self, chunk_spec: ArraySpec) -> tuple[list[Any], Any, list[Any]]:
         """The spec each codec sees, resolved once per distinct chunk spec (resolving runs e.g.
         cast_value's fill-value round trip, too costly for every chunk)."""
         cache = self.__dict__.setdefault("_spec_cache", {})
@@ -190,7 +196,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             cache[chunk_spec] = specs = self._resolve_specs(chunk_spec)
             return specs
 
-    def _resolve_specs(self, chunk_spec: Any) -> tuple[list[Any], Any, list[Any]]:
+    def _resolve_specs(self, chunk_spec: ArraySpec) -> tuple[list[Any], Any, list[Any]]:
         aa = []
         spec = chunk_spec
         for codec in self.array_array_codecs:
@@ -204,7 +210,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             spec = codec.resolve_metadata(spec)
         return aa, ab, bb
 
-    def _limits(self, ab_spec: Any, bb_specs: list[Any]) -> list[int | None]:
+    def _limits(self, ab_spec: ArraySpec, bb_specs: list[Any]) -> list[int | None]:
         """Most bytes each bytes→bytes codec's decoding may yield: the array→bytes codec's
         encoded size of the chunk, grown by each codec's largest output (``bytes_bound``)."""
         from zopt.codecs.bounded import bytes_bound, raw_nbytes
@@ -219,7 +225,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             n = None if n is None else bytes_bound(codec, n, spec)
         return out
 
-    def _encode_whole_chunk(self, chunk: Any, chunk_spec: Any) -> Any:
+    def _encode_whole_chunk(self, chunk: NDBuffer, chunk_spec: ArraySpec) -> Any:
         """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
         if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
             return None
@@ -235,7 +241,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             data = codec._encode_sync(data, spec)
         return data
 
-    def _decode_chunk(self, data: Any, chunk_spec: Any) -> Any:
+    def _decode_chunk(self, data: Buffer, chunk_spec: ArraySpec) -> Any:
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
         limits = self._limits(ab_spec, bb_specs) if self.bytes_bytes_codecs else ()
         for codec, spec, limit in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), reversed(limits), strict=True):
@@ -245,7 +251,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             chunk = codec._decode_sync(chunk, spec)
         return chunk
 
-    async def _write_whole_chunk(self, item: tuple[Any, ...], value: Any) -> None:
+    async def _write_whole_chunk(self, item: tuple[Any, ...], value: NDBuffer) -> None:
         # write_batch returns None on every zarr version: no per-chunk results to build
         byte_setter, chunk_spec, _, out_selection = item[:4]
         encoded = await asyncio.to_thread(self._encode_whole_chunk, value[out_selection], chunk_spec)
@@ -254,14 +260,14 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         else:
             await byte_setter.set(encoded)
 
-    def _whole_chunk_write(self, item: tuple[Any, ...], value: Any, drop_axes: tuple[int, ...]) -> bool:
+    def _whole_chunk_write(self, item: tuple[Any, ...], value: NDBuffer, drop_axes: tuple[int, ...]) -> bool:
         if not self._sync_chain or drop_axes or len(item) < 5 or not item[4]:
             return False
         chunk_spec, out_selection = item[1], item[3]
         return len(value.shape) == len(chunk_spec.shape) and value[out_selection].shape == tuple(chunk_spec.shape)
 
     async def write_batch(
-        self, batch_info: Iterable[tuple[Any, ...]], value: Any, drop_axes: tuple[int, ...] = ()
+        self, batch_info: Iterable[tuple[Any, ...]], value: NDBuffer, drop_axes: tuple[int, ...] = ()
     ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
@@ -279,7 +285,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         finally:
             restore_current_chunk(previous)
 
-    async def _read_chunk(self, item: tuple[Any, ...], out: Any, drop_axes: tuple[int, ...]) -> Any:
+    async def _read_chunk(self, item: tuple[Any, ...], out: NDBuffer, drop_axes: tuple[int, ...]) -> Any:
         """Read, decode and place one chunk; returns zarr's per-chunk result (see
         ``zopt.compat.zarr_compat.chunk_result``)."""
         byte_getter, chunk_spec, chunk_selection, out_selection = item[:4]
@@ -298,7 +304,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         return chunk_result(True)
 
     async def read_batch(
-        self, batch_info: Iterable[tuple[Any, ...]], out: Any, drop_axes: tuple[int, ...] = ()
+        self, batch_info: Iterable[tuple[Any, ...]], out: NDBuffer, drop_axes: tuple[int, ...] = ()
     ) -> Any:
         items = list(batch_info)
         if len(items) != 1:
@@ -338,7 +344,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         return exc
 
 
-def _raw_nbytes_or_none(spec: Any) -> int | None:
+def _raw_nbytes_or_none(spec: ArraySpec) -> int | None:
     from zopt.codecs.bounded import raw_nbytes
 
     try:
@@ -347,7 +353,7 @@ def _raw_nbytes_or_none(spec: Any) -> int | None:
         return None
 
 
-def _bounded_v2(codec: Any) -> Any:
+def _bounded_v2(codec: object) -> Any:
     """A Zarr v2 array's codec with its compressor bounded (``BoundedCompressor``), when it has
     no filters (with filters the compressed stream's decoded size is not the chunk's)."""
     from zarr.codecs._v2 import V2Codec

@@ -24,16 +24,19 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.compat.zarr_compat import nd_buffer
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["ReshapeCodec", "resolve_shape"]
 
 Entry = int | tuple[int, ...]
 
 
-def _parse_entries(shape: Any) -> tuple[Entry, ...]:
+def _parse_entries(shape: object) -> tuple[Entry, ...]:
     if not isinstance(shape, list | tuple) or not shape:
         raise ValueError(f"shape: expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
     out: list[Entry] = []
@@ -100,21 +103,22 @@ class ReshapeCodec(ArrayArrayCodec):
 
     shape: tuple[Entry, ...]
 
-    def __init__(self, *, shape: Any) -> None:
+    def __init__(self, *, shape: object) -> None:
         object.__setattr__(self, "shape", _parse_entries(shape))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        _, config = parse_named_configuration(data, "reshape", require_configuration=True)
-        unknown = set(config or {}) - {"shape"}
-        if unknown or "shape" not in (config or {}):
-            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config or {})}")
+        _, found = parse_named_configuration(data, "reshape", require_configuration=True)
+        config = found or {}
+        unknown = set(config) - {"shape"}
+        if unknown or "shape" not in config:
+            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config)}")
         return cls(shape=config["shape"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "reshape", "configuration": {"shape": [list(e) if isinstance(e, tuple) else e for e in self.shape]}}
 
-    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+    def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:
         chunk_shape = getattr(chunk_grid, "chunk_shape", None)
         if chunk_shape is not None:
             resolve_shape(self.shape, chunk_shape)
@@ -128,12 +132,12 @@ class ReshapeCodec(ArrayArrayCodec):
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         values = chunk_array.as_ndarray_like()
         out = np.reshape(values, resolve_shape(self.shape, chunk_spec.shape), order="C")
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         values = chunk_array.as_ndarray_like()
         out = np.reshape(values, tuple(chunk_spec.shape), order="C")
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

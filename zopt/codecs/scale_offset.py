@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
@@ -36,12 +36,13 @@ from zarr.abc.codec import ArrayArrayCodec
 from zopt.codecs.config import codec_configuration, parse_json_scalar
 from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, cast_error
-from zopt.compat.zarr_compat import placeholder_fill_validation
+from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import NumericInfo, numeric_info
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["ScaleOffsetCodec", "scale_offset_decode", "scale_offset_encode"]
 
@@ -156,7 +157,7 @@ def scale_offset_decode(y: np.ndarray, offset: np.generic, scale: np.generic, wh
 
 
 @functools.lru_cache(maxsize=64)
-def _parameters(offset: Any, scale: Any, zdtype: Any) -> tuple[np.generic, np.generic]:
+def _parameters(offset: object, scale: object, zdtype: ZDType[Any, Any]) -> tuple[np.generic, np.generic]:
     native = zdtype.to_native_dtype()
     info = numeric_info(native)
     off = np.array(0).astype(native)[()] if offset is None else parse_json_scalar(offset, zdtype, "scale_offset offset")
@@ -168,7 +169,7 @@ def _parameters(offset: Any, scale: Any, zdtype: Any) -> tuple[np.generic, np.ge
     if np.asarray(s).astype(np.float64) == 0:
         raise ValueError(f"scale_offset scale: must not be zero (got {scale!r} for {info.name}); "
                          "decoding divides by it")
-    return off, s
+    return cast(np.generic, off), cast(np.generic, s)  # numpy scalars (parse_json_scalar)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     offset: Any = None
     scale: Any = None
 
-    def __init__(self, *, offset: Any = None, scale: Any = None) -> None:
+    def __init__(self, *, offset: object = None, scale: object = None) -> None:
         for name, v in (("offset", offset), ("scale", scale)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
                 raise ValueError(f"scale_offset {name}: expected a JSON number or string in the data "
@@ -205,7 +206,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         config = {k: v for k, v in (("offset", self.offset), ("scale", self.scale)) if v is not None}
         return {"name": "scale_offset", "configuration": config} if config else {"name": "scale_offset"}
 
-    def parameters(self, zdtype: Any) -> tuple[np.generic, np.generic]:
+    def parameters(self, zdtype: ZDType[Any, Any]) -> tuple[np.generic, np.generic]:
         """(offset, scale) as scalars of ``zdtype``'s native dtype; ValueError if invalid for it."""
         try:
             numeric_info(zdtype.to_native_dtype())
@@ -231,12 +232,12 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
         out = scale_offset_encode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     def _decode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         off, s = self.parameters(chunk_spec.dtype)
         out = scale_offset_decode(np.asarray(chunk_array.as_ndarray_like()), off, s, describe_current_chunk())
-        return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
+        return nd_buffer(chunk_spec, out)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         return self._encode_sync(chunk_array, chunk_spec)

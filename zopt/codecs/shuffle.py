@@ -106,8 +106,9 @@ _local = threading.local()
 
 def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two uint32 buffers of at least ``n`` elements, reused by this thread's later calls."""
-    lo, hi = getattr(_local, "halves", (None, None))
-    if lo is None or lo.size < n:
+    halves: tuple[np.ndarray | None, np.ndarray | None] = getattr(_local, "halves", (None, None))
+    lo, hi = halves
+    if lo is None or hi is None or lo.size < n:
         lo, hi = np.empty(n, np.uint32), np.empty(n, np.uint32)
         if n <= _BLOCK64:
             _local.halves = (lo, hi)
@@ -163,7 +164,7 @@ class ShuffleCodec(BytesBytesCodec):
         unknown = set(config) - {"element_size"}
         if unknown:
             raise ValueError(f"shuffle: unknown configuration keys {sorted(unknown)}; allowed: ['element_size']")
-        return cls(**config)
+        return cls(**config)  # type: ignore[arg-type]  # __init__ checks element_size
 
     def to_dict(self) -> dict[str, Any]:
         if self.element_size is None:

@@ -16,27 +16,34 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numcodecs
 import numpy as np
+
+if TYPE_CHECKING:
+    from numcodecs.abc import Codec as NumcodecsCodec
+    from zarr.abc.codec import Codec
+    from zarr.core.array_spec import ArraySpec
+
+    from zopt.codecs.shuffle import ShuffleCodec
 
 __all__ = ["numcodec_of", "sync_decoder", "sync_encoder", "sync_row_transform", "zstd_row_sizes"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
 
-def _as_u8(out: Any) -> np.ndarray:
+def _as_u8(out: object) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8) if isinstance(out, bytes | bytearray | memoryview) else np.asarray(out).view(np.uint8).ravel()
 
 
-def numcodec_of(codec: Any) -> Any | None:
+def numcodec_of(codec: Codec) -> Any | None:
     """The numcodecs object behind a zarr codec (zstd, gzip, blosc, ``numcodecs.*`` wrappers;
     zopt's shuffle as an adapter), or None."""
     return _numcodec(codec)
 
 
-def _numcodec(codec: Any) -> Any | None:
+def _numcodec(codec: Codec) -> Any | None:
     try:
         return _numcodec_cached(codec)
     except TypeError:  # unhashable codec objects (zarr's numcodecs.* wrappers hold a dict)
@@ -44,11 +51,11 @@ def _numcodec(codec: Any) -> Any | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _numcodec_cached(codec: Any) -> Any | None:
+def _numcodec_cached(codec: Codec) -> Any | None:
     return _numcodec_uncached(codec)
 
 
-def _numcodec_uncached(codec: Any) -> Any | None:
+def _numcodec_uncached(codec: Codec) -> Any | None:
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
     from zopt.codecs.shuffle import ShuffleCodec
@@ -70,7 +77,7 @@ def _numcodec_uncached(codec: Any) -> Any | None:
 class _ShuffleAdapter:
     """numcodecs-style ``encode``/``decode`` for zopt's numpy shuffle."""
 
-    def __init__(self, codec: Any) -> None:
+    def __init__(self, codec: ShuffleCodec) -> None:
         self.codec = codec
 
     def encode(self, data: np.ndarray) -> np.ndarray:
@@ -80,7 +87,7 @@ class _ShuffleAdapter:
         return self.codec.decode_bytes(data)
 
 
-def _via_zarr_method(codec: Any, spec: Any, sync_name: str, async_name: str) -> Transform:
+def _via_zarr_method(codec: Codec, spec: ArraySpec, sync_name: str, async_name: str) -> Transform:
     # zarr's synchronous method where the codec has one (crc32c, gzip, blosc), else its async
     # method on a private event loop in the calling thread
     sync_fn = getattr(codec, sync_name, None)
@@ -119,7 +126,7 @@ def shuffle_encoder(size: int, fallback: Transform | None = None) -> Transform:
     return encode
 
 
-def _fast_encoder(codec: Any, nc: Any) -> Transform | None:
+def _fast_encoder(codec: Codec, nc: NumcodecsCodec) -> Transform | None:
     """An encoder that holds the GIL for a few microseconds a call (issue 34), for the codecs
     that have one: zstd (``zopt.compat.libzstd``: the bytes numcodecs writes, without its
     per-call context) and the byte shuffle (zopt's and numcodecs', whose Cython loop holds the
@@ -137,26 +144,33 @@ def _fast_encoder(codec: Any, nc: Any) -> Transform | None:
     return None
 
 
-def sync_encoder(codec: Any, spec: Any) -> Transform:
+def _needed(codec: Codec, spec: ArraySpec | None) -> ArraySpec:
+    """``spec``, which a zarr codec without a numcodecs twin needs (numcodecs ones run without)."""
+    if spec is None:
+        raise ValueError(f"spec: {type(codec).__name__} encodes through zarr, which needs the chunk's ArraySpec")
+    return spec
+
+
+def sync_encoder(codec: Codec, spec: ArraySpec | None) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` encoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        return _via_zarr_method(codec, spec, "_encode_sync", "_encode_single")
+        return _via_zarr_method(codec, _needed(codec, spec), "_encode_sync", "_encode_single")
     fast = _fast_encoder(codec, nc)
     if fast is not None:
         return fast
     return lambda data: _as_u8(nc.encode(np.ascontiguousarray(data)))
 
 
-def sync_decoder(codec: Any, spec: Any) -> Transform:
+def sync_decoder(codec: Codec, spec: ArraySpec | None) -> Transform:
     """``f(bytes_u8) -> bytes_u8`` decoding with ``codec`` (1-D uint8 in and out)."""
     nc = _numcodec(codec)
     if nc is None:
-        return _via_zarr_method(codec, spec, "_decode_sync", "_decode_single")
+        return _via_zarr_method(codec, _needed(codec, spec), "_decode_sync", "_decode_single")
     return lambda data: _as_u8(nc.decode(np.ascontiguousarray(data)))
 
 
-def sync_row_transform(codec: Any, decode: bool = False) -> Callable[[np.ndarray], np.ndarray] | None:
+def sync_row_transform(codec: Codec, decode: bool = False) -> Callable[[np.ndarray], np.ndarray] | None:
     """``f(rows) -> rows`` encoding (or decoding) every row of a uint8 ``(n, nbytes)`` array at
     once, for codecs whose output has the input's length and whose work is whole-array numpy
     operations (zopt's ``shuffle``); None for every other codec, which is then run row by row.
@@ -169,7 +183,7 @@ def sync_row_transform(codec: Any, decode: bool = False) -> Callable[[np.ndarray
     return None
 
 
-def _zstd_settings(codec: Any) -> tuple[int, bool] | None:
+def _zstd_settings(codec: Codec) -> tuple[int, bool] | None:
     """(level, checksum) of a zstd codec (zarr's or a numcodecs one), else None."""
     nc = _numcodec(codec)
     if isinstance(nc, numcodecs.Zstd):
@@ -189,7 +203,7 @@ def _blosc_clevel(level: int) -> int | None:
 BATCH_MIN_ROW = 4096  # blosc clamps smaller forced block sizes; short rows go one call each
 
 
-def zstd_row_sizes(codec: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+def zstd_row_sizes(codec: Codec) -> Callable[[np.ndarray], np.ndarray] | None:
     """``f(rows) -> sizes``: the zstd-encoded size in bytes (int64 ``(n,)``) of every row of a
     uint8 ``(n, nbytes)`` array, in one call for all rows; None for codecs other than zstd or
     levels c-blosc cannot express (even levels, negative levels, 14–19, 21).

@@ -20,9 +20,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.errors import ZoptError
+
+if TYPE_CHECKING:
+    from distributed import Client, Worker
 
 __all__ = ["JOB_END_HOOKS", "SchedulerUnreachableError", "compute_on_cluster", "on_job_end"]
 
@@ -38,8 +41,11 @@ class SchedulerUnreachableError(ZoptError, OSError):
     """The ``dask.distributed`` scheduler at the given address did not answer."""
 
 
-def _executing(token: str, dask_worker: Any = None) -> list[str]:
-    """Keys of this job's tasks still executing on one worker (run there by ``Client.run``)."""
+def _executing(token: str, dask_worker: Worker | None = None) -> list[str]:
+    """Keys of this job's tasks still executing on one worker (run there by ``Client.run``, which
+    passes ``dask_worker``; none outside a worker)."""
+    if dask_worker is None:
+        return []
     state = dask_worker.state
     running = set(state.executing) | set(getattr(state, "long_running", ()))
     return [str(ts.key) for ts in running if token in str(ts.key)]
@@ -61,7 +67,7 @@ def _release(token: str) -> int:
     return sum(int(fn(token) or 0) for fn in list(JOB_END_HOOKS))
 
 
-def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
+def _drain(client: Client, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
     """Wait until no worker executes a task of job ``token``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

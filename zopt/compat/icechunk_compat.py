@@ -53,7 +53,7 @@ def require() -> Any:
     return icechunk
 
 
-def quiet_logs(*locations: Any) -> None:
+def quiet_logs(*locations: object) -> None:
     """For the command line: icechunk's own log shown from errors up when one of ``locations`` is an
     Icechunk repository, unless ``ICECHUNK_LOG`` says otherwise. (A local repository warns that its
     storage is unsafe for concurrent commits; a zopt job commits from its client only.)"""
@@ -65,11 +65,11 @@ def version() -> tuple[int, ...]:
     return tuple(int(p) for p in require().__version__.split(".")[:2])
 
 
-def is_icechunk_url(x: Any) -> bool:
+def is_icechunk_url(x: object) -> bool:
     return isinstance(x, str) and x.startswith(SCHEMES)
 
 
-def is_icechunk(x: Any) -> bool:
+def is_icechunk(x: object) -> bool:
     """An ``icechunk://…`` URL or an ``icechunk.Repository`` (checked without importing icechunk)."""
     return is_icechunk_url(x) or type(x).__module__.startswith("icechunk") and type(x).__name__ == "Repository"
 
@@ -166,6 +166,6 @@ def commit_wave(session: Any, message: str, metadata: dict[str, Any], amend: boo
     return session.commit(message, metadata=metadata)
 
 
-def fresh_fork(fork: Any) -> Any:
+def fresh_fork(fork: object) -> Any:
     """A copy of a ``ForkSession`` that nothing has written to (a task's own; merged on the client)."""
     return pickle.loads(pickle.dumps(fork))

@@ -41,7 +41,7 @@ def compress_bound(n: int) -> int:
 def _load() -> Any:
     import numcodecs.zstd as nz
 
-    lib = ctypes.CDLL(nz.__file__)  # already loaded by the import: dlopen returns the same handle
+    lib: Any = ctypes.CDLL(nz.__file__)  # already loaded by the import: dlopen returns the same handle
     size_t, vp, cvp = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p
     for name, res, args in (
         ("ZSTD_versionNumber", ctypes.c_uint, []),
@@ -132,7 +132,7 @@ def _cctx(level: int, checksum: bool) -> int:
 def _address(a: np.ndarray) -> int:
     """The address of ``a``'s first byte (a writable array: through ctypes' buffer export, 4× faster than ``a.ctypes``)."""
     try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        return ctypes.addressof(ctypes.c_char.from_buffer(a.data))
     except (TypeError, ValueError):  # read-only (e.g. over bytes) or empty
         return a.ctypes.data
 
@@ -163,6 +163,7 @@ def decompress_into(blob: Any, out: np.ndarray, nbytes: int | None = None) -> in
     ctx = getattr(_local, "dctx", None)
     if ctx is None:
         ctx = _local.dctx = _Context(lib, False)
+    src: bytes | int | None
     if isinstance(blob, bytes):  # ctypes passes a bytes object's own buffer
         src, size = blob, len(blob)
     else:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import click
 
 __all__ = ["SCHEDULERS", "check_scheduler", "compute", "local_scheduler", "scheduler_option"]
 
@@ -25,7 +28,7 @@ def check_scheduler(name: str | None) -> None:
         raise ValueError(f"scheduler: {name!r} is not one of {SCHEDULERS}")
 
 
-def scheduler_option(ctx: Any, param: Any, value: str | None) -> str | None:
+def scheduler_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback for ``--scheduler``: a bad name is refused before any work, naming the
     option and the allowed values (click prints "Invalid value for '--scheduler': …")."""
     import click

@@ -43,10 +43,17 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import zarr
 from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
+    from zarr.storage import StoreLike
 
 __all__ = [
     "DATA_TYPE_ENTRY_POINTS_LOADED",
@@ -100,7 +107,7 @@ def placeholder_fill_validation() -> bool:
     """
     if ZARR_VERSION < (3, 4):
         return False
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(12):
         if frame is None:
             return False
@@ -112,15 +119,15 @@ def placeholder_fill_validation() -> bool:
 
 # -- pipeline return values ---------------------------------------------------------------------
 try:  # 3.2+: read returns one GetResult per chunk
-    from zarr.abc.codec import GetResult as _GetResult
+    from zarr.abc.codec import GetResult as _GetResult  # type: ignore[attr-defined,unused-ignore]  # not in 3.1
 
     PIPELINE_RETURNS_RESULTS = True
 except ImportError:  # 3.1
-    _GetResult = None
+    _GetResult = None  # type: ignore[misc,assignment,unused-ignore]  # a class in 3.2+
     PIPELINE_RETURNS_RESULTS = False
 
 try:
-    from zarr.core.codec_pipeline import FusedCodecPipeline as _Fused  # noqa: F401
+    from zarr.core.codec_pipeline import FusedCodecPipeline as _Fused  # type: ignore[attr-defined,unused-ignore]  # noqa: F401  # 3.4+
 
     HAS_FUSED_PIPELINE = True
 except ImportError:
@@ -143,13 +150,13 @@ def joined_results(results: list[Any]) -> Any:
 
 
 # -- enums that became strings (3.3) ------------------------------------------------------------
-def _enum_text(value: Any) -> str | None:
+def _enum_text(value: object) -> str | None:
     if value is None:
         return None
     return str(getattr(value, "value", value))
 
 
-def endian_text(endian: Any) -> str | None:
+def endian_text(endian: object) -> str | None:
     """``"little"``, ``"big"`` or None from zarr's ``Endian`` enum (<= 3.2) or string (3.3+).
 
     Raises ValueError for any other value.
@@ -160,13 +167,13 @@ def endian_text(endian: Any) -> str | None:
     return text
 
 
-def endian_of(codec: Any) -> str | None:
+def endian_of(codec: object) -> str | None:
     """The ``endian`` of a ``bytes`` codec (zarr's or zopt's): ``"little"``, ``"big"`` or None
     (1-byte types). Raises ValueError for any other value."""
     return endian_text(getattr(codec, "endian", None))
 
 
-def index_location_of(codec: Any) -> str:
+def index_location_of(codec: object) -> str:
     """The ``index_location`` of a ``sharding_indexed`` codec: ``"start"`` or ``"end"``."""
     where = _enum_text(getattr(codec, "index_location", "end"))
     if where not in ("start", "end"):
@@ -213,7 +220,7 @@ def _package_note(name: str) -> str:
     return "" if package is None else f" (codec {name!r} needs the Python package {package!r}: pip install {package})"
 
 
-def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
+def resolve_codec(data: object, *, where: str = "codecs") -> Any:
     """A codec object from its JSON form ``{"name": …, "configuration": …}``.
 
     Uses zarr's public ``get_codec_class(name).from_dict(data)``, so the implementation named in
@@ -242,13 +249,15 @@ def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
         ) from exc
 
 
-def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
+def first_unservable_codec(codecs: object) -> tuple[str, str] | None:
     """``(codec name, reason)`` of the first codec in a JSON codec list (looking inside
     ``sharding_indexed`` and ``conditional`` first) that the installed zarr cannot build, or None."""
     for c in codecs if isinstance(codecs, list) else []:
         if not isinstance(c, dict):
             continue
-        cfg = c.get("configuration") if isinstance(c.get("configuration"), dict) else {}
+        cfg = c.get("configuration")
+        if not isinstance(cfg, dict):
+            cfg = {}
         for key in ("codecs", "index_codecs"):
             found = first_unservable_codec(cfg.get(key))
             if found is not None:
@@ -260,14 +269,14 @@ def first_unservable_codec(codecs: Any) -> tuple[str, str] | None:
     return None
 
 
-def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
+def open_array(store: StoreLike, *, path: str | None = None, mode: str = "r") -> Any:
     """``zarr.open_array``, with an array the installed zarr cannot serve reported as
     ``zopt.errors.UnsupportedArrayError`` (see ``unservable_array_error``).
 
     store : a local path or a zarr store; path : the array inside it.
     """
     try:
-        return zarr.open_array(store, path=path, mode=mode)
+        return zarr.open_array(store, path=path or "", mode=mode)
     except (TypeError, ValueError, KeyError) as exc:
         err = unservable_array_error(store, exc)
         if err is None:
@@ -275,7 +284,7 @@ def open_array(store: Any, *, path: str | None = None, mode: str = "r") -> Any:
         raise err from exc
 
 
-def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
+def unservable_array_error(store: StoreLike, exc: BaseException) -> Exception | None:
     """The ``UnsupportedArrayError`` (a ValueError) to raise instead of ``exc``, which zarr
     raised while parsing array metadata in ``store``, or None when ``exc`` is not about a codec.
 
@@ -321,9 +330,9 @@ def unservable_array_error(store: Any, exc: BaseException) -> Exception | None:
 
 # -- errors -------------------------------------------------------------------------------------
 try:  # 3.3+
-    from zarr.errors import DataTypeValidationError
+    from zarr.errors import DataTypeValidationError  # type: ignore[attr-defined,unused-ignore]  # 3.3+ only
 except ImportError:  # 3.1
-    from zarr.core.dtype.common import DataTypeValidationError
+    from zarr.core.dtype.common import DataTypeValidationError  # type: ignore[no-redef,unused-ignore]  # 3.1's place
 
 #: what zarr raises creating a node where one exists (without overwrite); the same classes in 3.1 and 3.4
 NODE_EXISTS_ERRORS = (ContainsArrayError, ContainsGroupError, ContainsArrayAndGroupError)
@@ -337,12 +346,12 @@ def existing_node_path(exc: BaseException) -> str | None:
 
 # -- synchronous codecs -------------------------------------------------------------------------
 try:  # 3.3+: structural protocol plus a codec's own `_sync_capable` opt-out
-    from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync
+    from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync  # type: ignore[attr-defined,unused-ignore]  # 3.3+ only
 except ImportError:
-    _zarr_supports_sync = None
+    _zarr_supports_sync = None  # type: ignore[assignment,unused-ignore]  # a function in 3.3+
 
 
-def supports_sync(codec: Any) -> bool:
+def supports_sync(codec: object) -> bool:
     """Whether ``codec`` can encode and decode without an event loop.
 
     True when it has ``_encode_sync`` and ``_decode_sync`` and does not opt out through
@@ -374,11 +383,32 @@ def regular_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     return tuple(int(c) for c in grid.chunk_shape)
 
 
+def nd_buffer(spec: ArraySpec, array: np.ndarray) -> NDBuffer:
+    """``spec.prototype.nd_buffer.from_ndarray_like(array)``, the chunk a codec returns. Only for
+    the type checker: numpy 2.4's ndarray stubs no longer match zarr's ``NDArrayLike`` protocol."""
+    return spec.prototype.nd_buffer.from_ndarray_like(array)  # type: ignore[arg-type]  # see the docstring
+
+
+def chunk_shape_of(metadata: Any) -> tuple[int, ...]:
+    """``regular_chunk_shape`` of an array zopt reads chunk by chunk; ValueError for any other
+    grid (zarr 3.4's rectilinear grids)."""
+    shape = regular_chunk_shape(metadata)
+    if shape is None:
+        raise ValueError(f"chunk_grid: {type(metadata.chunk_grid).__name__} is not a regular chunk grid")
+    return shape
+
+
+def item_size_of(metadata: Any) -> int:
+    """Bytes per element of a v3 array's data type (``ZDType.item_size``, which variable-size
+    types lack: AttributeError, TypeError or NotImplementedError)."""
+    return int(metadata.data_type.item_size)
+
+
 # -- moved helpers ------------------------------------------------------------------------------
 try:  # 3.3+
-    from zarr.core.chunk_utils import fill_value_or_default
+    from zarr.core.chunk_utils import fill_value_or_default  # type: ignore[import-not-found,unused-ignore]  # 3.3+ only
 except ImportError:  # 3.1
-    from zarr.core.codec_pipeline import fill_value_or_default
+    from zarr.core.codec_pipeline import fill_value_or_default  # type: ignore[attr-defined,no-redef,unused-ignore]  # moved in 3.3
 
 # -- data-type entry points ---------------------------------------------------------------------
 DATA_TYPE_ENTRY_POINTS_LOADED: bool = ZARR_VERSION >= (3, 4)

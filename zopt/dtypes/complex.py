@@ -23,7 +23,7 @@ imaginary part. Fill value JSON: ``[re, im]``, each by the component's float rul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeGuard
 
 import numpy as np
 from zarr.core.dtype import Float16, Float32, Float64
@@ -33,13 +33,18 @@ from zarr.core.dtype.wrapper import ZDType
 from zopt.compat.zarr_compat import DataTypeValidationError
 from zopt.dtypes import ml
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from zarr.core.common import JSON, ZarrFormat
+    from zarr.core.dtype.common import DTypeJSON
+
 __all__ = ["COMPLEX_DTYPES", "MLComplex", "pack_complex"]
 
 
 class _CoreFloat:
     """The to_bits/from_bits/JSON interface of ``ml.MLFloat`` for numpy float16/32/64."""
 
-    def __init__(self, zdtype: Any) -> None:
+    def __init__(self, zdtype: ZDType[Any, Any]) -> None:
         self.zdtype = zdtype
         self.native = zdtype.to_native_dtype().newbyteorder("=")
         self.bits = self.native.itemsize * 8
@@ -60,19 +65,20 @@ class _CoreFloat:
     def to_stored_bytes(self, values: np.ndarray) -> np.ndarray:
         return self.to_bits(values)
 
-    def cast_scalar(self, data: Any) -> Any:
+    def cast_scalar(self, data: object) -> Any:
         return self.zdtype.cast_scalar(data)
 
-    def from_json_scalar(self, data: Any, *, zarr_format: int) -> Any:
+    def from_json_scalar(self, data: JSON, *, zarr_format: ZarrFormat) -> Any:
         return self.zdtype.from_json_scalar(data, zarr_format=zarr_format)
 
-    def to_json_scalar(self, data: Any, *, zarr_format: int) -> Any:
+    def to_json_scalar(self, data: object, *, zarr_format: ZarrFormat) -> Any:
         return self.zdtype.to_json_scalar(data, zarr_format=zarr_format)
 
 
 def _component(kind: str) -> Any:
     if kind in ("float16", "float32", "float64"):
-        return _CoreFloat({"float16": Float16(), "float32": Float32(), "float64": Float64()}[kind])
+        cores: dict[str, ZDType[Any, Any]] = {"float16": Float16(), "float32": Float32(), "float64": Float64()}
+        return _CoreFloat(cores[kind])
     return ml.ML_DTYPES[kind]()
 
 
@@ -93,11 +99,11 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
 
     # -- native dtype ------------------------------------------------------------------------
     @classmethod
-    def _check_native_dtype(cls, dtype: Any) -> TypeGuard[np.dtype]:
+    def _check_native_dtype(cls, dtype: np.dtype) -> TypeGuard[np.dtype]:
         return False  # never inferred from numpy: complex64 is zarr's, structured is zarr's
 
     @classmethod
-    def from_native_dtype(cls, dtype: Any) -> Self:
+    def from_native_dtype(cls, dtype: np.dtype) -> Self:
         if isinstance(dtype, np.dtype) and dtype == cls().to_native_dtype():
             return cls()
         raise DataTypeValidationError(f"Invalid data type {dtype!r} for {cls._zarr_v3_name}")
@@ -114,19 +120,19 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
 
     # -- JSON ----------------------------------------------------------------------------------
     @classmethod
-    def _check_json_v3(cls, data: Any) -> bool:
+    def _check_json_v3(cls, data: DTypeJSON) -> bool:
         return data == cls._zarr_v3_name or (
             isinstance(data, dict) and data.get("name") == cls._zarr_v3_name and not data.get("configuration")
         )
 
     @classmethod
-    def _from_json_v3(cls, data: Any) -> Self:
+    def _from_json_v3(cls, data: DTypeJSON) -> Self:
         if cls._check_json_v3(data):
             return cls()
         raise DataTypeValidationError(f"Invalid JSON for data type {cls._zarr_v3_name}: {data!r}")
 
     @classmethod
-    def _from_json_v2(cls, data: Any) -> Self:
+    def _from_json_v2(cls, data: DTypeJSON) -> Self:
         raise DataTypeValidationError(f"{cls._zarr_v3_name} is a Zarr v3 extension data type")
 
     def to_json(self, zarr_format: Literal[2, 3]) -> Any:
@@ -165,7 +171,7 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
         return ComponentLayout(comp.bits, 2, False, to_uint, from_uint)
 
     # -- scalars -------------------------------------------------------------------------------------
-    def _make(self, re: Any, im: Any) -> np.generic:
+    def _make(self, re: npt.ArrayLike, im: npt.ArrayLike) -> np.generic:
         comp_dtype = self.component.to_native_dtype()
         pair = np.array([re, im], dtype=comp_dtype)
         return pair.view(self.to_native_dtype())[0]
@@ -192,7 +198,7 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
             raise TypeError(f"Cannot convert {data!r} to a scalar of data type {self._zarr_v3_name}")
         return self._make(comp.cast_scalar(re), comp.cast_scalar(im))
 
-    def from_json_scalar(self, data: Any, *, zarr_format: int) -> np.generic:
+    def from_json_scalar(self, data: JSON, *, zarr_format: int) -> np.generic:
         if not isinstance(data, list) or len(data) != 2:
             raise TypeError(f"fill_value: {self._zarr_v3_name} takes [real, imaginary], got {data!r}")
         comp = self.component
@@ -229,7 +235,7 @@ globals().update({cls.__name__: cls for cls in COMPLEX_DTYPES.values()})
 __all__ += [cls.__name__ for cls in COMPLEX_DTYPES.values()]
 
 
-def pack_complex(real: Any, imag: Any, dtype: str | MLComplex) -> np.ndarray:
+def pack_complex(real: npt.ArrayLike, imag: npt.ArrayLike, dtype: str | MLComplex) -> np.ndarray:
     """An array of a ``complex_*`` type from real and imaginary parts (broadcast together)."""
     zd = COMPLEX_DTYPES[dtype]() if isinstance(dtype, str) else dtype
     comp = zd.component.to_native_dtype()

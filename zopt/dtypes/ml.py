@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeGuard, cast
 
 import ml_dtypes
 import numpy as np
@@ -30,6 +30,10 @@ from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
 
 from zopt.compat.zarr_compat import DataTypeValidationError
+
+if TYPE_CHECKING:
+    from zarr.core.common import JSON
+    from zarr.core.dtype.common import DTypeJSON
 
 __all__ = [
     "MLDType",
@@ -54,7 +58,9 @@ __all__ = [
 ]
 
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
-_UINT_FOR_ITEMSIZE = {1: np.uint8, 2: np.uint16}
+#: a number cast_scalar takes (a numpy scalar of the type itself passes as one)
+_Number: TypeAlias = "float | np.number[Any] | np.bool_"
+_UINT_FOR_ITEMSIZE: dict[int, type[np.unsignedinteger]] = {1: np.uint8, 2: np.uint16}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,18 +78,18 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
     bits: ClassVar[int]
     signed: ClassVar[bool] = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "ml_type" in cls.__dict__:
             cls.dtype_cls = type(np.dtype(cls.ml_type))
 
     # -- native dtype ------------------------------------------------------------------------
     @classmethod
-    def _check_native_dtype(cls, dtype: Any) -> TypeGuard[np.dtype]:
+    def _check_native_dtype(cls, dtype: np.dtype) -> TypeGuard[np.dtype]:
         return isinstance(dtype, np.dtype) and type(dtype) is cls.dtype_cls
 
     @classmethod
-    def from_native_dtype(cls, dtype: Any) -> Self:
+    def from_native_dtype(cls, dtype: np.dtype) -> Self:
         if cls._check_native_dtype(dtype):
             return cls()
         raise DataTypeValidationError(
@@ -99,7 +105,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
 
     # -- JSON for the data type ------------------------------------------------------------
     @classmethod
-    def _check_json_v3(cls, data: Any) -> bool:
+    def _check_json_v3(cls, data: DTypeJSON) -> bool:
         return data == cls._zarr_v3_name or (
             isinstance(data, dict)
             and data.get("name") == cls._zarr_v3_name
@@ -108,7 +114,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         )
 
     @classmethod
-    def _from_json_v3(cls, data: Any) -> Self:
+    def _from_json_v3(cls, data: DTypeJSON) -> Self:
         if cls._check_json_v3(data):
             return cls()
         raise DataTypeValidationError(
@@ -116,7 +122,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         )
 
     @classmethod
-    def _from_json_v2(cls, data: Any) -> Self:
+    def _from_json_v2(cls, data: DTypeJSON) -> Self:
         raise DataTypeValidationError(
             f"{cls._zarr_v3_name} is a Zarr v3 extension data type; Zarr v2 has no JSON for it."
         )
@@ -169,7 +175,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
     def default_scalar(self) -> np.generic:
         return self.ml_type(0)
 
-    def _check_scalar(self, data: object) -> bool:
+    def _check_scalar(self, data: object) -> TypeGuard[_Number]:
         return isinstance(data, int | float | np.integer | np.floating | np.bool_) or (
             isinstance(data, np.generic) and data.dtype == self.to_native_dtype()
         )
@@ -183,7 +189,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
             raise TypeError(f"Cannot convert {data!r} to a scalar of data type {self._zarr_v3_name}")
         return self._from_number(data)
 
-    def _from_number(self, data: Any) -> np.generic:  # pragma: no cover - abstract
+    def _from_number(self, data: _Number) -> np.generic:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -199,7 +205,7 @@ class MLInt(MLDType):
     def max(self) -> int:
         return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
 
-    def _from_number(self, data: Any) -> np.generic:
+    def _from_number(self, data: _Number) -> np.generic:
         if isinstance(data, float | np.floating):
             if not float(data).is_integer():
                 raise ValueError(f"fill_value: {data!r} is not an integer ({self._zarr_v3_name})")
@@ -212,7 +218,7 @@ class MLInt(MLDType):
             )
         return self.ml_type(value)
 
-    def from_json_scalar(self, data: Any, *, zarr_format: int) -> np.generic:
+    def from_json_scalar(self, data: JSON, *, zarr_format: int) -> np.generic:
         if isinstance(data, bool) or not isinstance(data, int):
             raise TypeError(
                 f"fill_value: {self._zarr_v3_name} takes a JSON integer in "
@@ -247,9 +253,9 @@ class MLFloat(MLDType):
                 f"fill_value: hex bit pattern {pattern:#x} has more than {self.bits} bits "
                 f"({self._zarr_v3_name})"
             )
-        return self.from_bits(np.array(pattern, self._uint))[()]
+        return cast(np.generic, self.from_bits(np.array(pattern, self._uint))[()])  # a 0-d array's scalar
 
-    def _from_number(self, data: Any) -> np.generic:
+    def _from_number(self, data: _Number) -> np.generic:
         x = float(data)
         if math.isnan(x):
             if not self.has_nan:
@@ -271,7 +277,7 @@ class MLFloat(MLDType):
             raise ValueError(f"fill_value: {x!r} is not representable in {self._zarr_v3_name}")
         return value
 
-    def from_json_scalar(self, data: Any, *, zarr_format: int) -> np.generic:
+    def from_json_scalar(self, data: JSON, *, zarr_format: int) -> np.generic:
         if isinstance(data, str):
             if data == "NaN":
                 return self._from_number(math.nan)
@@ -376,7 +382,7 @@ class BFloat16(MLFloat, HasEndianness):
     bits = 16
 
     @classmethod
-    def from_native_dtype(cls, dtype: Any) -> Self:
+    def from_native_dtype(cls, dtype: np.dtype) -> Self:
         if cls._check_native_dtype(dtype):
             return cls(endianness="little")
         raise DataTypeValidationError(
@@ -442,7 +448,7 @@ class Float8E8M0FNU(MLFloat):
         # the type has no zero; 1.0 (0x7f) is the neutral choice
         return self.ml_type(1.0)
 
-    def _from_number(self, data: Any) -> np.generic:
+    def _from_number(self, data: _Number) -> np.generic:
         x = float(data)
         if not math.isnan(x) and (x <= 0 or math.isinf(x)):
             raise ValueError(

@@ -19,10 +19,14 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from zarr.core.dtype.common import DTypeJSON
 
 __all__ = ["NumericInfo", "numeric_info", "zarr_dtype"]
 
@@ -61,20 +65,29 @@ class NumericInfo:
     neg_zero_code: int = -1
     positions: np.ndarray | None = None
 
+    def _table(self, name: str) -> np.ndarray:
+        """``values``, ``codes`` or ``positions``; ValueError for a type without them (over 16 bits)."""
+        table: np.ndarray | None = getattr(self, name)
+        if table is None:
+            raise ValueError(f"{self.name}: no {name} table (types of at most 16 bits have one)")
+        return table
+
     @functools.cached_property
     def midpoints(self) -> np.ndarray:
         """``(values[i] + values[i+1]) / 2`` (exact in float64)."""
-        return (self.values[:-1] + self.values[1:]) * 0.5
+        values = self._table("values")
+        return (values[:-1] + values[1:]) * 0.5
 
     @functools.cached_property
     def odd_codes(self) -> np.ndarray:
         """True where ``codes`` is odd (ties to even pick the other neighbour)."""
-        return (self.codes & 1) == 1
+        return (self._table("codes") & 1) == 1
 
     @functools.cached_property
     def out_codes(self) -> np.ndarray:
         """``codes`` in the type's unsigned integer width (virtual neighbours → 0)."""
-        return np.where(self.codes < 0, 0, self.codes).astype(self.code_dtype)
+        codes = self._table("codes")
+        return np.where(codes < 0, 0, codes).astype(self.code_dtype)
 
     @property
     def code_dtype(self) -> np.dtype:
@@ -87,7 +100,7 @@ class NumericInfo:
     def describe_range(self) -> str:
         if self.is_int:
             return f"[{self.lo}, {self.hi}]"
-        return f"[{-self.max if self.signed else float(self.values[1])}, {self.max}]"
+        return f"[{-self.max if self.signed else float(self._table('values')[1])}, {self.max}]"
 
 
 def _bits_of(dtype: np.dtype) -> int:
@@ -99,7 +112,7 @@ def _bits_of(dtype: np.dtype) -> int:
 
 
 @functools.cache
-def numeric_info(dtype: Any) -> NumericInfo:
+def numeric_info(dtype: npt.DTypeLike) -> NumericInfo:
     """Describe ``dtype`` (numpy dtype or name); ValueError if it is not a real number type."""
     dtype = np.dtype(dtype)
     name = dtype.name
@@ -142,7 +155,7 @@ def numeric_info(dtype: Any) -> NumericInfo:
     return NumericInfo(dtype, name, bits, False, True, has_nan=True, has_inf=True, has_neg_zero=True, **kw)
 
 
-def zarr_dtype(name_or_json: Any) -> Any:
+def zarr_dtype(name_or_json: DTypeJSON) -> Any:
     """The zarr-python ``ZDType`` for a Zarr v3 data type name (zopt's types included)."""
     from zarr.core.dtype import get_data_type_from_json
 

@@ -60,7 +60,7 @@ class _Header:
         return data
 
     def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
+        return int(struct.unpack(">I", self.take(4))[0])
 
     def count(self) -> int:  # NON_NEG: 8 bytes in CDF-5
         return struct.unpack(">Q", self.take(8))[0] if self.version == 5 else self.u32()
@@ -164,10 +164,10 @@ def _hdf5_size(f: BinaryIO, size: int) -> int | None:
     base, _, eof = (struct.unpack(fmt, data[i * size_of_offsets:(i + 1) * size_of_offsets])[0] for i in range(3))
     if eof == 2 ** (8 * size_of_offsets) - 1:  # undefined address: nothing to compare
         return None
-    return base + eof
+    return int(base + eof)
 
 
-def expected_size(path: str | os.PathLike) -> tuple[str, int | None] | None:
+def expected_size(path: str | os.PathLike[str]) -> tuple[str, int | None] | None:
     """``(format, least complete size in bytes or None for a streaming netCDF-3 file)`` of a
     netCDF-3 or HDF5 file, None for anything else. Raises TruncatedFileError when the header
     itself is cut short or malformed."""
@@ -186,7 +186,7 @@ def expected_size(path: str | os.PathLike) -> tuple[str, int | None] | None:
             raise TruncatedFileError(path, None, size, f"its header is not valid ({exc})") from None
 
 
-def check_file(path: str | os.PathLike) -> None:
+def check_file(path: str | os.PathLike[str]) -> None:
     """Refuse a netCDF-3 or HDF5 file shorter than its header says (see the module docstring).
 
     Raises TruncatedFileError naming ``path``, the size the header needs and the size found.
@@ -195,9 +195,11 @@ def check_file(path: str | os.PathLike) -> None:
     if "://" in path or not os.path.isfile(path):
         return
     found = expected_size(path)
-    if found is None or found[1] is None:
+    if found is None:
         return
     kind, need = found
+    if need is None:
+        return
     size = os.path.getsize(path)
     if size < need:
         raise TruncatedFileError(path, need, size, f"its {kind} header needs at least {need} bytes, the file has "

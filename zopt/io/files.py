@@ -87,7 +87,7 @@ def read_file(path: str, name: str, region: tuple[slice, ...], token: str | None
     return np.asarray(read_source(path, name, region, token))
 
 
-def file_variables(path: str, token: str) -> tuple[dict[str, tuple], dict[str, int]]:
+def file_variables(path: str, token: str) -> tuple[dict[str, tuple[Any, ...]], dict[str, int]]:
     """``({name: (dims, dtype, shape, attrs, read)}, {dim: size})`` of one file, as xarray's
     ``decode_cf=False`` view gives them (netCDF4 directly when it can; ``read()`` loads the values)."""
     with _hdf5_lock():

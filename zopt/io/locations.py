@@ -22,13 +22,13 @@ class SourceUnreachableError(ZoptError, OSError):
     """The object store or remote file system of a URL did not answer, or refused the credentials."""
 
 
-def is_url(location: str | os.PathLike) -> bool:
+def is_url(location: str | os.PathLike[str]) -> bool:
     """True for an fsspec URL other than ``file://`` (those are local paths)."""
     text = os.fspath(location)
     return "://" in text and not text.startswith("file://")
 
 
-def local_path(location: str | os.PathLike) -> str:
+def local_path(location: str | os.PathLike[str]) -> str:
     """A local location without its ``file://`` prefix."""
     return os.fspath(location).removeprefix("file://")
 
@@ -37,10 +37,11 @@ def url_fs(url: str) -> tuple[Any, str]:
     """``(fsspec file system, path)`` of ``url``."""
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, str(path)
 
 
-def _ask(url: str, what: str, *args: Any) -> Any:
+def _ask(url: str, what: str, *args: object) -> Any:
     fs, path = url_fs(url)
     try:
         return getattr(fs, what)(path, *args)
@@ -84,7 +85,8 @@ def join(location: str, *parts: str) -> str:
 def read_bytes(location: str) -> bytes:
     """The bytes of a (small) file; FileNotFoundError if absent."""
     if is_url(location):
-        return _ask(location, "cat_file")
+        data: bytes = _ask(location, "cat_file")
+        return data
     with open(local_path(location), "rb") as f:
         return f.read()
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["PACKING", "Repack", "decimal", "repack"]
 
@@ -64,10 +67,10 @@ class Repack:
         return out
 
 
-def decimal(x: Any) -> str:
+def decimal(x: npt.ArrayLike) -> str:
     """The shortest decimal that gives back the attribute's float (``0.01`` for float32 0.01)."""
-    x = np.asarray(x).ravel()[0]
-    return np.format_float_positional(x, unique=True, trim="-") if np.asarray(x).dtype.kind == "f" else str(int(x))
+    first = np.asarray(x).ravel()[0]
+    return np.format_float_positional(first, unique=True, trim="-") if first.dtype.kind == "f" else str(int(first))
 
 
 def _gcd(values: list[Fraction]) -> Fraction:
@@ -75,7 +78,7 @@ def _gcd(values: list[Fraction]) -> Fraction:
     return Fraction(math.gcd(*(int(v * den) for v in values)), den)
 
 
-def repack(name: str, files: list[str], packs: list[tuple]) -> Repack | None:
+def repack(name: str, files: list[str], packs: list[tuple[Any, ...]]) -> Repack | None:
     """None if every file packs ``name`` the same way; else the one exact packing; else ValueError.
 
     Exact in the attributes' decimal values (``_decimal``): with ``1/b`` the greatest common divisor

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zopt.errors import ZoptError
 from zopt.store.lock import DST_LOCK_SUFFIX
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
 
 __all__ = [
     "ASIDE_SUFFIX",
@@ -53,7 +56,7 @@ class NotAZarrStoreError(ZoptError, ValueError):
     """DST exists and is not a Zarr hierarchy, so zopt will not replace it."""
 
 
-def resolve(path: str | os.PathLike) -> str:
+def resolve(path: str | os.PathLike[str]) -> str:
     """The absolute, symlink-free form of a local path (resolved in the caller's working
     directory, not a Dask worker's)."""
     return os.path.realpath(os.path.abspath(os.fspath(path)))
@@ -63,7 +66,7 @@ def _inside(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
-def check_no_overlap(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+def check_no_overlap(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Raise OverlapError if ``src`` and ``dst`` (or the partial, aside and lock paths next to
     ``dst``) are the same path or one contains the other. Nothing is written before this
     check."""
@@ -79,12 +82,12 @@ def check_no_overlap(src: str | os.PathLike, dst: str | os.PathLike) -> None:
                                "change the source: choose a DST outside SRC")
 
 
-def is_zarr_hierarchy(path: str | os.PathLike) -> bool:
+def is_zarr_hierarchy(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a directory holding Zarr metadata at its root (v2 or v3)."""
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
 
 
-def check_replaceable(dst: str | os.PathLike, overwrite: bool, label: str = "dst") -> None:
+def check_replaceable(dst: str | os.PathLike[str], overwrite: bool, label: str = "dst") -> None:
     """Refuse an existing ``dst`` unless ``overwrite`` and it is a Zarr hierarchy (or an empty
     directory). Raises FileExistsError (exists, no overwrite) or NotAZarrStoreError."""
     dst = os.fspath(dst)
@@ -99,7 +102,7 @@ def check_replaceable(dst: str | os.PathLike, overwrite: bool, label: str = "dst
                              "or choose another DST")
 
 
-def recover(dst: str | os.PathLike) -> str | None:
+def recover(dst: str | os.PathLike[str]) -> str | None:
     """Finish or undo a publish that a killed job left half done. Returns what was done, or None.
 
     ``DST.zopt-replaced`` without ``DST``: the old store was renamed aside and the new one not
@@ -116,7 +119,7 @@ def recover(dst: str | os.PathLike) -> str | None:
     return f"restored {dst!r} from {aside!r}, left by a job killed while replacing it"
 
 
-def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
+def publish(partial: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Rename the complete store ``partial`` to ``dst``. An existing ``dst`` is first renamed to
     ``dst + ASIDE_SUFFIX`` and deleted only after the new store is in place; if the publishing
     rename fails, the old store is put back. Every step is one rename on one file system."""
@@ -134,7 +137,7 @@ def publish(partial: str | os.PathLike, dst: str | os.PathLike) -> None:
     shutil.rmtree(aside)
 
 
-def check_store_replaceable(store: Any, overwrite: bool, text: str, zopt_keys: tuple[str, ...] = ()) -> bool:
+def check_store_replaceable(store: Store, overwrite: bool, text: str, zopt_keys: tuple[str, ...] = ()) -> bool:
     """The ``check_replaceable`` of a destination that is a zarr Store (an fsspec URL): refuse
     one holding anything unless ``overwrite``, and one holding keys but no Zarr metadata (nor one of
     ``zopt_keys``, e.g. a killed job's ``zopt.io.unfinished.UNFINISHED_KEY``) at its root even with
@@ -158,7 +161,7 @@ def check_store_replaceable(store: Any, overwrite: bool, text: str, zopt_keys: t
     return True
 
 
-def store_text(store: Any) -> str:
+def store_text(store: object) -> str:
     """A store as a user names it: its URL (``memory://x.zarr``), else its repr."""
     path = getattr(store, "path", None)
     fs = getattr(store, "fs", None)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from zopt.errors import ZoptError
 from zopt.io import locations as loc
@@ -35,8 +35,8 @@ __all__ = ["MAX_CHUNKS", "BrokenMetadataError", "check_store", "load_json"]
 MAX_CHUNKS = 10**8
 
 _DOCS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
-_V3_ARRAY = {"shape": list, "data_type": (str, dict), "chunk_grid": dict, "chunk_key_encoding": dict, "codecs": list}
-_V2_ARRAY = {"shape": list, "chunks": list, "dtype": (str, list), "order": str}
+_V3_ARRAY: dict[str, type | tuple[type, ...]] = {"shape": list, "data_type": (str, dict), "chunk_grid": dict, "chunk_key_encoding": dict, "codecs": list}
+_V2_ARRAY: dict[str, type | tuple[type, ...]] = {"shape": list, "chunks": list, "dtype": (str, list), "order": str}
 
 
 class BrokenMetadataError(ZoptError, ValueError):
@@ -93,7 +93,7 @@ def _array_problem(doc: dict[str, Any], v3: bool) -> str | None:
     return None
 
 
-def _positive_ints(value: Any, ndim: int) -> bool:
+def _positive_ints(value: object, ndim: int) -> TypeGuard[list[int]]:
     return (isinstance(value, list) and len(value) == ndim
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value))
 
@@ -166,7 +166,7 @@ def check_store(store: str, skip_broken: bool = False) -> list[str]:
                 raise BrokenMetadataError(f"{where}: holds {type(doc).__name__}, not a JSON object", [where])
             continue
         if not isinstance(doc, dict):
-            why = f"holds {type(doc).__name__}, not a JSON object"
+            why: str | None = f"holds {type(doc).__name__}, not a JSON object"
         elif name == "zarr.json" and (doc.get("zarr_format") != 3 or doc.get("node_type") != "array"):
             why = f"zarr_format {doc.get('zarr_format')!r} / node_type {doc.get('node_type')!r} is not 3 / group or array"
         else:

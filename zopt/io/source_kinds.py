@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 import xarray as xr
@@ -130,11 +130,11 @@ def open_source(src: Any, *, concat_dim: str | None = None, combine: str = "by_c
     ValueError/FileNotFoundError naming the file). combine, scheduler : as ``open_multi``'s.
     ValueError for anything no kind takes. Opens nothing for a path: its reads do."""
     if _a_source(src):
-        return src
+        return cast(Source, src)
     for entry in SOURCE_KINDS:
         kind = _kind(entry)
         if kind.claims(src, concat_dim):
-            return kind.open(src, concat_dim, combine, scheduler)
+            return cast(Source, kind.open(src, concat_dim, combine, scheduler))
     raise ValueError(f"src: a {type(src).__name__} is not a source; give a path or URL (str or os.PathLike), "
                      "or with concat_dim a glob or a non-empty list of them")
 

@@ -23,7 +23,7 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -35,6 +35,9 @@ from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
 from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceVariable, open_source
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = [
     "CombinedSource",
@@ -263,7 +266,7 @@ def hierarchy_dims(src: str | None) -> set[str]:
     return found
 
 
-def children_to_copy(src: str | None, store: Any, plan: Any) -> list[str]:
+def children_to_copy(src: str | None, store: StoreLike, plan: Any) -> list[str]:
     """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
     own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
     destination store that is not a local directory, a plan, which covers one group). None (no
@@ -290,7 +293,7 @@ def children_to_copy(src: str | None, store: Any, plan: Any) -> list[str]:
     return children
 
 
-def arrays_in(store: str | os.PathLike, names: Sequence[str] | None = None) -> list[zarr.Array]:
+def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None) -> list[zarr.Array[Any]]:
     """The Zarr arrays of a local store (the store itself if it is an array), by path.
 
     Raises ValueError naming the arrays that ``names`` asks for and the store lacks, or saying

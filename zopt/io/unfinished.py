@@ -17,9 +17,14 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.errors import ZoptError
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from zarr.abc.store import Store
 
 __all__ = ["UNFINISHED_KEY", "StoreTakenOverError", "UnfinishedStoreError", "check_finished", "check_not_running",
            "describe_unfinished", "done_writing", "mark_unfinished", "owns", "read_unfinished", "remove_unfinished"]
@@ -36,7 +41,7 @@ class StoreTakenOverError(ZoptError, RuntimeError):
     job's publish): this job's output was not published, and the store is left to the other job."""
 
 
-def _sync(coro: Any) -> Any:
+def _sync(coro: Coroutine[Any, Any, Any]) -> Any:
     from zarr.core.sync import sync
 
     return sync(coro)
@@ -46,7 +51,7 @@ def _sync(coro: Any) -> Any:
 _WRITING: set[str] = set()
 
 
-def mark_unfinished(store: Any, job: str, src: str, yielded: bool = False) -> None:
+def mark_unfinished(store: Store, job: str, src: str, yielded: bool = False) -> None:
     """Put the marker at the root of zarr Store ``store`` for job ``job`` reading ``src``; the job
     counts as writing (``check_not_running``) until ``done_writing(job)``. ``yielded``: the job put
     its marker and nothing else, then found another job writing the store, and leaves it to that
@@ -60,8 +65,9 @@ def mark_unfinished(store: Any, job: str, src: str, yielded: bool = False) -> No
     _sync(store.set(UNFINISHED_KEY, default_buffer_prototype().buffer.from_bytes(json.dumps(record).encode())))
 
 
-def remove_unfinished(store: Any, job: str, where: str) -> None:
-    """Delete the marker of job ``job``: its last write. ``StoreTakenOverError`` (one line naming the
+def remove_unfinished(store: Store, job: str | None, where: str) -> None:
+    """Delete the marker of job ``job`` (None: a job that yielded the store, whose marker is never
+    its own): its last write. ``StoreTakenOverError`` (one line naming the
     store ``where`` and the other job) when the marker is not this job's: another job cleared the
     store meanwhile, so this job's writes may be gone."""
     record = read_unfinished(store)
@@ -84,7 +90,7 @@ def owns(record: dict[str, Any] | None, job: str | None) -> bool:
     return job is not None and record is not None and record.get("job") == job
 
 
-def check_not_running(store: Any, where: str) -> None:
+def check_not_running(store: Store | str | os.PathLike[str], where: str) -> None:
     """Refuse (``StoreLockedError`` naming the job) to clear a store that a live job of this host is
     writing: its marker names a process that still runs. A marker from another host cannot be checked
     (the process is not visible): replacing that store with ``--overwrite`` makes that job fail at its end."""
@@ -101,7 +107,7 @@ def check_not_running(store: Any, where: str) -> None:
                                    f"wait for it to finish, or delete {UNFINISHED_KEY} from it if that job is gone")
 
 
-def read_unfinished(store: Any) -> dict[str, Any] | None:
+def read_unfinished(store: Store | str | os.PathLike[str]) -> dict[str, Any] | None:
     """The marker's record, or None when ``store`` (a zarr Store or a local directory path) has none."""
     if isinstance(store, str | os.PathLike):
         path = os.path.join(store, UNFINISHED_KEY)

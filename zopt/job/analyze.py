@@ -34,7 +34,7 @@ def _raw_view(src: str, path: str) -> str:
 
 
 def analyze(
-    store: str | os.PathLike,
+    store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
@@ -99,14 +99,14 @@ def analyze(
 
 
 def plan(
-    store: str | os.PathLike,
+    store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,
     *,
     policy: str | Callable[[dict[str, Any]], int] = "compress_if_smaller",
     params: Mapping[str, float] | None = None,
-    output: str | os.PathLike | None = None,
+    output: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
-    analysis: str | os.PathLike | Mapping[str, xr.Dataset] | None = None,
+    analysis: str | os.PathLike[str] | Mapping[str, xr.Dataset] | None = None,
     **analysis_options: Any,
 ) -> Plan:
     """A ``Plan``: one ``conditional`` mask per chunk of each array, chosen by ``policy``.

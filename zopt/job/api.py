@@ -18,7 +18,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zarr
 
@@ -35,16 +35,19 @@ __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
 
 from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: the public pair lives together
 
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
+
 
 def recompress(
-    src: str | os.PathLike | Sequence[str | os.PathLike],
-    dst: str | os.PathLike,
+    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    dst: str | os.PathLike[str],
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
     preset: str | None = None,
     chunks: tuple[int, ...] | str | None = None,
     shards: tuple[int, ...] | str | None = None,
-    decision: Any = None,
+    decision: DecisionLike = None,
     variables: Sequence[str] | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,

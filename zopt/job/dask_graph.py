@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,10 +30,16 @@ from zopt.job.work import Work
 from zopt.store.journal import InPlaceJournal, Journal
 from zopt.store.shards import ShardLayout
 
+if TYPE_CHECKING:
+    import zarr
+
+    from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
+
 __all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
 
 
-def write_tasks(work: Work, target: Any, src: str, decision: Any, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
+def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
     """``(array name, Delayed)`` for every write unit left in ``work``, writing into ``target``
     (``zopt.job.targets``); each unit marks itself done in the target's journal, if any."""
     import dask
@@ -78,7 +84,7 @@ class InPlaceRun:
     resume: InPlaceJournal
 
 
-def in_place_tasks(run: InPlaceRun, name: str, array: Any, shard_layout: ShardLayout | None, plan: Any,
+def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_layout: ShardLayout | None, plan: Plan,
                    report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
     """``recompress_in_place``'s tasks for one array of the local store ``run.store``: one per stored
     shard (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.

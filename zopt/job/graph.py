@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["job_key", "shard_tasks", "unit_key"]
 
 
-def shard_tasks(func: Callable, job: Any, job_key: str, units: Iterable[tuple[str, tuple[int, ...], str | None]]
+def shard_tasks(func: Callable, job: object, job_key: str, units: Iterable[tuple[str, tuple[int, ...], str | None]]
                 ) -> list:
     """``Delayed`` objects computing ``func(job, coords, marker)`` for each ``(key, coords, marker)``
     of ``units``, in order, sharing one graph layer that holds ``job`` under ``job_key``."""

@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
@@ -42,6 +42,9 @@ from zopt.job.tasks import ShardJob, write_packed_shard, write_region
 from zopt.job.work import Work
 from zopt.store.journal import ResumeMismatchError
 from zopt.store.lock import StoreLockedError, running_on_this_host
+
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
@@ -289,7 +292,7 @@ class IcechunkTarget:
             raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
         return session
 
-    def run(self, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
+    def run(self, work: Work, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
         """Write every pending unit of ``work`` in waves of ``WAVE_UNITS`` (each merged and committed),
         the last one marked complete; one progress bar (``progress(n_units)``) over all waves.
@@ -313,7 +316,7 @@ class IcechunkTarget:
         self.session = None  # --verify and publish read the committed snapshot
         return seconds
 
-    def _waves(self, units: list, work: Work, src: str, decision: Any, job: str, lossy: dict[str, Any],
+    def _waves(self, units: list, work: Work, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any],
                reports: dict[str, ArrayReport], scheduler: str | None, bar: Any) -> float:
         import time
 
@@ -361,7 +364,7 @@ class _WaveBar:
             self.bar.advance(n)
 
 
-def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: Any, job: str,
+def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: DecisionLike, job: str,
               lossy: dict[str, Any]) -> tuple:
     w = work.arrays[name]
     if w.layout == "unsharded":

@@ -8,7 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.compat.scheduling import check_scheduler
@@ -25,14 +25,17 @@ from zopt.store.lock import store_lock
 from zopt.store.rewrite import GRACE_SECONDS, has_inner_checksum, shrink_after_grace, unchecked_note
 from zopt.store.shards import layout_of
 
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
+
 __all__ = ["recompress_in_place"]
 
 
 def recompress_in_place(
-    store: str | os.PathLike,
+    store: str | os.PathLike[str],
     variables: Sequence[str] | None = None,
     *,
-    decision: Any = "compress_if_smaller",
+    decision: DecisionLike = "compress_if_smaller",
     plan: Any = None,
     scheduler: str | None = None,
     progress: Callable[[Any], Any] | None = None,

@@ -66,7 +66,7 @@ class RecompressJob:
     are properties. Frozen: ``dataclasses.replace`` makes a changed copy.
     """
 
-    src: str | os.PathLike | Sequence[str | os.PathLike] = field(metadata=_IN_PLACE)  # several: along concat_dim
+    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = field(metadata=_IN_PLACE)  # several: along concat_dim
     dst: Any  # a local path, an fsspec URL or a zarr Store
     codecs: Sequence[dict[str, Any]] | str | None = None
     preset: str | None = None

@@ -15,7 +15,10 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zopt.planning.plan import Plan
 
 import numpy as np
 
@@ -245,7 +248,7 @@ def _check_journal(job: RecompressJob, src: Source, target: Target, p: Prepared)
         p.record = journal.read()  # a check may set aside a record it does not resume (Icechunk: a published job's)
 
 
-def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, plan: Any) -> None:
+def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, plan: Plan | None) -> None:
     """Layouts, chains, the target metadata in memory and the plan of work; ``max_memory`` checked."""
     if p.record is not None:
         p.layouts = Journal.layouts(p.record)

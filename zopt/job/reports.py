@@ -22,7 +22,7 @@ class ArrayReport:
     logical_bytes: int
     stored_before: int | None
     stored_after: int = 0
-    masks: collections.Counter = field(default_factory=collections.Counter)
+    masks: collections.Counter[int] = field(default_factory=collections.Counter)
     seconds: float = 0.0
     layout: str = "compact"  # compact, fixed-slot or unsharded
     allocated_after: int = 0  # bytes on disk (less than stored_after for sparse slot files)
@@ -67,8 +67,8 @@ class RecompressReport:
     def mb_per_s(self) -> float:
         return self.logical_bytes / 1e6 / self.seconds if self.seconds else math.inf
 
-    def masks(self) -> collections.Counter:
-        total: collections.Counter = collections.Counter()
+    def masks(self) -> collections.Counter[int]:
+        total: collections.Counter[int] = collections.Counter()
         for a in self.arrays:
             total.update(a.masks)
         return total

@@ -15,7 +15,7 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 import zarr
@@ -26,6 +26,9 @@ from zopt.io.paths import OverlapError, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
 from zopt.store.journal import JOURNAL_DIR
 from zopt.store.shards import allocated_bytes
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = [
     "PartialStoreGoneError", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
@@ -38,7 +41,7 @@ class PartialStoreGoneError(ZoptError, FileNotFoundError):
     job was writing it; nothing was published."""
 
 
-def put_shard(store: Any, key: str, data: bytes | list | None) -> None:
+def put_shard(store: StoreLike, key: str, data: bytes | list | None) -> None:
     """Put a whole packed shard (bytes, or ``pack_parts``' pieces) at ``key`` of a zarr Store with
     one ``set``, or delete it for None."""
     from zarr.core.buffer import default_buffer_prototype
@@ -145,7 +148,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         template.to_zarr(partial, mode="a", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
 
 
-def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
+def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array[Any]]:
     """The rewritten arrays as ``create_target`` makes them, in a ``MemoryStore`` (metadata only,
     nothing written anywhere): ``{name: zarr.Array}`` for the plan of work and ``--dry-run``."""
     memory = zarr.storage.MemoryStore()
@@ -153,9 +156,9 @@ def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array]:
     return {name: zarr.open_array(memory, path=name, mode="r") for name in spec.names}
 
 
-def same_metadata(a: zarr.Array, b: zarr.Array) -> bool:
+def same_metadata(a: zarr.Array[Any], b: zarr.Array[Any]) -> bool:
     """Whether two arrays have the same shape, data type, chunk grid, chunk keys and codecs."""
-    def key(x: zarr.Array) -> Any:
+    def key(x: zarr.Array[Any]) -> Any:
         m = x.metadata.to_dict()
         return json.dumps({k: m.get(k) for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs")},
                           sort_keys=True, default=str)
@@ -168,7 +171,7 @@ def chunk_bytes_stored(store: str, name: str) -> int:
     return stored_sizes(store, name)[0]
 
 
-def stored_sizes(store: Any, name: str) -> tuple[int, int]:
+def stored_sizes(store: StoreLike, name: str) -> tuple[int, int]:
     """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store (a path),
     or of its chunk keys in a zarr Store (allocated = apparent)."""
     if not isinstance(store, str | os.PathLike):
@@ -216,7 +219,7 @@ def destination(dst: Any) -> tuple[Any, str | None]:
     return None, text
 
 
-def check_no_url_overlap(src: str, store: Any) -> None:
+def check_no_url_overlap(src: str, store: StoreLike) -> None:
     """OverlapError if the destination store's URL and a URL source are one inside the other."""
     d, s = store_text(store).rstrip("/"), src.rstrip("/")
     if loc.is_url(src) and (d == s or d.startswith(s + "/") or s.startswith(d + "/")):

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
@@ -47,6 +47,9 @@ from zopt.store.shards import (
     write_packed,
     write_slots,
 )
+
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
 
 __all__ = [
     "Recorder", "ShardJob", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
@@ -95,11 +98,11 @@ def _once_per_job(key: tuple, make: Callable[[], Any]) -> Any:
     return value
 
 
-def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
+def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array[Any]:
     """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
     local directory (its metadata does not change while the job writes chunks; a retried task
     finds the same array)."""
-    def make() -> zarr.Array:
+    def make() -> zarr.Array[Any]:
         return zarr.open_array(dst, path=name, mode="r+")
 
     if not isinstance(dst, str) or job is None:
@@ -108,7 +111,7 @@ def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array:
 
 
 def write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: Any, plan: Any = None, token: str | None = None,
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: DecisionLike, plan: Any = None, token: str | None = None,
     marker: str | None = None,
     lossy: Any = None,
 ) -> tuple[collections.Counter, int]:
@@ -140,7 +143,7 @@ def write_region(
     return result
 
 
-def _chunk_stored(array: zarr.Array, region: tuple[slice, ...]) -> bool:
+def _chunk_stored(array: zarr.Array[Any], region: tuple[slice, ...]) -> bool:
     """True when the store holds the chunk of ``array`` that starts at ``region``."""
     from zarr.core.sync import sync
 
@@ -291,10 +294,10 @@ def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir
     return masks_of(encoded), len(encoded)
 
 
-def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array, ChunkEncoder]:
+def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array[Any], ChunkEncoder]:
     """Array ``name`` of ``store`` opened for reading and its chunks' encoder, once per process
     and job (an in-place job changes chunk files, never the metadata)."""
-    def make() -> tuple[zarr.Array, ChunkEncoder]:
+    def make() -> tuple[zarr.Array[Any], ChunkEncoder]:
         array = open_array(store, path=name, mode="r")
         spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
         return array, ChunkEncoder(array.metadata.codecs, spec)
@@ -302,7 +305,7 @@ def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array,
     return make() if job is None else _once_per_job((store, name, job, "in place"), make)
 
 
-def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: Any, plan: Any = None,
+def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike, plan: Any = None,
                            tmp_dir: str | None = None, job: str | None = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
     ``job``: the job's id, under which the array is opened once per process."""

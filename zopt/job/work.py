@@ -18,14 +18,17 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import zarr
 
 import numpy as np
 
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.chunking import variable_layout
-from zopt.planning.plan import PlanMismatchError
+from zopt.planning.plan import Plan, PlanMismatchError
 from zopt.store.journal import Journal
 from zopt.store.shards import ShardLayout, layout_of
 
@@ -60,7 +63,7 @@ def slot_parts(layout: ShardLayout, parts: int | None) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
-def projected_task_bytes(array: Any, shard_layout: ShardLayout | None, layout: str, slot_parts_: int | None) -> int:
+def projected_task_bytes(array: zarr.Array[Any], shard_layout: ShardLayout | None, layout: str, slot_parts_: int | None) -> int:
     """Projected peak memory (bytes) of one write task of ``array`` (a zarr array), computed before running.
 
     Like cubed's ``projected_mem``: decoded input region + compressed input (bounded by the
@@ -91,7 +94,7 @@ def projected_task_bytes(array: Any, shard_layout: ShardLayout | None, layout: s
     return 2 * region + 2 * shard_layout.n_inner * slot + 4 * inner
 
 
-def plan_for(plan: Any, name: str, array: Any, inner: tuple[int, ...]) -> Any:
+def plan_for(plan: Plan, name: str, array: zarr.Array[Any], inner: tuple[int, ...]) -> Any:
     """The ``ArrayPlan`` of array ``name``, checked against its target ``array`` (a zarr array):
     PlanMismatchError for a plan without it or made for another grid, chain, shape or dtype."""
     if name not in plan.arrays:
@@ -118,7 +121,7 @@ def plan_for(plan: Any, name: str, array: Any, inner: tuple[int, ...]) -> Any:
     return ap
 
 
-def layouts_for(source: dict[str, SourceVariable], names: Sequence[str], chunks: Any, shards: Any, plan: Any,
+def layouts_for(source: dict[str, SourceVariable], names: Sequence[str], chunks: Any, shards: Any, plan: Plan,
                 explicit: Sequence[str] | None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """``{name: (inner chunk shape, shard shape or None)}`` (``zopt.planning.chunking.variable_layout``)."""
     return {name: variable_layout(name, source[name], chunks, shards, plan, explicit) for name in names}
@@ -141,7 +144,7 @@ class ArrayWork:
     projected_task_bytes: int
     units: int
     pending: list[tuple[int, ...]]
-    resumed_masks: collections.Counter = field(default_factory=collections.Counter)  # of units already done
+    resumed_masks: collections.Counter[int] = field(default_factory=collections.Counter)  # of units already done
     resumed_chunks: int = 0
 
     @property
@@ -174,7 +177,7 @@ class Work:
 
 def build_work(names: Sequence[str], source: dict[str, SourceVariable],
                layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], targets: dict[str, Any], *,
-               layout: str = "compact", slot_parts_: int | None = None, plan: Any = None,
+               layout: str = "compact", slot_parts_: int | None = None, plan: Plan | None = None,
                done: Callable[[str], dict] | None = None) -> Work:
     """The plan of work for arrays ``names``: ``targets`` holds each one's target zarr array
     (its metadata, in memory), ``done(name)`` the journal markers of units an interrupted run

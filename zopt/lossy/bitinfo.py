@@ -29,13 +29,16 @@ dimensions (conservative: each dimension's correlations are kept), clipped to ``
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 __all__ = ["bit_information", "keepbits", "keepbits_from_info", "pair_counts", "signed_exponent"]
 
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UINT: dict[int, type[np.unsignedinteger]] = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def signed_exponent(x: np.ndarray) -> np.ndarray:
@@ -128,7 +131,7 @@ def _free_entropy_threshold(n: int, confidence: float) -> float:
     return 1.0 + p * math.log2(p) + (1 - p) * math.log2(1 - p)
 
 
-def keepbits_from_info(info: np.ndarray, level: float, dtype: Any) -> int:
+def keepbits_from_info(info: np.ndarray, level: float, dtype: npt.DTypeLike) -> int:
     """Mantissa bits to keep for one dimension's information per bit (xbitinfo's ``get_keepbits``)."""
     fi = np.finfo(dtype)
     nmant = int(fi.nmant)
@@ -144,7 +147,7 @@ def keepbits_from_info(info: np.ndarray, level: float, dtype: Any) -> int:
     return int(min(max(first + 1 - (fi.bits - nmant), 0), nmant))
 
 
-def keepbits(counts: np.ndarray, level: float, dtype: Any, confidence: float | None = 0.99) -> int:
+def keepbits(counts: np.ndarray, level: float, dtype: npt.DTypeLike, confidence: float | None = 0.99) -> int:
     """Mantissa bits that keep ``level`` of the real information, from ``pair_counts`` (summed
     over blocks): the maximum over dimensions of ``keepbits_from_info``."""
     counts = np.asarray(counts)

@@ -49,11 +49,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.errors import ZoptError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["AbsChain", "LossyBoundError", "RangeStats", "design_abs", "exact_abs_error_exceeds"]
 
@@ -85,7 +88,7 @@ class RangeStats:
                           self.posinf + other.posinf, self.neginf + other.neginf, self.count + other.count)
 
 
-def _json_scalar(v: Any) -> Any:
+def _json_scalar(v: float | np.generic) -> Any:
     """A scalar in Zarr v3 fill-value JSON (NaN/±Infinity as strings)."""
     f = float(v)
     if math.isnan(f):
@@ -115,7 +118,7 @@ def _round_down(value: Fraction, dtype: np.dtype) -> np.generic:
     return x
 
 
-def _frac(v: Any) -> Fraction:
+def _frac(v: float | np.generic) -> Fraction:
     return Fraction(int(v)) if isinstance(v, int | np.integer) else Fraction(float(v))
 
 
@@ -204,7 +207,7 @@ class AbsChain:
                 cls = CastValueCodec if c["name"] == "cast_value" else ScaleOffsetCodec
                 codec = cls(**c["configuration"])
                 chain.append((codec, current))
-                if c["name"] == "cast_value":
+                if isinstance(codec, CastValueCodec):
                     current = codec.target
             self._codecs["chain"] = chain
         return self._codecs["chain"]
@@ -281,7 +284,7 @@ def _error_bound(h: Fraction, a: Fraction, m: Fraction, u: Fraction, tiny: Fract
     return total + u * m if int_source else total
 
 
-def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
+def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: float,
                sentinels: tuple[Any, ...] = ()) -> AbsChain:
     """The ``AbsChain`` of variable ``name`` (numpy ``dtype``) for ``|x' - x| <= bound``.
 
@@ -306,7 +309,7 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
         if b != math.floor(b):
             raise ValueError(f"{where}: {name!r} is an integer variable ({dt.name}); the bound must be a whole "
                              f"number, got {bound!r}")
-        work = np.dtype(np.float64)
+        work: np.dtype = np.dtype(np.float64)
     elif dt in _FLOATS:
         work = dt
     else:
@@ -321,7 +324,7 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
             continue
         if not any(v == w for w in uniq):
             uniq.append(v)
-    slots = []
+    slots: list[tuple[float, str]] = []
     for s in uniq:
         sign = "-Infinity" if (s < 0 or (s == 0 and math.copysign(1, s) < 0)) else "Infinity"
         if sign in [x for _, x in slots] or (sign == "Infinity" and stats.posinf) or (sign == "-Infinity" and stats.neginf):
@@ -373,7 +376,7 @@ def _sentinel_hit(chain: AbsChain) -> Any:
     return None
 
 
-def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
+def _scaled_zero(work: np.dtype, off: float | np.generic, s: np.generic) -> Any:
     from zopt.codecs.scale_offset import scale_offset_encode
 
     try:
@@ -383,8 +386,8 @@ def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
         return None
 
 
-def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: Any, stats: RangeStats,
-               lo: Any, hi: Any, off: Any, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
+def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: float, stats: RangeStats,
+               lo: float | np.generic, hi: float | np.generic, off: float | np.generic, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
     """The chain for offset ``off`` (see ``design_abs``)."""
     a, m = _frac(hi) - Fraction(float(off)), max(abs(_frac(lo)), abs(_frac(hi)))
     p = np.finfo(work).nmant + 1
@@ -410,7 +413,7 @@ def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, 
     with np.errstate(over="ignore"):
         y_hi = scale_offset_encode(np.asarray([float(hi)], dtype=work), work.type(off), s)[0]
     q_hi = int(np.rint(y_hi))
-    reserved = []
+    reserved: list[tuple[str | float, int]] = []
     code = q_hi
     for present, value in ((stats.nan or nan_sentinel, "NaN"), (stats.posinf or "Infinity" in [x for _, x in slots], "Infinity"),
                            (stats.neginf or "-Infinity" in [x for _, x in slots], "-Infinity")):

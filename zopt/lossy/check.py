@@ -44,7 +44,8 @@ def kind_of(record: dict[str, Any] | None) -> str:
     """``"lossless"``, ``"abs"``, ``"rel"`` or ``"keepbits"`` for a ``zopt_lossy`` attribute (or None)."""
     if record is None:
         return "lossless"
-    return record.get("method") if record.get("method") in ("abs", "rel") else "keepbits"
+    method = record.get("method")
+    return method if isinstance(method, str) and method in ("abs", "rel") else "keepbits"
 
 
 def bound_text(record: dict[str, Any]) -> tuple[str, str]:

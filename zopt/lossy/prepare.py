@@ -32,13 +32,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
 from zopt.lossy.rounding import bitround, rel_round, rounded_as_stored, sentinels_of, special_mask
 from zopt.lossy.spec import LossySpec
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from zopt.io.sources import SourceVariable
 
 __all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "rel_round",
            "sentinels_of", "special_mask"]
@@ -93,17 +98,16 @@ class LossyVariable:
         """The ``zopt_lossy`` attribute: method, parameters and the bound verify checks."""
         spec = self.spec
         if self.abs_chain is not None:
-            record = {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail, **self._trials()}
-            return {ATTRIBUTE: record}
+            return {ATTRIBUTE: {**self.abs_chain.attributes(), "spec": spec.text(), "tail": self.tail, **self._trials()}}
         record: dict[str, Any] = {"method": "keepbits", "spec": spec.text(),
                                   "sentinels": [float(s) for s in self.sentinels if not np.isnan(s)],
                                   "tail": self.tail, **self._trials()}
         if spec.method == "rel":  # zopt.lossy.relative: subnormals kept exactly
-            record.update({"method": "rel", "rel": spec.value, "keepbits": int(self.keepbits)})
+            record.update({"method": "rel", "rel": spec.value, "keepbits": self._keepbits()})
             return {ATTRIBUTE: record}
         if self.grid is None:
-            record["keepbits"] = int(self.keepbits)
-            record["relative"] = 2.0 ** -(self.keepbits + 1)
+            record["keepbits"] = self._keepbits()
+            record["relative"] = 2.0 ** -(self._keepbits() + 1)
         else:
             kmin = int(self.grid.min()) if self.grid.size else 0
             record.update({"keepbits_min": kmin, "keepbits_max": int(self.grid.max()) if self.grid.size else 0,
@@ -122,10 +126,17 @@ class LossyVariable:
             out["lossless_trial"] = dict(self.lossless_trial)
         return out
 
-    def keepbits_of(self, index: tuple[int, ...]) -> int | None:
+    def _keepbits(self) -> int:
+        """``keepbits`` of a rel or keepbits variable (ValueError for abs, which keeps none)."""
+        if self.keepbits is None:
+            raise ValueError(f"lossy: a {self.spec.method} variable keeps no count of mantissa bits")
+        return int(self.keepbits)
+
+    def keepbits_of(self, index: tuple[int, ...]) -> int:
+        """The mantissa bits kept in inner chunk ``index`` (rel and keepbits variables; ValueError for abs)."""
         if self.grid is not None:
             return int(self.grid[tuple(index)])
-        return self.keepbits
+        return self._keepbits()
 
     def prepare(self, index: tuple[int, ...], values: np.ndarray, where: str) -> np.ndarray:
         """Check (``abs``) or bitround (keepbits) one inner chunk's values (its part inside the
@@ -190,7 +201,7 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
     return total if level is None else out
 
 
-def _layout(name: str, var: Any, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _layout(name: str, var: SourceVariable, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(inner chunk shape, task region shape) as ``recompress`` will choose them."""
     from zopt.planning.chunking import variable_layout
 
@@ -357,7 +368,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
     return out
 
 
-def _with_tail(src: str, name: str, var: Any, lv: LossyVariable, inner: tuple[int, ...], readers: Any,
+def _with_tail(src: str, name: str, var: SourceVariable, lv: LossyVariable, inner: tuple[int, ...], readers: Any,
                base: list[dict[str, Any]] | None, scheduler: str | None, lossless: dict[str, Any] | None,
                budget: Any) -> LossyVariable:
     """``lv`` with the tail storing it (``zopt.lossy.tails.choose_tail``: named, or by trial on
@@ -402,7 +413,7 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
                          lossless=lossless, budget=budget)
 
 
-def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: float,
+def _array_plan(name: str, var: SourceVariable, inner: tuple[int, ...], rows: list, level: float,
                 confidence: float | None) -> Any:
     """The keepbits plan of one variable from its chunks' ``(index, pair counts, digest)``.
 
@@ -428,7 +439,7 @@ def _array_plan(name: str, var: Any, inner: tuple[int, ...], rows: list, level: 
                      digests=digests, stats={"information": level}, keepbits=grid, dims=tuple(var.dims) or None)
 
 
-def _load_plan(name: str, path: str, var: Any, inner: tuple[int, ...]) -> Any:
+def _load_plan(name: str, path: str, var: SourceVariable, inner: tuple[int, ...]) -> Any:
     from zopt.planning.plan import Plan, PlanMismatchError
 
     plan = Plan.load(path)
@@ -455,7 +466,7 @@ def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], 
         release(token)
 
 
-def _xarray_fill_and_attrs(ds: Any, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _xarray_fill_and_attrs(ds: xr.Dataset, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     fills = {}
     for n in names:
         fill = ds[n].encoding.get("fill_value")

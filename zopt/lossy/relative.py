@@ -18,14 +18,17 @@ per-chunk scales cannot be written with ``scale_offset``, whose parameters are p
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["check_relative", "keep_mask", "rel_keepbits"]
 
 
-def rel_keepbits(name: str, rel: float, dtype: Any) -> int:
+def rel_keepbits(name: str, rel: float, dtype: npt.DTypeLike) -> int:
     """The fewest mantissa bits ``K`` with ``2^-(K+1) <= rel`` for variable ``name`` (float ``dtype``).
 
     Raises ValueError naming the variable and ``rel`` when ``rel`` is not in (0, 1), or

@@ -47,7 +47,7 @@ def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None,
     return np.where(same, values, rounded)
 
 
-def _decode_attr_scalar(v: Any, dtype: np.dtype) -> Any:
+def _decode_attr_scalar(v: object, dtype: np.dtype) -> Any:
     """An attribute value as a scalar of ``dtype``: numbers, or xarray's base64 ``_FillValue``."""
     if isinstance(v, str):
         try:
@@ -63,7 +63,7 @@ def _decode_attr_scalar(v: Any, dtype: np.dtype) -> Any:
         return None
 
 
-def sentinels_of(dtype: np.dtype, fill_value: Any, attrs: dict[str, Any]) -> tuple[Any, ...]:
+def sentinels_of(dtype: np.dtype, fill_value: object, attrs: dict[str, Any]) -> tuple[Any, ...]:
     """The values restored exactly: the array's fill value, ``_FillValue`` and every ``missing_value``."""
     out = [fill_value] if fill_value is not None else []
     for key in ("_FillValue", "missing_value"):
@@ -93,6 +93,8 @@ def rounded_as_stored(values: np.ndarray, region: tuple[slice, ...], *, method: 
     stores them, for the tail trial (``zopt.lossy.tails.choose_tail``): ``keepbits``, or with a
     per-chunk ``grid`` (over ``inner`` chunks) the chunk's own."""
     if grid is not None:
+        if inner is None:
+            raise ValueError("inner: the inner chunk shape is needed with a per-chunk keepbits grid")
         keepbits = int(grid[tuple(r.start // c for r, c in zip(region, inner, strict=True))])
     if method == "rel":
         return rel_round(values, keepbits, sentinels)

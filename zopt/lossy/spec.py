@@ -49,7 +49,7 @@ def lorenzo_axes(tail: str) -> list[int] | None:
     from zopt.codecs.lorenzo import parse_axes
 
     try:
-        return list(parse_axes([int(a) for a in axes.split(",")]))
+        return list(parse_axes([int(a) for a in axes.split(",")]) or ())  # None only for None
     except ValueError:
         raise ValueError(f"tail {tail!r}: AXES must be increasing dimension indices, e.g. lorenzo:0,2") from None
 

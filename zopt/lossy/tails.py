@@ -34,11 +34,18 @@ lossy mode stores more than lossless: issue 35).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from zopt.io.sources import SourceVariable
+    from zopt.lossy.bounds import AbsChain
+    from zopt.lossy.spec import LossySpec
 
 __all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "lossless_instead", "sample_regions",
            "sample_sizes", "tail_codecs", "with_storage"]
@@ -158,7 +165,7 @@ def _encoded_size(codes: np.ndarray, codecs: list[dict[str, Any]]) -> int:
     return int(enc.encode(np.ascontiguousarray(codes), (0,) * codes.ndim).data.size)
 
 
-def sample_sizes(chain: Any, values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
+def sample_sizes(chain: AbsChain, values: np.ndarray, tails: Sequence[str], base: Sequence[dict[str, Any]]) -> dict[str, int]:
     """Bytes each of ``tails`` stores for one inner chunk ``values`` (source dtype) encoded by
     ``chain`` (a ``zopt.lossy.bounds.AbsChain``), through the real codecs."""
     import dataclasses
@@ -172,7 +179,7 @@ def sample_sizes(chain: Any, values: np.ndarray, tails: Sequence[str], base: Seq
     return out
 
 
-def with_storage(chain: Any, tail: str) -> Any:
+def with_storage(chain: AbsChain, tail: str) -> Any:
     """``chain`` (an ``AbsChain``) with the codes' storage type ``tail`` needs."""
     import dataclasses
 
@@ -187,8 +194,8 @@ def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequenc
     return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
-def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
-                token: str | None = None, rounding: Any = None,
+def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: AbsChain, tails: list[str], base: list,
+                token: str | None = None, rounding: Callable[..., np.ndarray] | None = None,
                 lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:
     from zopt.io.sources import read_source
 
@@ -202,9 +209,9 @@ def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tail
     return out
 
 
-def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
+def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None, spec: LossySpec, pack: bool, inner: tuple[int, ...],
                 readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
-                rounding: Any = None, lossless: dict[str, list[dict[str, Any]]] | None = None
+                rounding: Callable[..., np.ndarray] | None = None, lossless: dict[str, list[dict[str, Any]]] | None = None
                 ) -> tuple[str, dict | None, dict | None]:
     """(tail, sampled bytes per tail or None, sampled bytes of each ``lossless`` chain or None) for
     variable ``name`` of ``src`` (``var``: its source variable; ``spec``: its ``LossySpec``;

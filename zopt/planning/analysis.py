@@ -90,14 +90,14 @@ TASK_BYTES = 64 * 1024 * 1024
 READ_MODES = ("auto", "windows", "full")
 
 
-def _grid_dims(array: zarr.Array) -> tuple[str, ...]:
+def _grid_dims(array: zarr.Array[Any]) -> tuple[str, ...]:
     names = getattr(array.metadata, "dimension_names", None)
     if names and all(names):
         return tuple(str(n) for n in names)
     return tuple(f"dim_{i}" for i in range(array.ndim))
 
 
-def _analysis_chunk_shape(array: zarr.Array, chunks: Sequence[int] | None) -> tuple[int, ...]:
+def _analysis_chunk_shape(array: zarr.Array[Any], chunks: Sequence[int] | None) -> tuple[int, ...]:
     from zopt.store.shards import layout_of
 
     if chunks is not None:
@@ -111,7 +111,7 @@ def _analysis_chunk_shape(array: zarr.Array, chunks: Sequence[int] | None) -> tu
 
 
 def analyze_array(
-    store: str | os.PathLike,
+    store: str | os.PathLike[str],
     name: str,
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
@@ -251,7 +251,7 @@ def analyze_array(
 
 
 def analyze(
-    store: str | os.PathLike, arrays: Sequence[str] | None = None, **kwargs: Any
+    store: str | os.PathLike[str], arrays: Sequence[str] | None = None, **kwargs: Any
 ) -> dict[str, xr.Dataset]:
     """``analyze_array`` for each named array of the store (default: every array). Keyword
     arguments as for ``analyze_array``."""
@@ -260,7 +260,7 @@ def analyze(
     return {a.path: analyze_array(store, a.path, **kwargs) for a in arrays_in(store, arrays) if analysable(a) is None}
 
 
-def analysable(array: zarr.Array) -> str | None:
+def analysable(array: zarr.Array[Any]) -> str | None:
     """None if the analysis can measure ``array``, else why not (a note for the user): scalars,
     and arrays of strings, objects or other non-numeric types (recompress copies them as they are)."""
     if array.ndim == 0:
@@ -270,13 +270,13 @@ def analysable(array: zarr.Array) -> str | None:
     return None
 
 
-def save_analysis(analyses: dict[str, xr.Dataset], path: str | os.PathLike) -> None:
+def save_analysis(analyses: dict[str, xr.Dataset], path: str | os.PathLike[str]) -> None:
     """Write analyses as one Zarr v3 group per array under ``path`` (overwriting)."""
     for name, ds in analyses.items():
         ds.to_zarr(os.fspath(path), group=name or "root", mode="w", zarr_format=3, consolidated=False)
 
 
-def load_analysis(path: str | os.PathLike) -> dict[str, xr.Dataset]:
+def load_analysis(path: str | os.PathLike[str]) -> dict[str, xr.Dataset]:
     """Read analyses written by ``save_analysis``."""
     root = zarr.open_group(os.fspath(path), mode="r")
     out = {}

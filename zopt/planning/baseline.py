@@ -16,10 +16,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = ["zarr_default_bytes"]
 
@@ -27,7 +30,7 @@ __all__ = ["zarr_default_bytes"]
 TASK_BYTES = 64 * 1024 * 1024
 
 
-def _grids(array: zarr.Array) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+def _grids(array: zarr.Array[Any]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """(inner chunk shape, shard shape or None) of a stored array."""
     from zopt.store.shards import layout_of
 
@@ -50,7 +53,7 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
     return tuple(reversed(out))
 
 
-def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
+def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
                   shard: tuple[int, ...] | None, source: Any = None, token: str | None = None) -> int:
     """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its
     values in ``store``, or with ``source`` the same variable's values there."""
@@ -70,8 +73,8 @@ def _region_bytes(store: Any, name: str, region: tuple[slice, ...], inner: tuple
     return sum(len(v) for k, v in stored.items() if not k.endswith("zarr.json"))
 
 
-def zarr_default_bytes(store: str | os.PathLike | Any, names: Sequence[str], scheduler: str | None = None,
-                       source: str | os.PathLike | Any = None) -> dict[str, int]:
+def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str], scheduler: str | None = None,
+                       source: str | os.PathLike[str] | Any = None) -> dict[str, int]:
     """Bytes zarr's default codecs would store for each array ``names`` of the Zarr v3 ``store``
     (a local path, a URL or a zarr Store), on its own inner chunks and shards.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
@@ -15,6 +15,12 @@ import zarr
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
 
 __all__ = ["DEFAULT_CHAIN", "chains_to_check", "little_endian_bytes", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
            "with_checksum", "with_decision"]
@@ -102,7 +108,7 @@ def with_checksum(split: dict[str, Any]) -> dict[str, Any]:
     return {**split, "compressors": compressors}
 
 
-def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = None) -> zarr.Array:
+def with_decision(array: zarr.Array[Any], decision: DecisionLike, trial_encode: bool | None = None) -> zarr.Array[Any]:
     """The same array, with ``decision`` attached to all its ``conditional`` codecs.
 
     Use this to write with a decision into an array opened from a store (decisions are runtime
@@ -120,7 +126,7 @@ def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = 
     return zarr.Array(AsyncArray(metadata=new_meta, store_path=aa.store_path, config=aa.config))
 
 
-def _itemsize(data_type: Any) -> int | None:
+def _itemsize(data_type: npt.DTypeLike) -> int | None:
     """Bytes per element of a ``cast_value`` target (a Zarr data type name), None if unknown."""
     try:
         return np.dtype(data_type).itemsize
@@ -134,7 +140,7 @@ def _itemsize(data_type: Any) -> int | None:
         return None
 
 
-def sized_chain(chain: list[dict[str, Any]], dtype: Any) -> list[dict[str, Any]]:
+def sized_chain(chain: list[dict[str, Any]], dtype: npt.DTypeLike) -> list[dict[str, Any]]:
     """``chain`` (codec JSON) for an array of ``dtype``, with every ``shuffle`` (inside
     ``conditional`` too) that names no ``element_size`` and every ``blosc`` that names no
     ``typesize`` given the item size of what it receives, where a ``cast_value`` before it changed
@@ -172,7 +178,7 @@ def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[s
 
 
 def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
-                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: Any, layout: str,
+                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: DecisionLike, layout: str,
                  scheduler: str | None, job_id: str, partial: Any, repacks: dict | None = None,
                  chosen: dict | None = None) -> dict[str, Any]:
     """``{name: zopt.planning.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (issue
@@ -207,7 +213,7 @@ def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], l
 
 
 def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,
-                    plan: Any) -> dict[str, list[dict[str, Any]]]:
+                    plan: Plan | None) -> dict[str, list[dict[str, Any]]]:
     """``{name: chain}`` that ``--readers`` must be able to read before anything is written: a
     lossy variable's own chain, a given chain (``codecs``), or the chain a plan records (its
     ``classic`` default when it records none); variables whose chain the menu chooses are left

@@ -52,12 +52,15 @@ def chunk_digest(values: np.ndarray) -> int:
 def _nan_mask(values: np.ndarray) -> np.ndarray:
     """NaN flags of ``values`` (any shape); complex types count an element with a NaN part."""
     if values.dtype.names:  # zopt's structured complex_* types: a NaN in either component
-        return _nan_mask(values[values.dtype.names[0]]) | _nan_mask(values[values.dtype.names[1]])
+        either: np.ndarray = _nan_mask(values[values.dtype.names[0]]) | _nan_mask(values[values.dtype.names[1]])
+        return either
     if values.dtype.kind in "fc":
-        return np.isnan(values)
+        nan: np.ndarray = np.isnan(values)
+        return nan
     if values.dtype.kind in "biu":
         return np.zeros(values.shape, dtype=bool)
-    return np.isnan(values.astype(np.float32))  # ml_dtypes floats
+    nan32: np.ndarray = np.isnan(values.astype(np.float32))  # ml_dtypes floats
+    return nan32
 
 
 def batch_value_stats(samples: np.ndarray, native: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -33,9 +33,12 @@ cannot afford; the level is an argument for whoever prefers size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["BYTE_LEVEL", "WIDE_LEVEL", "default_chain", "default_codecs"]
 
@@ -45,14 +48,14 @@ BYTE_LEVEL = 10
 WIDE_LEVEL = 3
 
 
-def _itemsize(dtype: Any) -> int:
+def _itemsize(dtype: npt.DTypeLike) -> int:
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError as exc:
         raise ValueError(f"dtype: {dtype!r} is not a numpy data type") from exc
 
 
-def default_codecs(dtype: Any, level: int | None = None) -> list[dict[str, Any]]:
+def default_codecs(dtype: npt.DTypeLike, level: int | None = None) -> list[dict[str, Any]]:
     """The codecs the default ``conditional`` wraps for ``dtype`` (JSON objects, chain order).
 
     dtype : anything ``numpy.dtype`` accepts (``"f4"``, ``np.uint8``, ``bool`` …).
@@ -67,7 +70,7 @@ def default_codecs(dtype: Any, level: int | None = None) -> list[dict[str, Any]]
     return [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": level or WIDE_LEVEL}}]
 
 
-def default_chain(dtype: Any, level: int | None = None) -> list[dict[str, Any]]:
+def default_chain(dtype: npt.DTypeLike, level: int | None = None) -> list[dict[str, Any]]:
     """The whole default chain for ``dtype``: ``bytes`` then ``conditional(default_codecs)``.
 
     Same arguments and errors as ``default_codecs``.

@@ -115,7 +115,7 @@ class ArrayPlan:
     def fingerprint(self) -> str:
         return fingerprint(self.digests, self.digest_windows)
 
-    def content_digest(self, values: np.ndarray, fill: Any) -> int:
+    def content_digest(self, values: np.ndarray, fill: object) -> int:
         """The digest this plan keeps for a chunk whose values (its part inside the array,
         any shape up to ``chunk_shape``) are ``values``; ``fill``: the fill value, for padding."""
         from zopt.planning.chunk_stats import chunk_digest
@@ -162,7 +162,7 @@ class ArrayPlan:
         if diffs:
             raise PlanMismatchError(f"plan {self.name!r} does not fit this array: " + "; ".join(diffs))
 
-    def check_chunk(self, index: tuple[int, ...], values: np.ndarray, fill: Any) -> None:
+    def check_chunk(self, index: tuple[int, ...], values: np.ndarray, fill: object) -> None:
         """Raise PlanMismatchError when a chunk's content differs from the planned content.
 
         values : the chunk's values inside the array; fill : the array's fill value. Plans made
@@ -218,7 +218,7 @@ class Plan:
             raise ValueError(f"decision: the plan covers {sorted(self.arrays)}; use plan[name]")
         return next(iter(self.arrays.values())).as_decision()
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the plan as a Zarr v3 group at ``path`` (overwriting)."""
         root = zarr.open_group(os.fspath(path), mode="w", zarr_format=3)
         root.attrs.update({"zopt_plan": 1, "policy": self.policy, "params": self.params,
@@ -239,7 +239,7 @@ class Plan:
                 g.create_array("keepbits", data=ap.keepbits.astype(np.uint8), chunks=ap.keepbits.shape or None)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Plan:
+    def load(cls, path: str | os.PathLike[str]) -> Plan:
         """Read a plan written by ``save``. Raises ValueError if ``path`` is not a zopt plan."""
         try:
             root = zarr.open_group(os.fspath(path), mode="r")

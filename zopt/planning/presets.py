@@ -34,9 +34,12 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.planning.menu import BYTE_LEVEL
+
+if TYPE_CHECKING:
+    from zopt.codecs.decisions import DecisionLike
 
 __all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
 
@@ -77,7 +80,7 @@ class Preset:
                     cfg["codecs"] = [w for w in cfg["codecs"] if w["name"] != "shuffle"]
         return chain
 
-    def array_codecs(self, itemsize: int | None = None, decision: Any = None) -> dict[str, Any]:
+    def array_codecs(self, itemsize: int | None = None, decision: DecisionLike = None) -> dict[str, Any]:
         """``filters``, ``serializer`` and ``compressors`` for ``zarr.create_array`` (or an
         xarray ``encoding``): the chain as codec objects, the ``conditional`` codec deciding with
         ``decision`` (default: the preset's). ``itemsize`` as for ``chain``; ``shuffle`` gets

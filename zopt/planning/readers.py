@@ -30,7 +30,10 @@ info`` end with that line). The tables in ``docs/interop.md`` say what the tests
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zarr.storage import StoreLike
 
 __all__ = ["DEFAULT_READERS", "READERS", "ZOPT_DATA_TYPES", "check_readers", "effective_readers", "parse_readers",
            "array_codecs", "reader_line", "reads_repacking", "store_arrays", "store_readers", "unreadable"]
@@ -138,7 +141,7 @@ def check_readers(chains: Mapping[str, Sequence[dict[str, Any]]], readers: Itera
 # -- who reads a written store ------------------------------------------------------------------
 
 
-def store_arrays(store: Any) -> dict[str, tuple[list[dict[str, Any]], Any]]:
+def store_arrays(store: StoreLike) -> dict[str, tuple[list[dict[str, Any]], Any]]:
     """``{array path: (codec JSON list, data type JSON)}`` of every array of ``store`` (a path, a
     URL or a zarr Store; a group with its child groups, or one root array, path ``""``) as zarr
     opens it: the consolidated metadata when there is some (``array_codecs``)."""

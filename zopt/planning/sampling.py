@@ -150,7 +150,7 @@ def task_regions(shape: tuple[int, ...], chunk_shape: tuple[int, ...], itemsize:
     return regions(shape, step)
 
 
-def read_mode(read: str, sample: float | None, store: str, array: zarr.Array, chunk_shape: tuple[int, ...]) -> str:
+def read_mode(read: str, sample: float | None, store: str, array: zarr.Array[Any], chunk_shape: tuple[int, ...]) -> str:
     """``"windows"`` or ``"full"``: how the tasks read chunks (see ``analyze_array``)."""
     from zopt.store.raw_read import RawChunkReader
 
@@ -170,7 +170,7 @@ def read_mode(read: str, sample: float | None, store: str, array: zarr.Array, ch
     return "full"
 
 
-def fill_value_of(array: zarr.Array) -> np.ndarray:
+def fill_value_of(array: zarr.Array[Any]) -> np.ndarray:
     """The array's fill value as a numpy scalar of its dtype; zero for a Zarr v2 ``fill_value: null``
     (what zarr reads for a missing chunk of such an array)."""
     if array.fill_value is None:

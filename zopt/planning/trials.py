@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, default_header_bits
 from zopt.codecs.sync import sync_decoder, sync_encoder, sync_row_transform, zstd_row_sizes
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
 
 __all__ = ["DEFAULT_CANDIDATES", "Trials", "candidate_codecs"]
 
@@ -24,7 +27,7 @@ DEFAULT_CANDIDATES: list[dict[str, Any]] = [
 ]
 
 
-def candidate_codecs(array: zarr.Array, codecs: Sequence[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], int]:
+def candidate_codecs(array: zarr.Array[Any], codecs: Sequence[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], int]:
     """The wrapped codec list (JSON) and ``header_bits`` to analyse for ``array``.
 
     Given ``codecs`` win; else the array's first ``conditional`` codec; else ``DEFAULT_CANDIDATES``.
@@ -51,7 +54,7 @@ class Trials:
     equally among the rows. The other steps run row by row.
     """
 
-    def __init__(self, codecs: Sequence[Any], spec: Any, decode_times: bool = False) -> None:
+    def __init__(self, codecs: Sequence[Any], spec: ArraySpec | None, decode_times: bool = False) -> None:
         self.n = len(codecs)
         self.decode_times = decode_times
         self.encoders = [sync_encoder(c, spec) for c in codecs]
@@ -73,28 +76,31 @@ class Trials:
         size[:, 0] = rows.shape[1]
         outputs: list[Any] = [rows]  # per mask: a 2-D array (same-length rows) or a list of 1-D arrays
         clock = time.perf_counter
+        out: np.ndarray | list[np.ndarray] | None
         for m in range(1, masks):
             h = m.bit_length() - 1
             prev = m & ~(1 << h)
             src = outputs[prev]
-            if self.row_sizes[h] is not None and isinstance(src, np.ndarray):
+            row_size, row_enc, row_dec = self.row_sizes[h], self.row_encoders[h], self.row_decoders[h]
+            if row_size is not None and isinstance(src, np.ndarray):
                 t0 = clock()
-                size[:, m] = self.row_sizes[h](src)
+                size[:, m] = row_size(src)
                 out = None
                 enc_step = np.full(n_rows, (clock() - t0) / max(n_rows, 1))
                 dec_step = np.zeros(n_rows)
-            elif self.row_encoders[h] is not None and isinstance(src, np.ndarray):
+            elif row_enc is not None and isinstance(src, np.ndarray):
                 t0 = clock()
-                out = self.row_encoders[h](src)
+                out = row_enc(src)
                 t1 = clock()
-                if self.decode_times:
-                    self.row_decoders[h](out)
+                if self.decode_times and row_dec is not None:  # a row encoder has its row decoder
+                    row_dec(out)
                 size[:, m] = out.shape[1]
                 enc_step = np.full(n_rows, (t1 - t0) / max(n_rows, 1))
                 dec_step = np.full(n_rows, (clock() - t1) / max(n_rows, 1))
             else:
                 encode, decode = self.encoders[h], self.decoders[h]
-                out, enc_step, dec_step = [], np.zeros(n_rows), np.zeros(n_rows)
+                parts: list[np.ndarray] = []
+                out, enc_step, dec_step = parts, np.zeros(n_rows), np.zeros(n_rows)
                 for k in range(n_rows):
                     t0 = clock()
                     o = encode(src[k])

@@ -10,12 +10,15 @@ take; ``written_output``: what ``before_publish`` hands over, as ``verify`` read
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
 
 __all__ = ["check_endpoint_types", "endpoint_text", "is_store", "store_is_zarr", "written_output"]
 
 
-def is_store(store: Any) -> bool:
+def is_store(store: object) -> TypeGuard[Store]:
     """A zarr Store object (an Icechunk snapshot), read through zarr; not a path, a URL or several
     files combined (``zopt.io.multi.MultiSource``, read through xarray like one file)."""
     from zarr.abc.store import Store
@@ -23,14 +26,14 @@ def is_store(store: Any) -> bool:
     return isinstance(store, Store)
 
 
-def store_is_zarr(store: Any) -> bool:
+def store_is_zarr(store: Store) -> bool:
     """Does a zarr Store hold Zarr metadata at its root?"""
     from zarr.core.sync import sync
 
     return any(sync(store.exists(n)) for n in ("zarr.json", ".zgroup", ".zarray"))
 
 
-def endpoint_text(x: Any) -> str:
+def endpoint_text(x: object) -> str:
     """A store or destination as a user names it."""
     from zopt.compat.icechunk_compat import is_icechunk, open_ref
     from zopt.io.paths import store_text
@@ -48,11 +51,11 @@ def check_endpoint_types(src: Any, dst: Any, concat_dim: str | None) -> None:
 
     if not (isinstance(dst, str | os.PathLike) or is_store(dst) or is_icechunk(dst)):
         raise ValueError(f"dst: a {type(dst).__name__} is not a destination; give what recompress takes: a path "
-                         "(str or os.PathLike), an fsspec or icechunk:// URL, a zarr Store or an icechunk.Repository")
+                         "(str or os.PathLike[str]), an fsspec or icechunk:// URL, a zarr Store or an icechunk.Repository")
     several = concat_dim is not None and isinstance(src, list | tuple) and src
     if not (isinstance(src, str | os.PathLike) or is_icechunk(src)
             or several and all(isinstance(x, str | os.PathLike) for x in src)):
-        raise ValueError(f"src: a {type(src).__name__} is not a source; give a path or URL (str or os.PathLike), "
+        raise ValueError(f"src: a {type(src).__name__} is not a source; give a path or URL (str or os.PathLike[str]), "
                          "or with concat_dim a glob or a non-empty list of them")
 
 

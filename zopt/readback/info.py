@@ -10,18 +10,21 @@ Leftover temporary shard files of an interrupted write (``*.zopt-*``) are counte
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
+from zarr.core.metadata import ArrayV3Metadata
 
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
+from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError
 from zopt.io.sources import arrays_in
 from zopt.store.files import chunk_files
@@ -34,6 +37,11 @@ from zopt.store.shards import (
     layout_of,
     shard_table,
 )
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+    from zarr.core.array_spec import ArraySpec
+    from zarr.storage import StoreLike
 
 __all__ = ["ArrayInfo", "arrays_in", "check_summary", "chunk_files", "chunk_grids", "inner_chunk_shape", "store_info"]
 
@@ -68,7 +76,7 @@ class ArrayInfo:
     checked_files: int | None = None
 
 
-def _stored(store: Any, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
+def _stored(store: Store | str | os.PathLike[str], array: zarr.Array[Any]) -> Iterator[tuple[tuple[int, ...], str, int, int, Callable[[], bytes]]]:
     """``(coords, key, size, allocated bytes, read)`` of every stored chunk (shard) of ``array``:
     the files of a local store, or the keys of a zarr Store (an Icechunk snapshot; allocated = size)."""
     if isinstance(store, str | os.PathLike):
@@ -79,16 +87,16 @@ def _stored(store: Any, array: zarr.Array) -> Iterator[tuple[tuple[int, ...], st
     from zarr.core.sync import sync
 
     meta = array.metadata
-    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, meta.chunk_grid.chunk_shape, strict=True))
+    grid = tuple(math.ceil(s / c) for s, c in zip(array.shape, chunk_shape_of(meta), strict=True))
     for coords in np.ndindex(*grid):
         key = "/".join(p for p in (array.path, meta.encode_chunk_key(coords)) if p)
         buf = sync(store.get(key, default_buffer_prototype()))
         if buf is not None:
             data = buf.to_bytes()
-            yield coords, key, len(data), len(data), lambda data=data: data
+            yield coords, key, len(data), len(data), functools.partial(bytes, data)
 
 
-def _arrays(store: Any, names: Sequence[str] | None) -> list[zarr.Array]:
+def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array[Any]]:
     if isinstance(store, str | os.PathLike):
         return arrays_in(store, names)
     node = zarr.open(store, mode="r")
@@ -100,7 +108,7 @@ def _arrays(store: Any, names: Sequence[str] | None) -> list[zarr.Array]:
     return [found[n] for n in names] if names else [found[k] for k in sorted(found)]
 
 
-def _temp_files(store: Any, array: zarr.Array) -> int:
+def _temp_files(store: StoreLike, array: zarr.Array[Any]) -> int:
     if not isinstance(store, str | os.PathLike):
         return 0  # a store's keys are put whole
     root = Path(os.fspath(store)) / array.path
@@ -111,7 +119,7 @@ class _MaskReader:
     """Reads the ``conditional`` mask of a stored chunk: decodes the bytes→bytes codecs after
     the conditional codec (e.g. crc32c), then parses its header."""
 
-    def __init__(self, codecs: Sequence[Any], spec: Any) -> None:
+    def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
         self.encoder = ChunkEncoder(codecs, spec)
         self.codec: ConditionalCodec | None = None
         self.stop = 0
@@ -131,7 +139,7 @@ class _MaskReader:
             raise ChunkDecodeError(key, inner, exc, codec="conditional") from exc
 
 
-def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayout, info: ArrayInfo) -> None:
+def _info_sharded(store: str | os.PathLike[str], array: zarr.Array[Any], layout: ShardLayout, info: ArrayInfo) -> None:
     reader = _MaskReader(layout.inner_codecs, chunk_spec(layout.inner_shape, layout.dtype, layout.fill_value))
     try:
         info.slot_size = layout.slot_size
@@ -162,7 +170,7 @@ def _info_sharded(store: str | os.PathLike, array: zarr.Array, layout: ShardLayo
     info.layout = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "empty")
 
 
-def store_info(store: str | os.PathLike, arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
+def store_info(store: str | os.PathLike[str], arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
     """``ArrayInfo`` for each array of a local Zarr v3 store or an Icechunk repository
     (``icechunk://PATH[@BRANCH]``, ``…@snapshot:ID``) (or the named ``arrays``).
 
@@ -216,18 +224,17 @@ def check_summary(infos: Sequence[ArrayInfo]) -> str:
             "included): every one decoded, no error")
 
 
-def inner_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+def inner_chunk_shape(array: zarr.Array[Any]) -> tuple[int, ...]:
     """The inner chunk shape of a sharded array, else its chunk shape (elements)."""
     layout = layout_of(array)
-    return layout.inner_shape if layout is not None else tuple(array.metadata.chunk_grid.chunk_shape)
+    return layout.inner_shape if layout is not None else chunk_shape_of(array.metadata)
 
 
-def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo) -> None:
+def _info_unsharded(store: str | os.PathLike[str], array: zarr.Array[Any], info: ArrayInfo) -> None:
     meta = array.metadata
-    codecs = getattr(meta, "codecs", None)
     reader = None
-    if codecs is not None:
-        reader = _MaskReader(codecs, chunk_spec(meta.chunk_grid.chunk_shape, meta.data_type, meta.fill_value))
+    if isinstance(meta, ArrayV3Metadata):
+        reader = _MaskReader(meta.codecs, chunk_spec(chunk_shape_of(meta), meta.data_type, meta.fill_value))
     for _, key, size, allocated, read in _stored(store, array):
         info.shard_files += 1
         info.chunks_stored += 1
@@ -237,11 +244,11 @@ def _info_unsharded(store: str | os.PathLike, array: zarr.Array, info: ArrayInfo
             info.masks[reader.mask(read(), key)] += 1
 
 
-def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> int:
+def _check_chunks(store: str | os.PathLike[str], array: zarr.Array[Any]) -> int:
     """Decode every stored chunk (shard) file of ``array``, one read per file; how many."""
     from zopt.store.checked_read import read_region
 
-    step = tuple(array.metadata.chunk_grid.chunk_shape)
+    step = chunk_shape_of(array.metadata)
     files = 0
     for coords, *_ in _stored(store, array):
         region = tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, step, array.shape, strict=True))
@@ -250,7 +257,7 @@ def _check_chunks(store: str | os.PathLike, array: zarr.Array) -> int:
     return files
 
 
-def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray | None, np.ndarray]:
+def chunk_grids(store: str | os.PathLike[str], array: zarr.Array[Any]) -> tuple[np.ndarray | None, np.ndarray]:
     """Per inner chunk of ``array`` in a local store: ``(masks, ratios)`` over the inner-chunk grid.
 
     masks : int16, the ``conditional`` mask read from each stored chunk's header, -1 where the
@@ -278,12 +285,12 @@ def chunk_grids(store: str | os.PathLike, array: zarr.Array) -> tuple[np.ndarray
                     masks[index] = reader.mask(blob[start : start + n], key, tuple(int(c) for c in local))
         return (masks if reader.codec is not None else None), ratios
     meta = array.metadata
-    codecs = getattr(meta, "codecs", None)  # None for Zarr v2 arrays
-    reader = _MaskReader(codecs, chunk_spec(inner, meta.data_type, meta.fill_value)) if codecs is not None else None
-    has_masks = reader is not None and reader.codec is not None
+    chunk_reader = (_MaskReader(meta.codecs, chunk_spec(inner, meta.data_type, meta.fill_value))
+                    if isinstance(meta, ArrayV3Metadata) else None)  # None for Zarr v2 arrays
+    has_masks = chunk_reader is not None and chunk_reader.codec is not None
     for coords, key, _, _, read in _stored(store, array):
         data = read()
         ratios[coords] = raw / max(len(data), 1)
-        if has_masks:
-            masks[coords] = reader.mask(data, key)
+        if has_masks and chunk_reader is not None:
+            masks[coords] = chunk_reader.mask(data, key)
     return (masks if has_masks else None), ratios

@@ -74,7 +74,7 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
 
     src : what ``verify`` reads (a path or URL; with ``concat_dim`` a glob or a list of them).
     dst : the job's destination, as ``recompress`` takes it: a local path (``str`` or
-        ``os.PathLike``), an fsspec URL, a ``zarr.abc.store.Store``, an ``icechunk://`` URL or an
+        ``os.PathLike[str]``), an fsspec URL, a ``zarr.abc.store.Store``, an ``icechunk://`` URL or an
         ``icechunk.Repository``. The partial output is compared: the partial directory of a local
         path, the store itself for a URL or a Store (written in place), the job's commit for Icechunk.
     done : the report is appended to it (its ``dst`` names the destination).
@@ -244,8 +244,8 @@ def _compare_unit(src: Source, dst: Source, name: str, region: tuple[slice, ...]
 
 
 def verify(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,
     *,
     scheduler: str | None = None,

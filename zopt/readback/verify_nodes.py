@@ -34,12 +34,12 @@ import numpy as np
 __all__ = ["compare_metadata", "consolidated_differences", "decode_fill", "group_differences", "plain", "same_fill"]
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     """A canonical JSON text of a metadata document or attribute value."""
     return json.dumps(plain(value), sort_keys=True, default=str)
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """An attribute value as JSON would hold it (numpy values and arrays from netCDF included)."""
     if isinstance(value, np.ndarray):
         return [plain(v) for v in value.tolist()] if value.ndim else plain(value.item())
@@ -56,7 +56,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def decode_fill(value: Any, dtype: np.dtype) -> Any:
+def decode_fill(value: object, dtype: np.dtype) -> Any:
     """xarray's ``_FillValue`` attribute in a Zarr store (floats as base64 of a little-endian double)."""
     if dtype.kind == "f" and isinstance(value, str) and value not in ("NaN", "Infinity", "-Infinity"):
         with contextlib.suppress(ValueError, struct.error):
@@ -68,7 +68,7 @@ def decode_fill(value: Any, dtype: np.dtype) -> Any:
     return value
 
 
-def same_fill(a: Any, b: Any, dtype: np.dtype) -> bool:
+def same_fill(a: object, b: object, dtype: np.dtype) -> bool:
     """Are two fill values the same bits in ``dtype`` (NaN payloads and -0.0 count)?"""
     if dtype.kind in "OUS" or dtype.hasobject:
         return a == b

@@ -21,29 +21,35 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    import zarr
+
+    from zopt.store.shards import ShardLayout
 
 __all__ = ["read_region", "shard_keys"]
 
 
-def shard_keys(array: Any, region: tuple[slice, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
+def shard_keys(array: zarr.Array[Any], region: tuple[slice, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
     """``(coords, key)`` of the stored chunks (shards when sharded) that ``region`` overlaps;
     keys relative to the array (``c/0/1``)."""
     meta = array.metadata
-    step = tuple(meta.chunk_grid.chunk_shape)
+    step = chunk_shape_of(meta)
     ranges = [range(r.start // s, max(r.start // s, -(-r.stop // s))) for r, s in zip(region, step, strict=True)]
     for coords in np.ndindex(*[len(r) for r in ranges]):
         c = tuple(r[i] for r, i in zip(ranges, coords, strict=True))
         yield c, meta.encode_chunk_key(c)
 
 
-def _inner_regions(array: Any, region: tuple[slice, ...], layout: Any) -> Iterator[tuple[str, tuple[int, ...] | None, tuple[slice, ...]]]:
+def _inner_regions(array: zarr.Array[Any], region: tuple[slice, ...], layout: ShardLayout | None) -> Iterator[tuple[str, tuple[int, ...] | None, tuple[slice, ...]]]:
     """``(chunk key, inner coords or None, sub-region)`` for every stored (inner) chunk of region."""
-    inner = layout.inner_shape if layout is not None else tuple(array.metadata.chunk_grid.chunk_shape)
+    inner = layout.inner_shape if layout is not None else chunk_shape_of(array.metadata)
     ranges = [range(r.start // s, max(r.start // s, -(-r.stop // s))) for r, s in zip(region, inner, strict=True)]
     for idx in np.ndindex(*[len(r) for r in ranges]):
         c = tuple(r[i] for r, i in zip(ranges, idx, strict=True))
@@ -56,7 +62,7 @@ def _inner_regions(array: Any, region: tuple[slice, ...], layout: Any) -> Iterat
             yield array.metadata.encode_chunk_key(shard), tuple(k % n for k, n in zip(c, cps, strict=True)), sub
 
 
-def read_region(array: Any, region: tuple[slice, ...], root: str | None = None) -> np.ndarray:
+def read_region(array: zarr.Array[Any], region: tuple[slice, ...], root: str | None = None) -> np.ndarray:
     """``array[region]`` as numpy, checked (see the module docstring).
 
     array : a zarr v3 ``Array``; region : slices with explicit starts and stops inside the

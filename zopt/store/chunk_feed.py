@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.compat import libzstd
-from zopt.compat.zarr_compat import endian_of, regular_chunk_shape
+from zopt.compat.zarr_compat import chunk_shape_of, endian_of, regular_chunk_shape
 from zopt.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["AlignedChunkReader"]
 
@@ -56,7 +59,7 @@ def _read_into(fd: int, *outs: np.ndarray) -> int:
     """Read the open regular file ``fd`` from its start into ``outs`` (1-D uint8, filled in
     order); returns the bytes read. One ``readv`` call: a read from a regular file returns less
     than asked only at its end."""
-    return os.readv(fd, [memoryview(o) for o in outs])
+    return os.readv(fd, [o.data for o in outs])  # ndarray.data: its memoryview (a Buffer to mypy on 3.11 too)
 
 
 class AlignedChunkReader:
@@ -66,14 +69,14 @@ class AlignedChunkReader:
     chunk shape and native dtype, valid until the same thread's next ``read``.
     """
 
-    def __init__(self, root: str, array: Any, native: np.dtype, zstd: Any | None) -> None:
+    def __init__(self, root: str, array: zarr.Array[Any], native: np.dtype, zstd: Any | None) -> None:
         self.root = root
         self.array = array
         self.native = native
-        self.chunk_shape = tuple(int(c) for c in array.metadata.chunk_grid.chunk_shape)
+        self.chunk_shape = chunk_shape_of(array.metadata)
         self.nbytes = int(np.prod(self.chunk_shape)) * native.itemsize
         self.zstd = zstd  # a numcodecs.Zstd, or None for raw chunks
-        self._encode_key = array.metadata.chunk_key_encoding.encode_chunk_key
+        self._encode_key = array.metadata.encode_chunk_key
         self._prefix = os.path.join(root, array.path, "")
         # one read takes any file up to this size (a chunk's largest zstd frame, 1 KiB spare); one
         # byte more tells a longer file, which is then read whole (its size from fstat)
@@ -81,7 +84,7 @@ class AlignedChunkReader:
         self._direct_zstd = zstd is not None and libzstd.available()
 
     @classmethod
-    def open(cls, store: str | os.PathLike, name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
+    def open(cls, store: str | os.PathLike[str], name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
         """A reader for array ``name`` of the local store ``store`` when its chunks are
         ``inner_shape``, its data type is ``native`` and its chain ``[bytes]`` or
         ``[bytes, zstd]`` with little-endian (or 1-byte) values; otherwise None."""
@@ -103,7 +106,7 @@ class AlignedChunkReader:
             return None
         if np.dtype(array.dtype) != native or native.hasobject:
             return None
-        codecs = tuple(meta.codecs)
+        codecs = tuple(getattr(meta, "codecs", ()))  # a v3 array here (zarr_format checked above)
         if not codecs or not isinstance(codecs[0], BytesCodec) or len(codecs) > 2:
             return None
         if native.itemsize > 1 and endian_of(codecs[0]) not in ("little", None) or not np.little_endian:

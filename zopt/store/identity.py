@@ -28,7 +28,7 @@ SAMPLE_BYTES = 4096
 _ID_BYTES = 6  # per file in the table: enough to tell which file changed (the job's digest is the check)
 
 
-def content_sample(path: str | os.PathLike) -> str:
+def content_sample(path: str | os.PathLike[str]) -> str:
     """A hex digest of ``SAMPLES`` fixed ranges of ``SAMPLE_BYTES`` of the local file ``path``
     (where each starts depends only on the file's size), or of the whole file when it is small.
     Raises OSError when the file cannot be read."""
@@ -45,7 +45,7 @@ def content_sample(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def file_identity(path: str | os.PathLike) -> str:
+def file_identity(path: str | os.PathLike[str]) -> str:
     """``"SIZE MTIME_NS SAMPLE"`` of the local file ``path`` (see ``content_sample``)."""
     st = os.stat(path)
     return f"{st.st_size} {st.st_mtime_ns} {content_sample(path)}"

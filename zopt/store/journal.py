@@ -35,7 +35,7 @@ import os
 import pickle
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ class ResumeMismatchError(ZoptError, ValueError):
     options; the message names what differs and how to start over."""
 
 
-def _decision_text(decision: Any) -> str:
+def _decision_text(decision: object) -> str:
     if isinstance(decision, str):
         return decision
     text = repr(decision)
@@ -71,7 +71,8 @@ def _read_bytes(url: str) -> bytes | None:
             import fsspec
 
             with fsspec.open(url, "rb") as f:
-                return f.read()
+                data: bytes = f.read()
+                return data
         with open(url.removeprefix("file://"), "rb") as f:
             return f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -157,7 +158,7 @@ def _array_dir(name: str) -> str:
     return name or "@root"  # a root array has the empty name
 
 
-def mark(marker: str, masks: collections.Counter, written: int) -> None:
+def mark(marker: str, masks: collections.Counter[int], written: int) -> None:
     """Record one finished write unit at path ``marker`` (called by the write task after its
     shard is in place). Idempotent: a retried task writes the same marker again."""
     _write_atomic(Path(marker), json.dumps({"masks": {str(k): v for k, v in masks.items()}, "written": written}).encode())
@@ -166,7 +167,7 @@ def mark(marker: str, masks: collections.Counter, written: int) -> None:
 class Journal:
     """The journal directory of the partial store ``partial`` (a local directory path)."""
 
-    def __init__(self, partial: str | os.PathLike) -> None:
+    def __init__(self, partial: str | os.PathLike[str]) -> None:
         self.partial = Path(partial)
         self.dir = self.partial / JOURNAL_DIR
 
@@ -209,7 +210,7 @@ class Journal:
         """The marker path of write unit ``coords`` (shard or chunk grid coordinates) of array ``name``."""
         return str(self.dir / "done" / _array_dir(name) / _unit_key(coords))
 
-    def done(self, name: str) -> dict[str, tuple[collections.Counter, int]]:
+    def done(self, name: str) -> dict[str, tuple[collections.Counter[int], int]]:
         """``{unit key: (masks, chunks written)}`` of array ``name``'s finished units (unreadable markers left out)."""
         found = {}
         folder = self.dir / "done" / _array_dir(name)
@@ -238,7 +239,7 @@ class Journal:
 _ZARR_TEMP = re.compile(r".*\.[0-9a-f]{32}\.partial")
 
 
-def remove_temporaries(partial: str | os.PathLike) -> int:
+def remove_temporaries(partial: str | os.PathLike[str]) -> int:
     """Delete the temporary files a killed job left in ``partial`` (its own, with
     ``zopt.store.shards.TMP_MARK`` in the name, and zarr-python's LocalStore ones,
     ``<name>.<uuid hex>.partial``); returns how many. They are never part of the store: every shard
@@ -289,12 +290,12 @@ class InPlaceJournal:
     done, and the directory is removed when a run completes.
     """
 
-    def __init__(self, store: str | os.PathLike, job: str) -> None:
+    def __init__(self, store: str | os.PathLike[str], job: str) -> None:
         self.dir = Path(store) / IN_PLACE_DIR
         self.job = job
 
     @classmethod
-    def start(cls, store: str, names: Iterable[str], decision: Any, plan: Any) -> InPlaceJournal:
+    def start(cls, store: str, names: Iterable[str], decision: object, plan: object) -> InPlaceJournal:
         """The journal of an in-place job on ``store`` rewriting arrays ``names`` (the caller holds its lock)."""
         names = sorted(names)
         fp = fingerprint(store, names, {"mode": "in-place", "decision": decision, "plan": plan, "variables": names})
@@ -304,7 +305,7 @@ class InPlaceJournal:
         """The marker path of unit ``coords`` (shard or chunk grid coordinates) of array ``name``."""
         return str(self.dir / "done" / _array_dir(name) / _unit_key(coords))
 
-    def done(self, name: str) -> dict[str, tuple[collections.Counter, int]]:
+    def done(self, name: str) -> dict[str, tuple[collections.Counter[int], int]]:
         """``{unit key: (masks, chunks written)}`` of array ``name``'s units marked by this job
         whose marker matches the unit's file as it is now (see the class docstring)."""
         found = {}
@@ -325,7 +326,8 @@ class InPlaceJournal:
                     continue  # unreadable, or the file is gone: its unit is not skipped
         return found
 
-    def task(self, write: Any, path: str, marker: str, *args: Any) -> Any:
+    def task(self, write: Callable[..., tuple[collections.Counter[int], int]], path: str, marker: str,
+             *args: object) -> tuple[collections.Counter[int], int]:
         """Dask task: ``write(*args)`` (returning ``(masks, chunks written)``), then the marker
         of ``path`` as the rewrite left it. A file removed (all fill value) gets no marker: a
         later run finds no file and has nothing to do."""

@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from zopt.errors import ZoptError
 
@@ -66,7 +67,7 @@ class StoreLockedError(ZoptError, RuntimeError):
     """Another job holds the store's lock. ``owner``: the lock file's JSON as a dict (empty when
     the file holds none); ``lock``: the lock file's path."""
 
-    def __init__(self, store: str, owner: dict, lock: str, message: str | None = None,
+    def __init__(self, store: str, owner: dict[str, Any], lock: str, message: str | None = None,
                  subject: str | None = None) -> None:
         self.owner = owner
         self.lock = lock
@@ -98,7 +99,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_on_this_host(owner: dict | None) -> bool:
+def running_on_this_host(owner: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """Whether ``owner`` (a record with ``pid`` and ``host``: a lock's, a store's unfinished marker, an
     Icechunk job's commit) names a process of this host that still runs. Another host's cannot be
     checked: False."""
@@ -107,7 +108,7 @@ def running_on_this_host(owner: dict | None) -> bool:
     return _alive(owner["pid"])
 
 
-def _parse_owner(raw: bytes) -> dict | None:
+def _parse_owner(raw: bytes) -> dict[str, Any] | None:
     """The lock's owner, or None when ``raw`` is empty or not an owner record (garbage)."""
     try:
         owner = json.loads(raw)
@@ -118,7 +119,7 @@ def _parse_owner(raw: bytes) -> dict | None:
     return owner
 
 
-def _is_stale(owner: dict | None, age: float) -> bool:
+def _is_stale(owner: dict[str, Any] | None, age: float) -> bool:
     if owner is None:  # empty (a crash between create and write) or garbage
         return age > STALE_GRACE
     return owner["host"] == socket.gethostname() and not _alive(owner["pid"])
@@ -305,7 +306,7 @@ def _remove_leftovers(store: Path, keep: str) -> int:
 
 
 @contextlib.contextmanager
-def store_lock(store: str | os.PathLike, job: str) -> Iterator[Path]:
+def store_lock(store: str | os.PathLike[str], job: str) -> Iterator[Path]:
     """Hold ``<store>/.zopt-lock`` for job ``job`` and yield the job's temporary directory
     ``<store>/.zopt-jobs/<job>`` (created; removed with the lock on exit).
 
@@ -345,7 +346,7 @@ def _cannot_create(dst: str, parent: Path, exc: OSError) -> str:
 
 
 @contextlib.contextmanager
-def destination_lock(dst: str | os.PathLike, job: str) -> Iterator[Path]:
+def destination_lock(dst: str | os.PathLike[str], job: str) -> Iterator[Path]:
     """Hold ``DST.zopt-lock`` (beside ``dst``, in its parent directory) while job ``job`` creates,
     resumes or replaces the store ``dst``; yields the lock's path, removed on exit.
 

@@ -27,13 +27,18 @@ import functools
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.codecs.decisions import sample_windows
-from zopt.compat.zarr_compat import endian_of, regular_chunk_shape
+from zopt.compat.zarr_compat import chunk_shape_of, endian_of, item_size_of, regular_chunk_shape
 from zopt.errors import ZoptError
+
+if TYPE_CHECKING:
+    import zarr
+
+    from zopt.store.shards import ShardLayout
 
 __all__ = ["MIN_WINDOW", "RawChunkReader", "analysis_windows", "sampled_bytes"]
 
@@ -90,7 +95,7 @@ class _ShardReplaced(ZoptError):
 
 def _pread(fd: int, path: str, offset: int, out: np.ndarray) -> None:
     """Fill ``out`` (contiguous) from ``fd`` at ``offset``; OSError naming ``path`` when short."""
-    got = os.preadv(fd, [out.reshape(-1).view(np.uint8)], offset)
+    got = os.preadv(fd, [out.reshape(-1).view(np.uint8).data], offset)
     if got != out.nbytes:
         raise OSError(f"{path}: {got} bytes at offset {offset}, expected {out.nbytes} (truncated chunk file?)")
 
@@ -103,33 +108,34 @@ class RawChunkReader:
     ``fits_windows``) and ``read_region``.
     """
 
-    def __init__(self, root: str, array: Any, stored_shape: tuple[int, ...], layout: Any, swap: bool) -> None:
+    def __init__(self, root: str, array: zarr.Array[Any], stored_shape: tuple[int, ...], layout: ShardLayout | None, swap: bool) -> None:
         self.root = root
         self.array = array
         self.stored_shape = stored_shape  # shape of a raw stored chunk (the inner chunk when sharded)
         self.layout = layout  # zopt.store.shards.ShardLayout or None
         self.swap = swap  # stored in the other byte order: swap each element after reading
-        self.itemsize = int(array.metadata.data_type.item_size)
+        self.itemsize = item_size_of(array.metadata)
         self.native = np.dtype(array.dtype)
         self._indexes: dict[tuple[int, ...], np.ndarray | None] = {}
         self._inodes: dict[str, tuple[tuple[int, ...], int]] = {}  # shard path -> (coords, inode its index came from)
 
     @classmethod
-    def open(cls, store: str | os.PathLike, array: Any) -> RawChunkReader | None:
+    def open(cls, store: str | os.PathLike[str], array: zarr.Array[Any]) -> RawChunkReader | None:
         """A reader for ``array`` (a zarr.Array opened from ``store``), or None when it is not a
         Zarr v3 array with a regular chunk grid stored raw in a local directory."""
         from zarr.codecs import BytesCodec
+        from zarr.core.metadata import ArrayV3Metadata
 
         from zopt.store.shards import layout_of
 
         root = os.fspath(store)
         meta = array.metadata
-        if not os.path.isdir(root) or getattr(meta, "zarr_format", 3) != 3:
+        if not os.path.isdir(root) or not isinstance(meta, ArrayV3Metadata):
             return None
         if regular_chunk_shape(meta) is None:
             return None
         try:
-            item = int(meta.data_type.item_size)
+            item = item_size_of(meta)
         except (AttributeError, TypeError, NotImplementedError):
             return None
         if 64 % item or np.dtype(array.dtype).itemsize != item:
@@ -142,7 +148,7 @@ class RawChunkReader:
             return None
         endian = endian_of(chain[0])
         swap = item > 1 and endian is not None and endian != ("little" if np.little_endian else "big")
-        stored = layout.inner_shape if layout is not None else tuple(meta.chunk_grid.chunk_shape)
+        stored = layout.inner_shape if layout is not None else chunk_shape_of(meta)
         return cls(root, array, tuple(int(x) for x in stored), layout, swap)
 
     def fits_windows(self, chunk_shape: Sequence[int]) -> bool:
@@ -154,11 +160,11 @@ class RawChunkReader:
         """(path, base byte offset or None when the stored chunk is absent) of a raw chunk."""
         meta = self.array.metadata
         if self.layout is None:
-            key = meta.chunk_key_encoding.encode_chunk_key(stored_index)
+            key = meta.encode_chunk_key(stored_index)
             return os.path.join(self.root, self.array.path, key), 0
         cps = self.layout.chunks_per_shard
         shard = tuple(i // n for i, n in zip(stored_index, cps, strict=True))
-        key = meta.chunk_key_encoding.encode_chunk_key(shard)
+        key = meta.encode_chunk_key(shard)
         path = os.path.join(self.root, self.array.path, key)
         if shard not in self._indexes:
             from zopt.store.shards import read_index_stat
@@ -317,7 +323,7 @@ class RawChunkReader:
         for k, pos, length, w in zip(which.tolist(), src.tolist(), lens.tolist(), where.tolist(), strict=True):
             out[k, w : w + length] = big[pos : pos + length]
 
-    def read_region(self, region: Sequence[slice], fill: Any) -> np.ndarray:
+    def read_region(self, region: Sequence[slice], fill: np.generic | float) -> np.ndarray:
         """The values of ``region`` (slices with non-negative starts and stops, step 1, inside
         the array; a stop below its start reads nothing), as a new C-ordered array of the
         array's native dtype.
@@ -341,7 +347,8 @@ class RawChunkReader:
             hi = [min(r.stop, (k + 1) * n) for r, k, n in zip(region, stored, s, strict=True)]
             dest = tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region, strict=True))
             r0, r1 = lo[0] - stored[0] * s[0], hi[0] - stored[0] * s[0]
-            rows = np.empty((r1 - r0, *s[1:]), dtype=self.native)
+            buf = np.empty((r1 - r0, *s[1:]), dtype=self.native)
+            rows: np.ndarray | None = buf
             for attempt in range(2):
                 path, base = self._file(stored)
                 if base is None or not os.path.exists(path):
@@ -353,7 +360,7 @@ class RawChunkReader:
                     self._replaced(path, exc, attempt)
                     continue
                 try:
-                    _pread(fd, path, base + r0 * row_elems * self.itemsize, rows)
+                    _pread(fd, path, base + r0 * row_elems * self.itemsize, buf)
                 finally:
                     os.close(fd)
                 break

@@ -54,8 +54,8 @@ def place(layout: ShardLayout, sizes: Iterable[tuple[int, int]], old: np.ndarray
     """
     avoid: dict[int, int] = {}
     if old is not None:
-        for i in np.flatnonzero(old[:, 0] != EMPTY):
-            avoid[int(old[i, 0])] = int(i)
+        for j in np.flatnonzero(old[:, 0] != EMPTY):
+            avoid[int(old[j, 0])] = int(j)
     table = np.full((layout.n_inner, 2), EMPTY, dtype=np.uint64)
     off = layout.data_offset
     for i, n in sorted(sizes):
@@ -97,15 +97,15 @@ def _write_file(tmp: Path, parts: Iterable[tuple[int, bytes | memoryview]], size
         os.close(fd)
 
 
-def _tmp_for(tmp_dir: str | os.PathLike, key: str) -> Path:
+def _tmp_for(tmp_dir: str | os.PathLike[str], key: str) -> Path:
     return Path(tmp_dir) / key.replace("/", "%")
 
 
 def rewrite_shard(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     layout: ShardLayout,
     chunks: dict[int, bytes | memoryview],
-    tmp_dir: str | os.PathLike,
+    tmp_dir: str | os.PathLike[str],
     key: str,
     old: np.ndarray | None = None,
     old_size: int = 0,
@@ -136,7 +136,7 @@ def rewrite_shard(
     return size
 
 
-def shrink_shard(path: str | os.PathLike, layout: ShardLayout, tmp_dir: str | os.PathLike, key: str) -> int:
+def shrink_shard(path: str | os.PathLike[str], layout: ShardLayout, tmp_dir: str | os.PathLike[str], key: str) -> int:
     """Drop the hole a phase-A rewrite left in the shard file ``path`` (phase B).
 
     The chunks keep their offsets and the index its bytes. Idempotent. Returns the file's size.
@@ -191,7 +191,7 @@ def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str,
                        scheduler: str | None = None) -> bool:
     """Phase B for ``(path, layout, key)`` shards: when any has a hole, wait ``grace`` seconds,
     then drop every hole (one Dask task per shard). Returns True when it shrank any."""
-    import dask
+    from dask.delayed import delayed
 
     from zopt.compat.scheduling import compute
     from zopt.store.shards import read_index
@@ -205,6 +205,6 @@ def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str,
     if not holes:
         return False
     time.sleep(grace)
-    compute([dask.delayed(shrink_shard, pure=False)(p, lay, tmp_dir, key, dask_key_name=f"zopt-shrink-{key}-{tmp_dir}")
+    compute([delayed(shrink_shard, pure=False)(p, lay, tmp_dir, key, dask_key_name=f"zopt-shrink-{key}-{tmp_dir}")
               for p, lay, key in holes], scheduler, None)
     return True

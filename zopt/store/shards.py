@@ -36,13 +36,16 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
-from zopt.compat.zarr_compat import endian_of, index_location_of
+from zopt.compat.zarr_compat import chunk_shape_of, endian_of, index_location_of
 from zopt.errors import ChunkDecodeError, ZoptError
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = [
     "EMPTY",
@@ -209,19 +212,20 @@ class ShardLayout:
         return items
 
 
-def layout_of(array: Any) -> ShardLayout | None:
+def layout_of(array: zarr.Array[Any]) -> ShardLayout | None:
     """The ``ShardLayout`` of a zarr v3 array, or None when it is not sharded."""
     from zarr.codecs import ShardingCodec
+    from zarr.core.metadata import ArrayV3Metadata
 
     meta = array.metadata
-    if getattr(meta, "zarr_format", 3) != 3:
+    if not isinstance(meta, ArrayV3Metadata):
         return None
     sharding = [c for c in meta.codecs if isinstance(c, ShardingCodec)]
     if not sharding:
         return None
     sc = sharding[0]
     return ShardLayout(
-        shard_shape=tuple(meta.chunk_grid.chunk_shape),
+        shard_shape=chunk_shape_of(meta),
         inner_shape=tuple(sc.chunk_shape),
         index_location=index_location_of(sc),
         index_codecs=tuple(sc.index_codecs),
@@ -237,7 +241,7 @@ def layout_of(array: Any) -> ShardLayout | None:
 # -- file writing ----------------------------------------------------------------------------------
 
 
-def remove_temp_files(root: str | os.PathLike) -> int:
+def remove_temp_files(root: str | os.PathLike[str]) -> int:
     """Remove every zopt temporary file (``*.zopt-*``) under the directory ``root`` (a partial
     store the job owns). Returns how many."""
     n = 0
@@ -248,13 +252,13 @@ def remove_temp_files(root: str | os.PathLike) -> int:
     return n
 
 
-def tmp_path(path: str | os.PathLike, job: str) -> Path:
+def tmp_path(path: str | os.PathLike[str], job: str) -> Path:
     """The temporary path a shard is assembled under before its rename."""
     return Path(f"{os.fspath(path)}{TMP_MARK}slots-{job}")
 
 
 def write_slots(
-    tmp: str | os.PathLike, layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray]]
+    tmp: str | os.PathLike[str], layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray]]
 ) -> list[tuple[int, int]]:
     """Write encoded inner chunks into their slots of the temporary shard file ``tmp``.
 
@@ -271,7 +275,7 @@ def write_slots(
         for i, data in chunks:
             if data.size > slot:
                 raise ValueError(f"inner chunk {i}: {data.size} bytes do not fit its slot of {slot}")
-            os.pwrite(fd, memoryview(np.ascontiguousarray(data)), layout.slot_offset(i))
+            os.pwrite(fd, np.ascontiguousarray(data).data, layout.slot_offset(i))
             written.append((i, int(data.size)))
     finally:
         os.close(fd)
@@ -279,7 +283,7 @@ def write_slots(
 
 
 def finalize_slots(
-    tmp: str | os.PathLike, path: str | os.PathLike, layout: ShardLayout, written: Iterable[tuple[int, int]]
+    tmp: str | os.PathLike[str], path: str | os.PathLike[str], layout: ShardLayout, written: Iterable[tuple[int, int]]
 ) -> int:
     """Write the index of a fixed-slot shard and rename ``tmp`` onto ``path`` (atomic).
 
@@ -317,7 +321,7 @@ def finalize_slots(
     return os.path.getsize(path)
 
 
-def _holds_index(path: str | os.PathLike, layout: ShardLayout, index: bytes, where: int) -> bool:
+def _holds_index(path: str | os.PathLike[str], layout: ShardLayout, index: bytes, where: int) -> bool:
     """True when the file ``path`` exists, has the size of a finalized fixed-slot shard with
     ``index`` at byte ``where``, and holds exactly those index bytes there."""
     size = where + len(index) if layout.index_location == "end" else layout.fixed_slot_nbytes
@@ -352,8 +356,8 @@ def _byte_view(d: np.ndarray | bytes | memoryview) -> memoryview:
     """A 1-D byte memoryview of ``d``, without a copy when it is contiguous."""
     if isinstance(d, np.ndarray):
         if d.dtype == np.uint8 and d.ndim == 1 and d.flags.c_contiguous:
-            return memoryview(d)
-        return memoryview(np.ascontiguousarray(d)).cast("B")
+            return d.data
+        return np.ascontiguousarray(d).data.cast("B")
     view = memoryview(d)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -367,8 +371,8 @@ def pack(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | bytes | m
     return None if parts is None else b"".join(parts)
 
 
-def write_packed(path: str | os.PathLike, data: bytes | np.ndarray | Sequence[memoryview] | None,
-                 tmp_dir: str | os.PathLike | None = None) -> int:
+def write_packed(path: str | os.PathLike[str], data: bytes | np.ndarray | Sequence[memoryview] | None,
+                 tmp_dir: str | os.PathLike[str] | None = None) -> int:
     """Atomically replace the shard file ``path`` with ``data`` (bytes, or the pieces of
     ``pack_parts``; None: remove it). Returns bytes written.
 
@@ -437,7 +441,7 @@ def check_table(table: np.ndarray, layout: ShardLayout, file_size: int, key: str
     return table
 
 
-def _index_bytes(f: Any, layout: ShardLayout, size: int, key: str) -> bytes:
+def _index_bytes(f: BinaryIO, layout: ShardLayout, size: int, key: str) -> bytes:
     n = layout.index_nbytes
     if size < n:
         raise ShardIndexError(key, f"file has {size} bytes, fewer than its {n}-byte index (truncated or empty shard)")
@@ -445,7 +449,7 @@ def _index_bytes(f: Any, layout: ShardLayout, size: int, key: str) -> bytes:
     return f.read(n)
 
 
-def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> np.ndarray:
+def read_index(path: str | os.PathLike[str], layout: ShardLayout, key: str | None = None) -> np.ndarray:
     """The ``(n_inner, 2)`` uint64 index table of the shard file ``path``.
 
     Raises ShardIndexError naming the shard when the file is shorter than its index (an empty
@@ -454,7 +458,7 @@ def read_index(path: str | os.PathLike, layout: ShardLayout, key: str | None = N
     return read_index_stat(path, layout, key)[0]
 
 
-def read_index_stat(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, os.stat_result]:
+def read_index_stat(path: str | os.PathLike[str], layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, os.stat_result]:
     """``read_index`` and the ``os.stat_result`` of the file the index was read from (its
     ``st_ino`` tells whether a later open finds the same file or a replacement)."""
     key = key or os.fspath(path)
@@ -464,7 +468,7 @@ def read_index_stat(path: str | os.PathLike, layout: ShardLayout, key: str | Non
     return check_table(layout.decode_index(raw, key), layout, st.st_size, key), st
 
 
-def read_shard(path: str | os.PathLike, layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, bytes]:
+def read_shard(path: str | os.PathLike[str], layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, bytes]:
     """``(index table, whole file)`` of a shard read with one ``read``: the index and the chunk
     bytes come from the same file even if it is replaced meanwhile. Errors as ``read_index``."""
     key = key or os.fspath(path)
@@ -522,7 +526,7 @@ def classify(table: np.ndarray, layout: ShardLayout, file_size: int) -> str:
     return "fixed-slot" if fixed and np.all(lengths <= slot) else "other"
 
 
-def allocated_bytes(path: str | os.PathLike) -> int:
+def allocated_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes the file occupies on disk (``st_blocks * 512``; less than its size when sparse)."""
     st = os.stat(path)
     return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size
