@@ -287,7 +287,7 @@ def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir
     encoded = list(job.encode(shard_coords, None, limit=False))
     chunks = {i: e.data.tobytes() for i, e in encoded}
     if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
-        rewrite_shard(path, job.layout, chunks, tmp_dir, key, old, len(blob))
+        rewrite_shard(path, job.layout, chunks, tmp_dir, old, len(blob))
     return masks_of(encoded), len(encoded)
 
 

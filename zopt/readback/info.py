@@ -24,10 +24,9 @@ from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
 from zopt.errors import ChunkDecodeError
 from zopt.io.sources import arrays_in
-from zopt.store.files import chunk_files
+from zopt.store.files import TMP_MARK, chunk_files
 from zopt.store.shards import (
     EMPTY,
-    TMP_MARK,
     ShardLayout,
     allocated_bytes,
     classify,
