@@ -22,9 +22,9 @@ from typing import Any
 
 import zarr
 
+from zopt.compat.job_cache import release_job
 from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
 from zopt.io.multi import job_source, source_bytes
-from zopt.io.sources import release as release_sources
 from zopt.io.unfinished import read_unfinished
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.options import RecompressJob, parse_max_memory
@@ -219,7 +219,7 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
         graph_seconds = _write(job, prepared, target, notes)
         readers = _publish(job, prepared, target)
     finally:
-        release_sources(prepared.job_id)
+        release_job(prepared.job_id)
     elapsed = time.perf_counter() - t0
     for rep in prepared.reports.values():
         rep.seconds = elapsed
@@ -234,7 +234,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
     try:
         write_tasks(p.work, target, p.src, job.decision_used, p.job_id, p.lossy_vars)
     finally:
-        release_sources(p.job_id)
+        release_job(p.job_id)
     reports = dict(p.reports)
     for child in p.children:  # planned where the run writes it: inside the partial store (``_write_children``)
         where = os.path.join(target.root, child)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from zopt.compat.icechunk_compat import is_icechunk
+from zopt.compat.job_cache import release_job
 from zopt.io import locations as loc
 from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_files
 from zopt.io.paths import (
@@ -41,7 +42,6 @@ from zopt.io.sources import (
     source_variables,
     zarr_v3_group,
 )
-from zopt.io.sources import release as release_sources
 from zopt.io.unfinished import UNFINISHED_KEY, check_not_running
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
@@ -188,7 +188,7 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
         _check_journal(job, src, target, p)
         _build_work(job, src, target, p, plan)
     except BaseException:
-        release_sources(p.job_id)
+        release_job(p.job_id)
         raise
     return p
 
