@@ -17,7 +17,7 @@ import dataclasses
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import zarr
@@ -333,18 +333,12 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
     from zopt.planning.readers import reader_line, store_arrays
 
     partial = target.root
-    try:
+    with _kept_or_discarded(target, partial):
         if not p.root_meta and getattr(target, "consolidates", True):
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(partial, zarr_format=3)
         readers = reader_line(store_arrays(_written(target, partial)))
-    except BaseException as exc:
-        gone = _partial_gone(target, exc)
-        _keep_or_discard(target, exc, partial)
-        if gone is not None:
-            raise gone from exc
-        raise
     if job.before_publish is not None:
         try:
             with job_source(p.src):  # a check combining the same files reuses the job's summaries (zopt.io.multi)
@@ -353,15 +347,23 @@ def _publish(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget)
             kept = getattr(target, "kept_text", target.text) if isinstance(target, StoreTarget) else partial
             exc.add_note(f"before_publish refused the written store; it is kept in {kept}")  # Icechunk: the work branch
             raise
-    try:
+    with _kept_or_discarded(target, partial):
         target.publish()
+    return readers
+
+
+@contextlib.contextmanager
+def _kept_or_discarded(target: LocalTarget | StoreTarget, partial: Any) -> Iterator[None]:
+    """On an error in the block: the partial store kept for a resume or discarded
+    (``_keep_or_discard``), and a partial store removed by another process said as such."""
+    try:
+        yield
     except BaseException as exc:
         gone = _partial_gone(target, exc)
         _keep_or_discard(target, exc, partial)
         if gone is not None:
             raise gone from exc
         raise
-    return readers
 
 
 def _written(target: LocalTarget | StoreTarget, partial: Any) -> Any:
