@@ -12,6 +12,7 @@ import xarray as xr
 import zarr
 
 from zopt import recompress
+from zopt.compat.job_cache import release_job
 from zopt.io import sources
 
 iris_sample_data = pytest.importorskip("iris_sample_data")
@@ -56,7 +57,7 @@ def test_the_cache_is_keyed_on_the_source_identity(tmp_path):
     shutil.copy(NEMO, tmp_path / "copy.nc")
     os.replace(tmp_path / "copy.nc", src)
     assert sources.open_dataset(str(src), "t1") is not a  # rewritten: opened again even in the same job
-    assert sources.release("t1") == 2 and sources.release("t2") == 1
+    assert release_job("t1") == 2 and release_job("t2") == 1
     assert sources.cached_tokens() == [] and not _open_fds_to(str(src))
 
 
@@ -97,4 +98,4 @@ def test_threads_opening_one_source_at_once_open_it_once(tmp_path, monkeypatch):
         assert len(opened) == 1
         assert len({id(ds) for ds in results}) == 1
     finally:
-        assert sources.release("job-threads") == 1
+        assert release_job("job-threads") == 1

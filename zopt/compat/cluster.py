@@ -5,7 +5,7 @@ What the local schedulers give for free has to be asked for here:
 - on failure or Ctrl-C the futures are cancelled and the call waits until no task of the job
   is still executing on any worker (a cancelled task keeps running in its thread; a late write
   would re-create a partial store the caller is about to remove);
-- at the end, every worker closes the sources the job opened (``zopt.io.sources.release``, registered through ``on_job_end``), so no
+- at the end, every worker drops what the job opened (``zopt.compat.job_cache.release_job``), so no
   file stays open or locked and a later job never reads a stale view;
 - a scheduler that cannot be reached is one error naming the address;
 - tasks go to the scheduler in waves: at most ``IN_FLIGHT`` tasks are submitted and not yet
@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from zopt.compat.job_cache import release_job
 from zopt.errors import ZoptError
 
 if TYPE_CHECKING:
-    from distributed import Client, Worker
+    from distributed import Worker
 
-__all__ = ["JOB_END_HOOKS", "SchedulerUnreachableError", "compute_on_cluster", "on_job_end"]
+__all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
 
 #: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
 CONNECT_TIMEOUT = 10.0
@@ -51,23 +51,7 @@ def _executing(token: str, dask_worker: Worker | None = None) -> list[str]:
     return [str(ts.key) for ts in running if token in str(ts.key)]
 
 
-#: functions ``f(token) -> int`` run on every worker at a job's end (``zopt.io.sources`` registers
-#: its ``release`` when imported); a registry, so this layer never imports the I/O layer above it
-JOB_END_HOOKS: list[Callable[[str], int]] = []
-
-
-def on_job_end(fn: Callable[[str], int]) -> Callable[[str], int]:
-    """Register ``fn(token)`` to run on every worker when a job ends (a decorator; returns ``fn``)."""
-    if fn not in JOB_END_HOOKS:
-        JOB_END_HOOKS.append(fn)
-    return fn
-
-
-def _release(token: str) -> int:
-    return sum(int(fn(token) or 0) for fn in list(JOB_END_HOOKS))
-
-
-def _drain(client: Client, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
+def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
     """Wait until no worker executes a task of job ``token``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -144,4 +128,4 @@ def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -
             raise
         finally:
             if token:
-                client.run(_release, token)
+                client.run(release_job, token)

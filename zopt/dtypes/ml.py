@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeGuard, cast
 
 import ml_dtypes
@@ -89,12 +89,16 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         return isinstance(dtype, np.dtype) and type(dtype) is cls.dtype_cls
 
     @classmethod
-    def from_native_dtype(cls, dtype: np.dtype) -> Self:
-        if cls._check_native_dtype(dtype):
+    def _made(cls, ok: bool, message: str) -> Self:
+        """The type (default parameters) if ``ok``, else DataTypeValidationError(message)."""
+        if ok:
             return cls()
-        raise DataTypeValidationError(
-            f"Invalid data type: {dtype!r}. Expected the ml_dtypes type {cls.ml_type.__name__}."
-        )
+        raise DataTypeValidationError(message)
+
+    @classmethod
+    def from_native_dtype(cls, dtype: Any) -> Self:
+        return cls._made(cls._check_native_dtype(dtype),
+                         f"Invalid data type: {dtype!r}. Expected the ml_dtypes type {cls.ml_type.__name__}.")
 
     def to_native_dtype(self) -> np.dtype:
         return np.dtype(self.ml_type)
@@ -114,12 +118,9 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         )
 
     @classmethod
-    def _from_json_v3(cls, data: DTypeJSON) -> Self:
-        if cls._check_json_v3(data):
-            return cls()
-        raise DataTypeValidationError(
-            f"Invalid JSON for data type {cls._zarr_v3_name}: {data!r}. Expected {cls._zarr_v3_name!r}."
-        )
+    def _from_json_v3(cls, data: Any) -> Self:
+        return cls._made(cls._check_json_v3(data),
+                         f"Invalid JSON for data type {cls._zarr_v3_name}: {data!r}. Expected {cls._zarr_v3_name!r}.")
 
     @classmethod
     def _from_json_v2(cls, data: DTypeJSON) -> Self:
@@ -312,61 +313,28 @@ class MLFloat(MLDType):
 # -- the concrete types ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Int2(MLInt):
-    _zarr_v3_name: ClassVar[str] = "int2"
-    ml_type = ml_dtypes.int2
-    bits = 2
-    signed = True
+def _concrete(cls_name: str, base: type[MLDType], name: str, bits: int, **flags: bool) -> Any:
+    """The concrete type ``cls_name``: zarr's ``name``, ``ml_dtypes.<name>`` in memory, ``bits``
+    wide, ``flags`` (``signed``, ``has_nan``, ``has_inf``) set; a frozen dataclass of ``base`` with
+    no fields of its own, made here so that the entry points and pickles find it in this module."""
+    namespace = {"__module__": __name__, "__qualname__": cls_name, "_zarr_v3_name": name,
+                 "ml_type": getattr(ml_dtypes, name), "bits": bits, **flags}
+    return dataclass(frozen=True, kw_only=True)(type(cls_name, (base,), namespace))
 
 
-@dataclass(frozen=True, kw_only=True)
-class UInt2(MLInt):
-    _zarr_v3_name: ClassVar[str] = "uint2"
-    ml_type = ml_dtypes.uint2
-    bits = 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class Int4(MLInt):
-    _zarr_v3_name: ClassVar[str] = "int4"
-    ml_type = ml_dtypes.int4
-    bits = 4
-    signed = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class UInt4(MLInt):
-    _zarr_v3_name: ClassVar[str] = "uint4"
-    ml_type = ml_dtypes.uint4
-    bits = 4
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float4E2M1FN(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float4_e2m1fn"
-    ml_type = ml_dtypes.float4_e2m1fn
-    bits = 4
-    has_nan = False
-    has_inf = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float6E2M3FN(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float6_e2m3fn"
-    ml_type = ml_dtypes.float6_e2m3fn
-    bits = 6
-    has_nan = False
-    has_inf = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float6E3M2FN(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float6_e3m2fn"
-    ml_type = ml_dtypes.float6_e3m2fn
-    bits = 6
-    has_nan = False
-    has_inf = False
+Int2 = _concrete("Int2", MLInt, "int2", 2, signed=True)
+UInt2 = _concrete("UInt2", MLInt, "uint2", 2)
+Int4 = _concrete("Int4", MLInt, "int4", 4, signed=True)
+UInt4 = _concrete("UInt4", MLInt, "uint4", 4)
+Float4E2M1FN = _concrete("Float4E2M1FN", MLFloat, "float4_e2m1fn", 4, has_nan=False, has_inf=False)
+Float6E2M3FN = _concrete("Float6E2M3FN", MLFloat, "float6_e2m3fn", 6, has_nan=False, has_inf=False)
+Float6E3M2FN = _concrete("Float6E3M2FN", MLFloat, "float6_e3m2fn", 6, has_nan=False, has_inf=False)
+Float8E3M4 = _concrete("Float8E3M4", MLFloat, "float8_e3m4", 8)
+Float8E4M3 = _concrete("Float8E4M3", MLFloat, "float8_e4m3", 8)
+Float8E4M3B11FNUZ = _concrete("Float8E4M3B11FNUZ", MLFloat, "float8_e4m3b11fnuz", 8, has_inf=False)
+Float8E4M3FNUZ = _concrete("Float8E4M3FNUZ", MLFloat, "float8_e4m3fnuz", 8, has_inf=False)
+Float8E5M2 = _concrete("Float8E5M2", MLFloat, "float8_e5m2", 8)
+Float8E5M2FNUZ = _concrete("Float8E5M2FNUZ", MLFloat, "float8_e5m2fnuz", 8, has_inf=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -382,57 +350,9 @@ class BFloat16(MLFloat, HasEndianness):
     bits = 16
 
     @classmethod
-    def from_native_dtype(cls, dtype: np.dtype) -> Self:
-        if cls._check_native_dtype(dtype):
-            return cls(endianness="little")
-        raise DataTypeValidationError(
-            f"Invalid data type: {dtype!r}. Expected the ml_dtypes type bfloat16."
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E3M4(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e3m4"
-    ml_type = ml_dtypes.float8_e3m4
-    bits = 8
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E4M3(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e4m3"
-    ml_type = ml_dtypes.float8_e4m3
-    bits = 8
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E4M3B11FNUZ(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e4m3b11fnuz"
-    ml_type = ml_dtypes.float8_e4m3b11fnuz
-    bits = 8
-    has_inf = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E4M3FNUZ(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e4m3fnuz"
-    ml_type = ml_dtypes.float8_e4m3fnuz
-    bits = 8
-    has_inf = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E5M2(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e5m2"
-    ml_type = ml_dtypes.float8_e5m2
-    bits = 8
-
-
-@dataclass(frozen=True, kw_only=True)
-class Float8E5M2FNUZ(MLFloat):
-    _zarr_v3_name: ClassVar[str] = "float8_e5m2fnuz"
-    ml_type = ml_dtypes.float8_e5m2fnuz
-    bits = 8
-    has_inf = False
+    def from_native_dtype(cls, dtype: Any) -> Self:
+        # little-endian whatever the host (zarr 3.4's default is the host's byte order)
+        return replace(super().from_native_dtype(dtype), endianness="little")
 
 
 @dataclass(frozen=True, kw_only=True)

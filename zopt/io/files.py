@@ -2,36 +2,32 @@
 
 ``zopt.io.multi`` reads 10^3–10^5 small files: there the cost is the opens, and netCDF4 opens a
 file about six times faster than ``xarray.open_dataset``. Handles are kept per ``(path, token)``
-(``MAX_OPEN`` of them, about 0.7 MB of HDF5 caches each) and closed by
-``zopt.io.sources.release(token)`` at the job's end (on every worker too). Every call into
+in a ``JobCache`` (``MAX_OPEN`` of them, about 0.7 MB of HDF5 caches each) and closed by
+``zopt.compat.job_cache.release_job(token)`` at the job's end (on every worker too). Every call into
 netCDF4 holds xarray's HDF5 lock: the library is not thread-safe, and xarray's own reads take
 the same lock.
 """
 
 from __future__ import annotations
 
-import collections
 import os
-import threading
 from typing import Any
 
 import numpy as np
 
+from zopt.compat.job_cache import JobCache
 from zopt.io import locations as loc
 from zopt.io.file_check import check_file
-from zopt.io.sources import on_release, open_dataset, read_source
+from zopt.io.sources import open_dataset, read_source
 
 __all__ = ["MAX_OPEN", "file_variables", "open_count", "read_file"]
 
 MAX_OPEN = 32
-_nc: collections.OrderedDict[tuple[str, str | None], Any] = collections.OrderedDict()
-_nc_guard = threading.Lock()  # the cache itself
 
 
 def open_count() -> int:
     """How many files this process holds open (tests, diagnostics)."""
-    with _nc_guard:
-        return len(_nc)
+    return len(_nc.job_ids())
 
 
 def _hdf5_lock() -> Any:
@@ -45,14 +41,15 @@ def _nc_handle(path: str, token: str | None) -> Any:
     """A local netCDF4/HDF5 file opened with netCDF4 (no scaling, no masking), kept per ``(path,
     token)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
     netCDF4 directly opens a file about 6× faster than ``xarray.open_dataset`` (the summaries
-    and reads of 10^4 files are mostly opens). Call with the HDF5 lock held."""
-    key = (path, token)
-    with _nc_guard:
-        if key in _nc:
-            _nc.move_to_end(key)
-            return _nc[key]
+    and reads of 10^4 files are mostly opens). Call with the HDF5 lock held (an evicted handle
+    is closed in this call)."""
     if loc.is_url(path) or not os.path.isfile(path):
         return None
+    return _nc.get(token, path, lambda: _open_nc(path))
+
+
+def _open_nc(path: str) -> Any:
+    """The file opened with netCDF4, or None where netCDF4 is missing or refuses it (not cached)."""
     check_file(path)  # TruncatedFileError: netCDF-C would read the missing end as zeros
     try:
         import netCDF4
@@ -61,21 +58,11 @@ def _nc_handle(path: str, token: str | None) -> Any:
     except (ImportError, OSError):
         return None
     nc.set_auto_maskandscale(False)
-    with _nc_guard:
-        _nc[key] = nc
-        while len(_nc) > MAX_OPEN:
-            _nc.popitem(last=False)[1].close()
     return nc
 
 
-@on_release
-def _close(token: str | None) -> int:
-    with _nc_guard:
-        closing = [_nc.pop(k) for k in [k for k in _nc if k[1] == token]]
-    with _hdf5_lock():
-        for nc in closing:
-            nc.close()
-    return len(closing)
+#: (job, path) -> the file opened with netCDF4
+_nc: JobCache[Any] = JobCache("netCDF4 files", MAX_OPEN, close=lambda nc: nc.close(), release_lock=_hdf5_lock)
 
 
 def read_file(path: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from zopt.compat.job_cache import release_job
 from zopt.io import locations as loc
 from zopt.io.files import file_variables, read_file
 from zopt.io.packing import PACKING, UNPACKED, Repack, decimal, repack
@@ -54,7 +55,6 @@ from zopt.io.sources import (
     child_groups,
     is_zarr,
     open_dataset,
-    release,
     source_identity,
 )
 from zopt.store.identity import content_sample, files_table
@@ -290,7 +290,7 @@ def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
             ids.append(hashlib.blake2b(line, digest_size=8).hexdigest())
             nbytes += loc.total_bytes(path)
     finally:
-        release(token)
+        release_job(token)
     return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
             "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
             "packing": packing, "identity": h.hexdigest(), "ids": ids, "bytes": nbytes}
@@ -393,7 +393,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
     try:
         s = _Summaries(compute(tasks, scheduler, None, token))
     finally:
-        release(token)
+        release_job(token)
     first = int(np.flatnonzero(s.kind != 0)[0]) if (s.kind != 0).any() else None
     if first is not None:
         a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])

@@ -8,15 +8,15 @@ The tasks of one job running in one process share one open file (opening a netCD
 task is slow). The cache key is the source's resolved path, its identity on disk (size and
 modification time of the file, or of a Zarr store's metadata files) and the job's token, so a
 source changed between two jobs in the same process (a notebook re-run, a long-lived
-``tcp://`` worker) is opened again, never served stale. ``release(token)`` closes a job's
-datasets when it ends (on distributed workers too), so no file stays open or locked.
+``tcp://`` worker) is opened again, never served stale. The caches are ``JobCache``s:
+``zopt.compat.job_cache.release_job(token)`` closes a job's datasets when it ends (on distributed
+workers too), so no file stays open or locked.
 
 ``arrays_in(store, names)`` lists the Zarr arrays of a local store (analysis, info, compaction).
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import threading
@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from zopt.compat.cluster import on_job_end
+from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array, unservable_array_error
 from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
@@ -51,12 +51,9 @@ __all__ = [
     "hierarchy_dims",
     "is_zarr",
     "not_a_store",
-    "on_release",
-    "open_dataset",
     "open_source",
     "read_source",
     "root_array_variable",
-    "release",
     "root_array_metadata",
     "source_identity",
     "source_variables",
@@ -65,12 +62,12 @@ __all__ = [
 
 _ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")
 _MAX_OPEN = 8
-_lock = threading.Lock()
 _open_lock = threading.Lock()  # serialises opens (see open_source)
-_cache: collections.OrderedDict[tuple, xr.Dataset] = collections.OrderedDict()
+#: (job, source identity) -> the source opened through xarray
+_datasets: JobCache[xr.Dataset] = JobCache("source datasets", _MAX_OPEN, close=lambda ds: ds.close())
 _MAX_ARRAYS = 64
-# (src, variable, token) -> (zarr array or None, raw reader or None): a job's tasks open each source array once per process
-_arrays: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
+#: (job, (src, variable)) -> (zarr array or None, raw reader or None): a job's tasks open each source array once per process
+_arrays: JobCache[tuple[Any, Any]] = JobCache("source arrays", _MAX_ARRAYS)
 
 
 def is_zarr(path: Any) -> bool:
@@ -116,26 +113,16 @@ def open_dataset(src: str, token: str | None = None) -> xr.Dataset:
     (``PathSource.template``; any source: ``open_source(src).template(token)``).
 
     Cached per process under the source's identity (``source_identity``) and ``token`` (a job's
-    id: ``release(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
-    does not exist.
+    id: ``zopt.compat.job_cache.release_job(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
+    does not exist. A ``CombinedSource``: its combined template (lazy, nothing cached).
     """
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
-    key = (source_identity(src), token)
+    key = source_identity(src)
     # one open at a time: netCDF4/HDF5 crash (SIGSEGV) when two threads open a file at once, and
     # a thread that waited here finds the dataset the first one opened instead of a second copy
     with _open_lock:
-        with _lock:
-            if key in _cache:
-                _cache.move_to_end(key)
-                return _cache[key]
-        ds = _open(src)
-        with _lock:
-            _cache[key] = ds
-            while len(_cache) > _MAX_OPEN:
-                _, old = _cache.popitem(last=False)
-                old.close()
-    return ds
+        return _datasets.get(token, key, lambda: _open(src))
 
 
 def _open(src: str) -> xr.Dataset:
@@ -159,33 +146,9 @@ def _open(src: str) -> xr.Dataset:
         raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
 
 
-_closers: list[Any] = []  # other modules' caches of open files (zopt.io.multi), closed by release too
-
-
-def on_release(fn: Any) -> Any:
-    """Register ``fn(token) -> int`` to run whenever ``release(token)`` does (a decorator)."""
-    if fn not in _closers:
-        _closers.append(fn)
-    return fn
-
-
-@on_job_end
-def release(token: str | None) -> int:
-    """Close and forget every dataset opened under ``token``. Returns how many."""
-    with _lock:
-        keys = [k for k in _cache if k[1] == token]
-        closing = [_cache.pop(k) for k in keys]
-        for k in [k for k in _arrays if k[2] == token]:
-            del _arrays[k]
-    for ds in closing:
-        ds.close()
-    return len(closing) + sum(int(fn(token) or 0) for fn in list(_closers))
-
-
 def cached_tokens() -> list[str | None]:
     """Tokens of the datasets open in this process (for tests and diagnostics)."""
-    with _lock:
-        return [k[1] for k in _cache]
+    return _datasets.job_ids()
 
 
 def root_array_metadata(src: str | None) -> dict | None:
@@ -381,15 +344,15 @@ def _read_path(src: str, name: str, region: tuple[slice, ...], token: str | None
 
 def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
     """``(zarr array, RawChunkReader or None)`` of variable ``name`` of a Zarr source, or ``(None,
-    None)`` for another source; opened once per process for a job (``token``: ``release`` forgets it)."""
+    None)`` for another source; opened once per process for a job (``token``: ``release_job`` forgets it)."""
+    if token is None:
+        return _open_zarr_source(src, name)
+    return _arrays.get(token, (src, name), lambda: _open_zarr_source(src, name))
+
+
+def _open_zarr_source(src: str, name: str) -> tuple[Any, Any]:
     from zopt.store.raw_read import RawChunkReader
 
-    key = (src, name, token)
-    if token is not None:
-        with _lock:
-            if key in _arrays:
-                _arrays.move_to_end(key)
-                return _arrays[key]
     array = reader = None
     if is_zarr(src):
         try:
@@ -397,11 +360,6 @@ def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
         except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
             array = None
         reader = RawChunkReader.open(src, array) if array is not None else None
-    if token is not None:
-        with _lock:
-            _arrays[key] = (array, reader)
-            while len(_arrays) > _MAX_ARRAYS:
-                _arrays.popitem(last=False)
     return array, reader
 
 

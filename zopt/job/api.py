@@ -17,13 +17,13 @@ import dataclasses
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import zarr
 
+from zopt.compat.job_cache import release_job
 from zopt.io.multi import job_source
-from zopt.io.sources import release as release_sources
 from zopt.job.destinations import Target, WriteRun
 from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
@@ -214,7 +214,7 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
         graph_seconds = _write(job, prepared, target, notes)
         readers = _publish(job, prepared, target)
     finally:
-        release_sources(prepared.job_id)
+        release_job(prepared.job_id)
     elapsed = time.perf_counter() - t0
     for rep in prepared.reports.values():
         rep.seconds = elapsed
@@ -229,7 +229,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
     try:
         target.tasks(_run(job, p))
     finally:
-        release_sources(p.job_id)
+        release_job(p.job_id)
     reports = dict(p.reports)
     for child in p.children:  # planned where the run writes it: inside the partial store (``_write_children``)
         where = os.path.join(target.root, child)
@@ -311,18 +311,12 @@ def _publish(job: RecompressJob, p: Prepared, target: Target) -> str:
     Returns the reader line of the store as published (every array, copied ones included)."""
     from zopt.planning.readers import reader_line, store_arrays
 
-    try:
+    with _kept_or_discarded(target):
         if not p.root_meta and target.consolidates:
             with warnings.catch_warnings():  # zarr warns that consolidation is not in the v3 spec
                 warnings.simplefilter("ignore")
                 zarr.consolidate_metadata(target.root, zarr_format=3)
         readers = reader_line(store_arrays(target.written()))
-    except BaseException as exc:
-        gone = target.gone(exc)
-        _keep_or_discard(target, exc)
-        if gone is not None:
-            raise gone from exc
-        raise
     if job.before_publish is not None:
         try:
             with job_source(p.src):  # a check combining the same files reuses the job's summaries (zopt.io.multi)
@@ -330,15 +324,23 @@ def _publish(job: RecompressJob, p: Prepared, target: Target) -> str:
         except BaseException as exc:
             exc.add_note(f"before_publish refused the written store; it is kept in {target.kept_text}")  # Icechunk: the work branch
             raise
-    try:
+    with _kept_or_discarded(target):
         target.publish()
+    return readers
+
+
+@contextlib.contextmanager
+def _kept_or_discarded(target: Target) -> Iterator[None]:
+    """On an error in the block: the partial store kept for a resume or discarded
+    (``_keep_or_discard``), and a partial store removed by another process said as such."""
+    try:
+        yield
     except BaseException as exc:
         gone = target.gone(exc)
         _keep_or_discard(target, exc)
         if gone is not None:
             raise gone from exc
         raise
-    return readers
 
 
 def _keep_or_discard(target: Target, exc: BaseException) -> None:

@@ -84,7 +84,7 @@ def _compact_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict
         blob = f.read()
     view = memoryview(blob)
     chunks: dict[int, bytes | memoryview] = {int(i): view[int(table[i, 0]) : int(table[i, 0] + table[i, 1])] for i in np.flatnonzero(table[:, 0] != EMPTY)}
-    new_size = rewrite_shard(path, layout, chunks, tmp_dir, key, table, size)
+    new_size = rewrite_shard(path, layout, chunks, tmp_dir, table, size)
     res.update(compacted=1, shrink=int(new_size > 0 and slack(read_index(path, layout, key), layout, new_size) > 0))
     return res
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 import numpy as np
 
+from zopt.compat.job_cache import release_job
 from zopt.io import locations as loc
 from zopt.io.multi import along_concat_dim
 from zopt.io.paths import resolve
@@ -37,7 +38,6 @@ from zopt.io.sources import (
     source_variables,
     zarr_v3_group,
 )
-from zopt.io.sources import release as release_sources
 from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
@@ -140,7 +140,7 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[st
         _check_journal(job, src, target, p)
         _build_work(job, src, target, p, plan)
     except BaseException:
-        release_sources(p.job_id)
+        release_job(p.job_id)
         raise
     return p
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import collections
 import os
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +27,7 @@ from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.codecs.decisions import Decision
 from zopt.codecs.grid import is_fill, padded
+from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array
 from zopt.io.sources import read_source
 from zopt.job.targets import put_shard
@@ -78,24 +77,8 @@ class Recorder(Decision):
 
 
 _MAX_TARGETS = 16
-_targets_lock = threading.Lock()
-# (path, array, job, what) -> an opened array (and what goes with it): a job's tasks open it once per process
-_targets: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-
-
-def _once_per_job(key: tuple, make: Callable[[], Any]) -> Any:
-    """``make()``, remembered under ``key`` (which holds the job's id) for this process's later tasks of
-    the job; the ``_MAX_TARGETS`` most recently used are kept."""
-    with _targets_lock:
-        if key in _targets:
-            _targets.move_to_end(key)
-            return _targets[key]
-    value = make()  # outside the lock: opening reads metadata
-    with _targets_lock:
-        _targets[key] = value
-        while len(_targets) > _MAX_TARGETS:
-            _targets.popitem(last=False)
-    return value
+#: (job, (path, array, what)) -> an opened array (and what goes with it): a job's tasks open it once per process
+_targets: JobCache[Any] = JobCache("target arrays", _MAX_TARGETS)
 
 
 def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array[Any]:
@@ -107,7 +90,7 @@ def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array[Any]:
 
     if not isinstance(dst, str) or job is None:
         return make()
-    return _once_per_job((dst, name, job, "write"), make)
+    return _targets.get(job, (dst, name, "write"), make)
 
 
 def write_region(
@@ -193,7 +176,7 @@ class ShardJob:
 
         if not isinstance(self.src, str):  # e.g. several files combined (zopt.io.multi)
             return make()
-        return _once_per_job((self.src, self.name, self.shard_dir, self.job, "encode"), make)
+        return _targets.get(self.job, (self.src, self.name, self.shard_dir, "encode"), make)
 
     def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
         """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
@@ -290,7 +273,7 @@ def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir
     encoded = list(job.encode(shard_coords, None, limit=False))
     chunks = {i: e.data.tobytes() for i, e in encoded}
     if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
-        rewrite_shard(path, job.layout, chunks, tmp_dir, key, old, len(blob))
+        rewrite_shard(path, job.layout, chunks, tmp_dir, old, len(blob))
     return masks_of(encoded), len(encoded)
 
 
@@ -302,7 +285,7 @@ def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array[
         spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
         return array, ChunkEncoder(array.metadata.codecs, spec)
 
-    return make() if job is None else _once_per_job((store, name, job, "in place"), make)
+    return make() if job is None else _targets.get(job, (store, name, "in place"), make)
 
 
 def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike, plan: Any = None,

@@ -214,29 +214,24 @@ class AbsChain:
 
     def encode(self, x: np.ndarray, where: str | None = None) -> np.ndarray:
         """The stored codes of ``x`` (values of ``source``), through the chain's codecs."""
-        from zopt.codecs.cast_value import CastValueCodec
-        from zopt.codecs.scale_offset import scale_offset_encode
-
-        for codec, spec in self._codec_objects():
-            if isinstance(codec, CastValueCodec):
-                x = codec.encode_array(x, spec, where)
-            else:
-                off, s = codec.parameters(spec)
-                x = scale_offset_encode(x, off, s, where)
-        return x
+        return self._through(x, where, decode=False)
 
     def decode(self, q: np.ndarray, where: str | None = None) -> np.ndarray:
         """Values of ``source`` decoded from codes ``q``."""
-        from zopt.codecs.cast_value import CastValueCodec
-        from zopt.codecs.scale_offset import scale_offset_decode
+        return self._through(q, where, decode=True)
 
-        for codec, spec in reversed(self._codec_objects()):
+    def _through(self, x: np.ndarray, where: str | None, decode: bool) -> np.ndarray:
+        from zopt.codecs.cast_value import CastValueCodec
+        from zopt.codecs.scale_offset import scale_offset_decode, scale_offset_encode
+
+        chain = self._codec_objects()
+        for codec, spec in reversed(chain) if decode else chain:
             if isinstance(codec, CastValueCodec):
-                q = codec.decode_array(q, spec, where)
+                x = (codec.decode_array if decode else codec.encode_array)(x, spec, where)
             else:
                 off, s = codec.parameters(spec)
-                q = scale_offset_decode(q, off, s, where)
-        return q
+                x = (scale_offset_decode if decode else scale_offset_encode)(x, off, s, where)
+        return x
 
     def special(self, x: np.ndarray) -> np.ndarray:
         """True where ``x`` is NaN, ±Infinity or a sentinel (restored exactly, not bounded)."""

@@ -224,12 +224,12 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     for v, spec in specs.items():
         if not 0 < spec.value <= 1:
             raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
-    from zopt.io.sources import release
+    from zopt.compat.job_cache import release_job
 
     try:
         source = source_variables(src, None, "lossy-plan")
     finally:
-        release("lossy-plan")
+        release_job("lossy-plan")
     chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
     prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
                              explicit=list(levels), pack=False)  # only the plan: no tail trial
@@ -325,12 +325,12 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
                 tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence,
                                                                   token))
                 owners.append(name)
-    from zopt.io.sources import release
+    from zopt.compat.job_cache import release_job
 
     try:
         results = compute(tasks, scheduler, None, token)
     finally:
-        release(token)  # this process's (local schedulers); workers release their own
+        release_job(token)  # this process's (local schedulers); workers release their own
     by_name: dict[str, list] = {n: [] for n in specs}
     for name, res in zip(owners, results, strict=True):
         by_name[name].append(res)
@@ -453,7 +453,8 @@ def _load_plan(name: str, path: str, var: SourceVariable, inner: tuple[int, ...]
 
 def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Fill values and attributes of ``names`` as the target will have them."""
-    from zopt.io.sources import open_source, release, zarr_v3_group
+    from zopt.compat.job_cache import release_job
+    from zopt.io.sources import open_source, zarr_v3_group
 
     group = zarr_v3_group(src)
     if group is not None:
@@ -463,7 +464,7 @@ def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], 
     try:
         return _xarray_fill_and_attrs(open_source(src).template(token), names)
     finally:
-        release(token)
+        release_job(token)
 
 
 def _xarray_fill_and_attrs(ds: xr.Dataset, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

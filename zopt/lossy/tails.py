@@ -229,8 +229,8 @@ def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None
 
     import dask
 
+    from zopt.compat.job_cache import release_job
     from zopt.compat.scheduling import compute
-    from zopt.io.sources import release
     from zopt.planning.chains import parse_chain
 
     base = list(base) if base is not None else parse_chain(None)
@@ -245,7 +245,7 @@ def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None
     try:
         sizes = compute(tasks, scheduler, None, token)
     finally:
-        release(token)
+        release_job(token)
     total = {t: sum(s[t] for s in sizes) for t in tails}
     best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
     plain = {k: sum(s[LOSSLESS + k] for s in sizes) for k in lossless} if lossless else None

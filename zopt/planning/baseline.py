@@ -88,8 +88,8 @@ def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str]
 
     import dask
 
+    from zopt.compat.job_cache import release_job
     from zopt.compat.scheduling import compute
-    from zopt.io.sources import release
 
     token = f"baseline-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     store = os.fspath(store) if isinstance(store, str | os.PathLike) else store
@@ -111,7 +111,7 @@ def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str]
     try:
         results = compute([t for _, t in tasks], scheduler, None, token)
     finally:
-        release(token)  # this process's (local schedulers); workers release their own
+        release_job(token)  # this process's (local schedulers); workers release their own
     for (name, _), n in zip(tasks, results, strict=True):
         out[name] += n
     return out

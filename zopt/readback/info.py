@@ -27,10 +27,9 @@ from zopt.codecs.conditional import ConditionalCodec, parse_header
 from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError
 from zopt.io.sources import arrays_in
-from zopt.store.files import chunk_files
+from zopt.store.files import TMP_MARK, chunk_files
 from zopt.store.shards import (
     EMPTY,
-    TMP_MARK,
     ShardLayout,
     allocated_bytes,
     classify,

@@ -293,11 +293,12 @@ def verify(
 
     from zopt.codecs.grid import regions
     from zopt.compat.icechunk_compat import is_icechunk, readonly_store
+    from zopt.compat.job_cache import release_job
     from zopt.compat.scheduling import compute
     from zopt.io import locations as loc
     from zopt.io.multi import check_combine_use
     from zopt.io.paths import resolve
-    from zopt.io.sources import is_zarr, not_a_store, open_source, release
+    from zopt.io.sources import is_zarr, not_a_store, open_source
     from zopt.lossy.check import record_problems, stated_record
 
     check_combine_use(combine, concat_dim)
@@ -379,7 +380,7 @@ def verify(
                 owners.append(check)
         results = compute(tasks, scheduler, progress, token)
     finally:
-        release(token)  # this process's (local schedulers); workers release their own
+        release_job(token)  # this process's (local schedulers); workers release their own
     _collect(report, owners, results, ours, limit)
     return report
 

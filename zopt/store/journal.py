@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from zopt.errors import ZoptError
+from zopt.store.files import TMP_MARK, atomic_write
 from zopt.store.identity import changed_files, file_identity
 
 __all__ = ["IN_PLACE_DIR", "JOURNAL_DIR", "InPlaceJournal", "Journal", "ResumeMismatchError", "fingerprint", "mark",
@@ -136,18 +137,11 @@ def _source_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` by a rename, after an fsync: a reader finds all of it or nothing."""
+    """Write ``data`` to ``path`` by a rename: a reader finds all of it or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # fsync: after a machine crash the record is whole or absent, never an empty file (a rename
+    # without it can leave one); a few small files per shard, so cheap
+    atomic_write(path, data, fsync=True)
 
 
 def _unit_key(coords: Iterable[int]) -> str:
@@ -241,11 +235,9 @@ _ZARR_TEMP = re.compile(r".*\.[0-9a-f]{32}\.partial")
 
 def remove_temporaries(partial: str | os.PathLike[str]) -> int:
     """Delete the temporary files a killed job left in ``partial`` (its own, with
-    ``zopt.store.shards.TMP_MARK`` in the name, and zarr-python's LocalStore ones,
+    ``zopt.store.files.TMP_MARK`` in the name, and zarr-python's LocalStore ones,
     ``<name>.<uuid hex>.partial``); returns how many. They are never part of the store: every shard
     and chunk is renamed into place, and the whole partial store is the job's own."""
-    from zopt.store.shards import TMP_MARK
-
     n = 0
     for root, dirs, files in os.walk(partial):
         dirs[:] = [d for d in dirs if d != JOURNAL_DIR]

@@ -28,7 +28,8 @@ other's temporary files as leftovers), so each takes ``<store>/.zopt-lock`` firs
 
 While it holds the lock a job keeps its temporary files in ``<store>/.zopt-jobs/<job>/``
 (``job_dir``) and, on start, removes what dead jobs left: other job directories and the
-``*.zopt-packed-*`` / ``*.zopt-slots-*`` files of older zopt versions next to the shards.
+``*.zopt-packed-*`` / ``*.zopt-slots-*`` / ``*.zopt-tmp-*`` files next to the shards (older zopt
+versions; ``zopt.store.files.temp_path``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ STALE_GRACE = 10.0
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV}
 #: leftovers next to shard files written by interrupted jobs of earlier zopt versions
-_OLD_TEMP_MARKS = (".zopt-packed-", ".zopt-slots-")
+_OLD_TEMP_MARKS = (".zopt-packed-", ".zopt-slots-", ".zopt-tmp-")
 
 
 class StoreLockedError(ZoptError, RuntimeError):

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zopt.store.files import atomic_write
 from zopt.store.shards import EMPTY, PAD_LIMIT, ShardLayout
 
 __all__ = ["GRACE_SECONDS", "PAD_LIMIT", "data_end", "has_inner_checksum", "unchecked_note", "place", "rewrite_shard", "shrink_shard", "slack", "same_chunks", "shrink_after_grace"]
@@ -86,35 +87,19 @@ def same_chunks(blob: bytes | memoryview, table: np.ndarray, chunks: dict[int, b
     return all(view[int(table[i, 0]) : int(table[i, 0] + table[i, 1])] == chunks[i] for i in used)
 
 
-def _write_file(tmp: Path, parts: Iterable[tuple[int, bytes | memoryview]], size: int) -> None:
-    """Write ``(offset, bytes)`` parts into a new file ``tmp`` of ``size`` bytes (the rest a hole)."""
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for off, data in parts:
-            os.pwrite(fd, data, off)
-        os.ftruncate(fd, size)
-    finally:
-        os.close(fd)
-
-
-def _tmp_for(tmp_dir: str | os.PathLike[str], key: str) -> Path:
-    return Path(tmp_dir) / key.replace("/", "%")
-
-
 def rewrite_shard(
     path: str | os.PathLike[str],
     layout: ShardLayout,
     chunks: dict[int, bytes | memoryview],
     tmp_dir: str | os.PathLike[str],
-    key: str,
     old: np.ndarray | None = None,
     old_size: int = 0,
 ) -> int:
     """Replace the shard file ``path`` by one holding ``chunks`` ({i: encoded bytes}), phase A.
 
     old, old_size : the current file's index table and size (None, 0 when there is none).
-    tmp_dir : the job's temporary directory (same filesystem as ``path``); key : the shard's
-    store key (names its temporary file). With no chunks the file is removed (its values are
+    tmp_dir : the job's temporary directory (same filesystem as ``path``), where the new file is
+    written before its rename. With no chunks the file is removed (its values are
     the fill value). Returns the new file's size in bytes.
     """
     path = Path(path)
@@ -126,14 +111,8 @@ def rewrite_shard(
     size = max(end + (len(index) if layout.index_location == "end" else 0), old_size)
     parts = [(int(table[i, 0]), d) for i, d in chunks.items()]
     parts.append((0 if layout.index_location == "start" else size - len(index), index))
-    tmp = _tmp_for(tmp_dir, key)
-    try:
-        _write_file(tmp, parts, size)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return size
+    # no fsync: the store's other shards are not synced either; a reader or a kill sees old or new
+    return atomic_write(path, dict(parts), fsync=False, size=size, tmp_dir=tmp_dir)
 
 
 def shrink_shard(path: str | os.PathLike[str], layout: ShardLayout, tmp_dir: str | os.PathLike[str], key: str) -> int:
@@ -159,14 +138,8 @@ def shrink_shard(path: str | os.PathLike[str], layout: ShardLayout, tmp_dir: str
         head = f.read(end)
         f.seek(size - n)
         index = f.read(n)
-    tmp = _tmp_for(tmp_dir, key)
-    try:
-        _write_file(tmp, [(0, head), (end, index)], end + n)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return end + n
+    # no fsync, as in phase A: the same chunk bytes at the same offsets, only the hole dropped
+    return atomic_write(path, {0: head, end: index}, fsync=False, size=end + n, tmp_dir=tmp_dir)
 
 
 #: default seconds between phase A and phase B: far longer than zarr-python holds a shard index

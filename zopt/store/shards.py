@@ -32,7 +32,6 @@ import functools
 import itertools
 import math
 import os
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import numpy as np
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.compat.zarr_compat import chunk_shape_of, endian_of, index_location_of
 from zopt.errors import ChunkDecodeError, ZoptError
+from zopt.store.files import TMP_MARK, atomic_write, temp_path, write_all
 
 if TYPE_CHECKING:
     import zarr
@@ -65,7 +65,6 @@ __all__ = [
 
 #: index entry of an empty inner chunk (offset and nbytes)
 EMPTY = np.uint64(2**64 - 1)
-TMP_MARK = ".zopt-"
 
 
 class ShardIndexError(ZoptError, ValueError):
@@ -254,7 +253,7 @@ def remove_temp_files(root: str | os.PathLike[str]) -> int:
 
 def tmp_path(path: str | os.PathLike[str], job: str) -> Path:
     """The temporary path a shard is assembled under before its rename."""
-    return Path(f"{os.fspath(path)}{TMP_MARK}slots-{job}")
+    return temp_path(path, f"slots-{job}")
 
 
 def write_slots(
@@ -317,6 +316,8 @@ def finalize_slots(
         os.ftruncate(fd, where + len(index) if layout.index_location == "end" else layout.fixed_slot_nbytes)
     finally:
         os.close(fd)
+    # not atomic_write: ``tmp`` is assembled by several tasks (its name from temp_path all the same);
+    # no fsync, like every other shard
     os.replace(tmp, path)
     return os.path.getsize(path)
 
@@ -383,29 +384,9 @@ def write_packed(path: str | os.PathLike[str], data: bytes | np.ndarray | Sequen
         path.unlink(missing_ok=True)
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tmp_dir or path.parent) / f"{path.name}{TMP_MARK}packed-{uuid.uuid4().hex}"
     parts = [_byte_view(data)] if isinstance(data, bytes | bytearray | memoryview | np.ndarray) else [_byte_view(p) for p in data]
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        try:
-            write_all(fd, parts)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return sum(p.nbytes for p in parts)
-
-
-def write_all(fd: int, parts: Sequence[memoryview]) -> None:
-    """Write ``parts`` (1-D byte memoryviews) one after another at ``fd``'s position, one
-    ``write`` per part, going on where a partial write stopped. (Issue 34: one ``writev`` of a
-    whole shard's parts cost the kernel three times the system time of a write per part.)"""
-    for part in parts:
-        view = part
-        while view.nbytes:
-            view = view[os.write(fd, view):]
+    # no fsync: one per shard would cost the write throughput; as durable as zarr-python's own writes
+    return atomic_write(path, parts, fsync=False, tmp_dir=tmp_dir)
 
 
 # -- reading and compaction --------------------------------------------------------------------------
