@@ -14,8 +14,8 @@ import pytest
 import xarray as xr
 import zarr
 
+from zopt.compat.job_cache import release_job
 from zopt.io.source_kinds import SOURCE_KINDS, Source, open_source
-from zopt.io.sources import release
 from zopt.job.destinations import (
     TARGET_KINDS,
     LocalTarget,
@@ -89,7 +89,7 @@ def test_every_source_kind_is_a_source_and_reads_its_values_through_the_protocol
         assert (src.concat_dim, src.total_bytes() > 0) == (
             ("time", True) if kind == "several netCDF files" else (None, kind != "zarr Store"))
     finally:
-        release(token)
+        release_job(token)
 
 
 def test_an_in_memory_dataset_is_a_source_too():
@@ -151,7 +151,7 @@ def test_every_target_kind_is_a_target_and_the_job_phases_round_trip_through_it(
         assert seconds > 0 and p.reports["t"].stored_after == target.stored_sizes("t")[0] > 0
         np.testing.assert_array_equal(zarr.open_group(target.written(), mode="r")["t"][:], T)
         target.publish()  # publish
-        release(p.job_id)
+        release_job(p.job_id)
     out = _published(kind, dst)
     np.testing.assert_array_equal(out["t"][:], T)
     assert out.attrs["title"] == "protocols" and out["t"].shards == (12, 16)
@@ -170,7 +170,7 @@ def test_a_discarded_target_leaves_nothing_of_the_job(kind, tmp_path):
         target.create(p.spec, p.fp, p.job_id, p.layouts)
         kept = target.kept_text
         target.discard()
-        release(p.job_id)
+        release_job(p.job_id)
     if kind == "local directory":
         assert kept == target.root and not os.path.exists(target.root) and not os.path.exists(dst)
     elif kind == "zarr Store":
