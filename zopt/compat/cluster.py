@@ -25,7 +25,7 @@ from zopt.compat.job_cache import release_job
 from zopt.errors import ZoptError
 
 if TYPE_CHECKING:
-    from distributed import Worker
+    from distributed import Client, Worker
 
 __all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
 
@@ -51,7 +51,7 @@ def _executing(token: str, dask_worker: Worker | None = None) -> list[str]:
     return [str(ts.key) for ts in running if token in str(ts.key)]
 
 
-def _drain(client: Any, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
+def _drain(client: Client, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
     """Wait until no worker executes a task of job ``token``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -96,7 +96,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         raise DataTypeValidationError(message)
 
     @classmethod
-    def from_native_dtype(cls, dtype: Any) -> Self:
+    def from_native_dtype(cls, dtype: np.dtype) -> Self:
         return cls._made(cls._check_native_dtype(dtype),
                          f"Invalid data type: {dtype!r}. Expected the ml_dtypes type {cls.ml_type.__name__}.")
 
@@ -118,7 +118,7 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
         )
 
     @classmethod
-    def _from_json_v3(cls, data: Any) -> Self:
+    def _from_json_v3(cls, data: DTypeJSON) -> Self:
         return cls._made(cls._check_json_v3(data),
                          f"Invalid JSON for data type {cls._zarr_v3_name}: {data!r}. Expected {cls._zarr_v3_name!r}.")
 
@@ -350,7 +350,7 @@ class BFloat16(MLFloat, HasEndianness):
     bits = 16
 
     @classmethod
-    def from_native_dtype(cls, dtype: Any) -> Self:
+    def from_native_dtype(cls, dtype: np.dtype) -> Self:
         # little-endian whatever the host (zarr 3.4's default is the host's byte order)
         return replace(super().from_native_dtype(dtype), endianness="little")
 

@@ -39,7 +39,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -127,7 +127,7 @@ class MultiSource(CombinedSource):
         return f"MultiSource({self.text})"
 
     @classmethod
-    def claims(cls, src: Any, concat_dim: str | None) -> bool:
+    def claims(cls, src: object, concat_dim: str | None) -> bool:
         return concat_dim is not None
 
     @classmethod
@@ -142,7 +142,7 @@ class MultiSource(CombinedSource):
     def total_bytes(self) -> int:
         return self.nbytes
 
-    def identify(self, names: Any) -> SourceIdentity:
+    def identify(self, names: Sequence[str]) -> SourceIdentity:
         """Every file's path, size, modification time and sampled bytes, and the table naming them."""
         return SourceIdentity(self.text, self.identity, self.table)
 

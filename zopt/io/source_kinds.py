@@ -121,7 +121,7 @@ SOURCE_KINDS: tuple[str, ...] = (
 )
 
 
-def open_source(src: Any, *, concat_dim: str | None = None, combine: str = "by_coords",
+def open_source(src: object, *, concat_dim: str | None = None, combine: str = "by_coords",
                 scheduler: str | None = None) -> Source:
     """``src`` as a ``Source``: a Source as it is, else the first of ``SOURCE_KINDS`` that claims it.
 
@@ -148,7 +148,7 @@ def _kind(entry: str) -> Any:
 _SOURCE_TYPES: dict[type, bool] = {}
 
 
-def _a_source(src: Any) -> bool:
+def _a_source(src: object) -> bool:
     """``isinstance(src, Source)``, answered once per type: a runtime protocol check reads every
     member (~50 µs), and ``read_source`` asks it on every read."""
     known = _SOURCE_TYPES.get(type(src))

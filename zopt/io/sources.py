@@ -70,7 +70,7 @@ _MAX_ARRAYS = 64
 _arrays: JobCache[tuple[Any, Any]] = JobCache("source arrays", _MAX_ARRAYS)
 
 
-def is_zarr(path: Any) -> bool:
+def is_zarr(path: object) -> bool:
     """True if ``path`` (a local directory or an fsspec URL) has Zarr metadata (v2 or v3) at its root;
     False for anything that is not a path (None: a source that is no one path, ``Source.location``)."""
     if not isinstance(path, str | os.PathLike):
@@ -397,7 +397,7 @@ class PathSource(str):
     notes: Sequence[str] = ()
 
     @classmethod
-    def claims(cls, src: Any, concat_dim: str | None) -> bool:
+    def claims(cls, src: object, concat_dim: str | None) -> bool:
         return concat_dim is None and isinstance(src, str | os.PathLike)
 
     @classmethod

@@ -31,7 +31,7 @@ class StoreSource:
     notes: Sequence[str] = ()
 
     @classmethod
-    def claims(cls, src: Any, concat_dim: str | None) -> bool:
+    def claims(cls, src: object, concat_dim: str | None) -> bool:
         from zarr.abc.store import Store
 
         return concat_dim is None and isinstance(src, Store)

@@ -21,7 +21,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
 from zopt.io import locations as loc
@@ -60,6 +60,9 @@ from zopt.job.work import Work
 from zopt.store.journal import Journal, remove_temporaries
 from zopt.store.lock import destination_lock
 from zopt.store.shards import remove_temp_files
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
 
 __all__ = ["TARGET_KINDS", "LocalTarget", "Opening", "StoreTarget", "Target", "WriteRun", "open_target"]
 
@@ -174,7 +177,7 @@ class Target(Protocol):
         ...
 
 
-def open_target(dst: Any, opening: Opening) -> Target:
+def open_target(dst: object, opening: Opening) -> Target:
     """``dst`` as a ``Target``: the first of ``TARGET_KINDS`` that claims it, opened (overlaps with
     ``opening.sources`` refused with OverlapError, an existing ``dst`` refused without ``overwrite``,
     a local directory locked into ``opening.hold``: ``StoreLockedError`` for a second job; nothing
@@ -198,7 +201,7 @@ class LocalTarget:
     consolidates = True
 
     @classmethod
-    def claims(cls, dst: Any) -> bool:
+    def claims(cls, dst: object) -> bool:
         return True  # the last kind: a path (or a file:// URL)
 
     @classmethod
@@ -303,11 +306,11 @@ class StoreTarget:
     consolidates = True
 
     @classmethod
-    def claims(cls, dst: Any) -> bool:
+    def claims(cls, dst: object) -> bool:
         """A ``zarr.abc.store.Store``, or a URL other than ``file://``."""
         from zarr.abc.store import Store
 
-        return isinstance(dst, Store) or loc.is_url(dst)
+        return isinstance(dst, Store) or (isinstance(dst, str | os.PathLike) and loc.is_url(dst))
 
     @classmethod
     def open(cls, dst: Any, opening: Opening) -> StoreTarget:
@@ -322,7 +325,7 @@ class StoreTarget:
             check_not_running(store, store_text(store))  # a live job's marker (this host): StoreLockedError
         return cls(store, clear=holds)
 
-    def __init__(self, store: Any, clear: bool = True) -> None:
+    def __init__(self, store: Store, clear: bool = True) -> None:
         self.store = self.root = store
         self.text = store_text(store)
         self.clear = clear  # False: it held nothing when checked; clearing it now could only delete another job's
@@ -413,7 +416,7 @@ class StoreTarget:
         sync(self.store.delete_dir(""))
 
 
-def _sync_exists(store: Any, key: str) -> bool:
+def _sync_exists(store: Store, key: str) -> bool:
     from zarr.core.sync import sync
 
     return bool(sync(store.exists(key)))

@@ -45,6 +45,7 @@ from zopt.store.lock import StoreLockedError, running_on_this_host
 
 if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
+    from zopt.job.destinations import Opening, WriteRun
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
@@ -65,11 +66,11 @@ class IcechunkTarget:
     positional = False  # shards are packed and put whole
 
     @classmethod
-    def claims(cls, dst: Any) -> bool:
+    def claims(cls, dst: object) -> bool:
         return icc.is_icechunk(dst)
 
     @classmethod
-    def open(cls, dst: Any, opening: Any) -> IcechunkTarget:
+    def open(cls, dst: Any, opening: Opening) -> IcechunkTarget:
         """``RepositoryNotFoundError`` for a missing repository or branch; an existing store on the
         branch replaced only with ``opening.overwrite``; nothing written."""
         return cls(dst, opening.overwrite)
@@ -132,10 +133,10 @@ class IcechunkTarget:
         create_target(spec, self.root)
         self.journal.begin(fp, job_id, layouts)
 
-    def tasks(self, run: Any) -> list[tuple[str, Any]]:
+    def tasks(self, run: WriteRun) -> list[tuple[str, Any]]:
         return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
 
-    def write(self, run: Any) -> float:
+    def write(self, run: WriteRun) -> float:
         """Waves of forked sessions, each merged and committed (``run``)."""
         return self.run(run.work, run.src, run.decision, run.job_id, run.lossy, run.reports, run.scheduler,
                         run.progress)
