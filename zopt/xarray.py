@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from zopt.errors import OptionError
 from zopt.io import paths
 from zopt.io.sources import CombinedSource, SourceVariable
 from zopt.job.reports import RecompressReport
@@ -147,12 +148,12 @@ def encoding(
     for label, arg in (("chunks", chunk_arg), ("shards", shard_arg)):  # a misspelt name: refused, not ignored
         unknown = [d for d in arg or () if isinstance(arg, dict) and d not in ds.dims]
         if unknown:
-            raise ValueError(f"{label}: the Dataset has no dimension(s) {unknown}; its dimensions are "
+            raise OptionError(label, f"the Dataset has no dimension(s) {unknown}; its dimensions are "
                              f"{sorted(map(str, ds.dims))}")
     chosen_preset = get_preset(preset) if preset is not None else None  # a bad name fails even if unused
     chain_preset = chosen_preset if chosen_preset is not None and chosen_preset.menu is None else None
     if chain_preset is not None and (menu is not None or budget is not None):
-        raise ValueError(f"menu: preset {preset!r} names a chain; give menu/budget, or that preset, not both")
+        raise OptionError("menu", f"preset {preset!r} names a chain; give menu/budget, or that preset, not both")
     if menu is None and chosen_preset is not None:
         menu, budget = chosen_preset.menu, chosen_preset.budget if budget is None else budget
     explicit = decision is not None and not (isinstance(decision, str) and decision == "compress_if_smaller")
@@ -268,7 +269,7 @@ def recompress(
         raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
     if "://" in os.fspath(dst):
-        raise ValueError(f"dst: {os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
+        raise OptionError("dst", f"{os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
     dst = paths.resolve(dst)
     source = ds_or_path.encoding.get("source")  # the file the Dataset was opened from, if any
     if source:
@@ -317,5 +318,5 @@ class ZoptAccessor:
                        budget=budget, readers=readers)
         ds = dask_chunks(self._ds, enc) if any(v.chunks for v in self._ds.variables.values()) else self._ds
         if to_zarr_kwargs.setdefault("zarr_format", 3) != 3:
-            raise ValueError("zarr_format: zopt's codecs are Zarr v3 codecs; only 3 is allowed")
+            raise OptionError("zarr_format", "zopt's codecs are Zarr v3 codecs; only 3 is allowed")
         return ds.to_zarr(store, encoding=enc, **to_zarr_kwargs)

@@ -15,13 +15,13 @@ from typing import Any
 import click
 from rich.table import Table
 
-from zopt.cli.shared import Location, cli_words, shard_rewrite_errors
+from zopt.cli.shared import Location, option_usage_error, shard_rewrite_errors
 from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.interrupts import interrupt_note
 from zopt.compat.scheduling import scheduler_option
-from zopt.errors import disk_full_message, is_disk_full
+from zopt.errors import OptionError, disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
 __all__ = ["RESUME_NOTE", "STORE_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
@@ -219,9 +219,10 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
             combine=combine,
         )
-    except ValueError as exc:
-        _preset_error(exc)
-        raise  # one line from zopt.cli.commands' group, like every other error
+    except OptionError as exc:
+        if exc.option == "preset":  # a usage error (exit status 2) on --preset; others: one line from zopt.cli.commands
+            raise option_usage_error(ctx, exc) from exc
+        raise
     try:
         with interrupt_note(_interrupt_note(dst), until_exit=True):
             report = run_job(job)
@@ -271,14 +272,6 @@ def _print_readers(report: Any) -> None:
     """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
     if report.readers:
         console.print(report.readers, markup=False)
-
-
-def _preset_error(exc: ValueError) -> None:
-    """RecompressJob's ``--preset`` check (a known name, not with --codecs) as click's usage error
-    (exit status 2) naming the option; any other ValueError is left to the caller."""
-    text = str(exc)
-    if text.startswith("preset: "):
-        raise click.BadParameter(cli_words(text.removeprefix("preset: ")), param_hint="--preset") from exc
 
 
 def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:

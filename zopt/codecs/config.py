@@ -10,6 +10,7 @@ from zarr.core.common import parse_named_configuration
 
 from zopt.codecs.exact_cast import cast_array
 from zopt.dtypes.numeric import numeric_info
+from zopt.errors import OptionError
 
 __all__ = ["codec_configuration", "parse_json_scalar"]
 
@@ -23,7 +24,7 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     config = dict(config or {})
     unknown = set(config) - allowed
     if unknown:
-        raise ValueError(f"{name}: unknown configuration keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        raise OptionError(name, f"unknown configuration keys {sorted(unknown)}; allowed: {sorted(allowed)}")
     return config
 
 
@@ -38,19 +39,19 @@ def parse_json_scalar(value: Any, zdtype: Any, parameter: str) -> np.generic:
     info = numeric_info(native)
     if info.is_int:
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{parameter}: {info.name} takes a JSON integer, got {value!r}")
+            raise OptionError(parameter, f"{info.name} takes a JSON integer, got {value!r}")
         if not info.lo <= int(value) <= info.hi:
-            raise ValueError(f"{parameter}: {value!r} is out of range for {info.name} {info.describe_range()}")
+            raise OptionError(parameter, f"{value!r} is out of range for {info.name} {info.describe_range()}")
         return np.array(int(value)).astype(native)[()]
     if isinstance(value, bool) or not isinstance(value, int | float | str | np.number):
-        raise ValueError(f"{parameter}: {info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
+        raise OptionError(parameter, f"{info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
                          f"got {value!r}")
     if isinstance(value, int | float | np.number) and not isinstance(value, str):
         try:
             return cast_array(np.array(float(value)), native)[()]
         except ValueError as exc:
-            raise ValueError(f"{parameter}: {value!r} cannot be stored as {info.name}: {exc}") from exc
+            raise OptionError(parameter, f"{value!r} cannot be stored as {info.name}: {exc}") from exc
     try:
         return np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native)[()]
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{parameter}: {value!r} is not a valid {info.name} value ({exc})") from exc
+        raise OptionError(parameter, f"{value!r} is not a valid {info.name} value ({exc})") from exc

@@ -24,6 +24,8 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.errors import OptionError
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
@@ -35,7 +37,7 @@ Entry = int | tuple[int, ...]
 
 def _parse_entries(shape: Any) -> tuple[Entry, ...]:
     if not isinstance(shape, list | tuple) or not shape:
-        raise ValueError(f"shape: expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
+        raise OptionError("shape", f"expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
     out: list[Entry] = []
     for i, e in enumerate(shape):
         if isinstance(e, list | tuple):
@@ -47,10 +49,10 @@ def _parse_entries(shape: Any) -> tuple[Entry, ...]:
         else:
             raise ValueError(f"shape[{i}]: {e!r} is not a positive integer, a list of input dimensions or -1")
     if sum(1 for e in out if e == -1) > 1:
-        raise ValueError("shape: -1 may occur at most once")
+        raise OptionError("shape", "-1 may occur at most once")
     flat = [d for e in out if isinstance(e, tuple) for d in e]
     if any(b <= a for a, b in zip(flat, flat[1:], strict=False)):
-        raise ValueError(f"shape: the input dimensions {flat} must be strictly increasing over all entries "
+        raise OptionError("shape", f"the input dimensions {flat} must be strictly increasing over all entries "
                          "(reshape never transposes)")
     return tuple(out)
 
@@ -74,11 +76,11 @@ def resolve_shape(entries: Sequence[Entry], a_shape: Sequence[int]) -> tuple[int
     known = math.prod(s for s in sizes if s is not None)
     if None in sizes:
         if known == 0 or total % known:
-            raise ValueError(f"shape: no size for -1 makes {known} × ? equal the {total} elements of {a_shape}")
+            raise OptionError("shape", f"no size for -1 makes {known} × ? equal the {total} elements of {a_shape}")
         sizes[sizes.index(None)] = total // known
     b_shape = tuple(int(s) for s in sizes)  # type: ignore[arg-type]
     if math.prod(b_shape) != total:
-        raise ValueError(f"shape: output {b_shape} has {math.prod(b_shape)} elements, the input {a_shape} has {total}")
+        raise OptionError("shape", f"output {b_shape} has {math.prod(b_shape)} elements, the input {a_shape} has {total}")
     for i, e in enumerate(entries):
         if isinstance(e, tuple) and e:
             if math.prod(b_shape[:i]) != math.prod(a_shape[: e[0]]):
@@ -108,7 +110,7 @@ class ReshapeCodec(ArrayArrayCodec):
         _, config = parse_named_configuration(data, "reshape", require_configuration=True)
         unknown = set(config or {}) - {"shape"}
         if unknown or "shape" not in (config or {}):
-            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config or {})}")
+            raise OptionError("reshape", f"the configuration needs exactly 'shape'; got keys {sorted(config or {})}")
         return cls(shape=config["shape"])
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, cast_error
 from zopt.compat.zarr_compat import placeholder_fill_validation
 from zopt.dtypes.numeric import NumericInfo, numeric_info
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -210,7 +211,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         try:
             numeric_info(zdtype.to_native_dtype())
         except ValueError as exc:
-            raise ValueError(f"scale_offset: only real number data types are supported, not {zdtype}") from exc
+            raise OptionError("scale_offset", f"only real number data types are supported, not {zdtype}") from exc
         return _parameters(self.offset, self.scale, zdtype)
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
@@ -222,7 +223,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         except CastError as exc:
             if placeholder_fill_validation():  # zarr 3.4's fill 0 for a shard's inner codecs
                 return chunk_spec
-            raise ValueError(f"fill_value: {fill[()]!r} cannot be encoded by scale_offset: {exc}") from exc
+            raise OptionError("fill_value", f"{fill[()]!r} cannot be encoded by scale_offset: {exc}") from exc
         return replace(chunk_spec, fill_value=chunk_spec.dtype.cast_scalar(encoded))
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:

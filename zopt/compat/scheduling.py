@@ -10,6 +10,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from zopt.errors import OptionError
+
 __all__ = ["SCHEDULERS", "check_scheduler", "compute", "local_scheduler", "scheduler_option"]
 
 #: what ``scheduler`` accepts, as error messages and ``--help`` name it
@@ -22,7 +24,7 @@ def check_scheduler(name: str | None) -> None:
     """ValueError naming ``scheduler`` and the allowed values unless ``name`` is one of them
     (None: the default)."""
     if name is not None and name not in _LOCAL and "://" not in str(name):
-        raise ValueError(f"scheduler: {name!r} is not one of {SCHEDULERS}")
+        raise OptionError("scheduler", f"{name!r} is not one of {SCHEDULERS}")
 
 
 def scheduler_option(ctx: Any, param: Any, value: str | None) -> str | None:
@@ -131,4 +133,4 @@ def local_scheduler(name: str) -> Any:
         # workers exit when the client dies (a SIGKILLed client cannot shut its pool down)
         return functools.partial(dask.multiprocessing.get, initializer=exit_with_parent)
     check_scheduler(name)
-    raise ValueError(f"scheduler: {name!r} is an address; a local scheduler is one of {SCHEDULERS}")
+    raise OptionError("scheduler", f"{name!r} is an address; a local scheduler is one of {SCHEDULERS}")

@@ -48,6 +48,8 @@ from typing import Any
 import zarr
 from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
 
+from zopt.errors import OptionError
+
 __all__ = [
     "DATA_TYPE_ENTRY_POINTS_LOADED",
     "HAS_FUSED_PIPELINE",
@@ -156,7 +158,7 @@ def endian_text(endian: Any) -> str | None:
     """
     text = _enum_text(endian)
     if text not in (None, "little", "big"):
-        raise ValueError(f"endian: {text!r} is not one of 'little', 'big'")
+        raise OptionError("endian", f"{text!r} is not one of 'little', 'big'")
     return text
 
 
@@ -170,7 +172,7 @@ def index_location_of(codec: Any) -> str:
     """The ``index_location`` of a ``sharding_indexed`` codec: ``"start"`` or ``"end"``."""
     where = _enum_text(getattr(codec, "index_location", "end"))
     if where not in ("start", "end"):
-        raise ValueError(f"index_location: {where!r} is not one of 'start', 'end'")
+        raise OptionError("index_location", f"{where!r} is not one of 'start', 'end'")
     return where
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import xarray as xr
 
+from zopt.errors import OptionError
 from zopt.io.paths import check_no_overlap, check_replaceable
 from zopt.io.sources import arrays_in
 from zopt.planning.analysis import DEFAULT_SAMPLE, analysable, load_analysis
@@ -84,7 +85,7 @@ def analyze(
         dims = {str(d) for a in found for d in getattr(a.metadata, "dimension_names", None) or () if d}
         unknown = [d for d in spec if d not in dims]
         if unknown:
-            raise ValueError(f"chunks: no analysed array has dimension(s) {unknown}; the dimensions are {sorted(dims)}")
+            raise OptionError("chunks", f"no analysed array has dimension(s) {unknown}; the dimensions are {sorted(dims)}")
     for a in found:
         why = analysable(a)
         if why is not None:

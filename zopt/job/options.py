@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zopt.errors import OptionError
+
 __all__ = ["DEFAULT_DECISION", "RecompressJob", "parse_max_memory", "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
@@ -35,9 +37,9 @@ def parse_max_memory(value: int | str | None) -> int | None:
     try:
         n = parse_bytes(value) if isinstance(value, str) else int(value)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"max_memory: {value!r} is not a size such as 2GiB or 500MB") from exc
+        raise OptionError("max_memory", f"{value!r} is not a size such as 2GiB or 500MB") from exc
     if n <= 0:
-        raise ValueError(f"max_memory: {value!r} must be positive")
+        raise OptionError("max_memory", f"{value!r} must be positive")
     return n
 
 
@@ -51,7 +53,7 @@ def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
     out = []
     for item in items:
         if not isinstance(item, str) or "=" not in item:
-            raise ValueError(f"lossy: {item!r} is not VAR=SPEC (e.g. tos=abs:0.01)")
+            raise OptionError("lossy", f"{item!r} is not VAR=SPEC (e.g. tos=abs:0.01)")
         var, spec = item.split("=", 1)
         out.append((var.strip(), spec.strip()))
     return out
@@ -95,25 +97,25 @@ class RecompressJob:
     def __post_init__(self) -> None:
         self._check_sources()
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout: {self.layout!r} is not one of {list(LAYOUTS)}")
+            raise OptionError("layout", f"{self.layout!r} is not one of {list(LAYOUTS)}")
         if self.plan is not None and self.decision not in (None, DEFAULT_DECISION):
-            raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
+            raise OptionError("decision", "a plan decides every chunk's mask; give a plan or a decision, not both")
         from zopt.compat.scheduling import check_scheduler
 
         check_scheduler(self.scheduler)  # ValueError naming scheduler and the allowed values
         if self.checksum not in (None, True, False):
-            raise ValueError(f"checksum: {self.checksum!r} is not one of [None, True, False]")
+            raise OptionError("checksum", f"{self.checksum!r} is not one of [None, True, False]")
         if self.slot_parts is not None and (isinstance(self.slot_parts, bool) or not isinstance(self.slot_parts, int)
                                             or self.slot_parts < 1):
-            raise ValueError(f"slot_parts: {self.slot_parts!r} is not an integer >= 1 (or None)")
+            raise OptionError("slot_parts", f"{self.slot_parts!r} is not an integer >= 1 (or None)")
         if self.preset is not None:
             from zopt.planning.presets import get_preset
 
             if self.codecs is not None:
-                raise ValueError("preset: names a codec chain; give preset or codecs, not both")
+                raise OptionError("preset", "names a codec chain", conflicts=("codecs",))
             get_preset(self.preset)  # ValueError naming the known presets
         if (self.menu is not None or self.budget is not None) and (self.codecs_used is not None or self.plan is not None):
-            raise ValueError("menu, budget: they choose a chain per variable when none is given; give them or "
+            raise OptionError("menu, budget", "they choose a chain per variable when none is given; give them or "
                              "codecs/plan (or a preset naming a chain), not both")
         if self.budget is not None:
             from zopt.planning.optimizer import parse_budget
@@ -139,18 +141,18 @@ class RecompressJob:
             object.__setattr__(self, "src", tuple(os.fspath(s) for s in self.src))
         if self.concat_dim is None:
             if several:
-                raise ValueError("concat_dim: several sources are combined along one dimension: give its name "
+                raise OptionError("concat_dim", "several sources are combined along one dimension: give its name "
                                  "(e.g. concat_dim='time', --concat-dim time)")
             check_combine_use(self.combine, None)
             return
         check_combine_use(self.combine, self.concat_dim)  # ValueError naming combine and the allowed values
         if not isinstance(self.concat_dim, str) or not self.concat_dim:
-            raise ValueError(f"concat_dim: {self.concat_dim!r} is not a dimension name")
+            raise OptionError("concat_dim", f"{self.concat_dim!r} is not a dimension name")
         if self.lossy:
-            raise ValueError("lossy: not supported with several sources (concat_dim) yet; recompress them "
+            raise OptionError("lossy", "not supported with several sources (concat_dim) yet; recompress them "
                              "losslessly, then run the lossy job on the combined store")
         if self.plan is not None:
-            raise ValueError("plan: a plan is made for one source's arrays; with several sources (concat_dim) "
+            raise OptionError("plan", "a plan is made for one source's arrays; with several sources (concat_dim) "
                              "use a decision (or a preset)")
 
     # the parsed forms ------------------------------------------------------------------------

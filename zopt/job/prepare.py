@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from zopt.compat.icechunk_compat import is_icechunk
+from zopt.errors import OptionError
 from zopt.io import locations as loc
 from zopt.io.multi import MultiSource, along_concat_dim, open_multi, source_files
 from zopt.io.paths import (
@@ -177,7 +178,7 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
         unknown = sorted(job.lossy_groups() - set(p.children))
         if unknown:  # a child job would never receive them: refused, not ignored
-            raise ValueError(f"lossy: {unknown} are not child groups of the source; it has {p.children or 'none'}")
+            raise OptionError("lossy", f"{unknown} are not child groups of the source; it has {p.children or 'none'}")
         if isinstance(src, MultiSource):
             p.names = along_concat_dim(src, p.source, p.names, notes)
         specs = {"chunks": job.chunk_spec, "shards": job.shard_spec}
@@ -386,7 +387,7 @@ def _check_units(src: Any, source: dict[str, SourceVariable], layouts: dict[str,
         units = math.prod(math.ceil(s / k) for s, k in zip(shape, shard or inner, strict=True))
         if units > MAX_UNITS:
             what = f"array {name!r}" if name else "the root array"
-            raise ValueError(f"src: {what} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
+            raise OptionError("src", f"{what} of {getattr(src, 'text', src)}: shape {shape} makes {units:.3g} "
                              f"{'shards' if shard else 'chunks'} of {tuple(shard or inner)}, more than the {MAX_UNITS:.0e} "
                              "one job lists (a corrupt shape?); give larger --chunks/--shards if the shape is right")
 
@@ -440,7 +441,7 @@ def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str
     missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
     if missing:
         where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
-        raise ValueError(f"variables: {missing} not in the source{where}")
+        raise OptionError("variables", f"{missing} not in the source{where}")
     return names
 
 

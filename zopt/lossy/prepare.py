@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
 from zopt.lossy.rounding import bitround, rel_round, rounded_as_stored, sentinels_of, special_mask
 from zopt.lossy.spec import LossySpec
@@ -270,7 +271,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
     missing = [v for v in specs if v not in source]
     if missing:
-        raise ValueError(f"lossy: variables {missing} are not in the source; it has {sorted(source)}")
+        raise OptionError("lossy", f"variables {missing} are not in the source; it has {sorted(source)}")
     fill_values = dict(fill_values or {})
     attrs = dict(attrs or {})
     if len(fill_values) < len(specs) or len(attrs) < len(specs):
@@ -396,7 +397,7 @@ def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], l
     specs = parse_lossy(lossy)
     outside = [v for v in specs if v in source and v not in names]
     if outside:
-        raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
+        raise OptionError("lossy", f"{outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
     return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base,
                          lossless=lossless, budget=budget)

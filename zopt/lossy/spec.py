@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zopt.errors import OptionError
+
 __all__ = ["METHODS", "ORDER", "REL_ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
 
 METHODS = ("abs", "rel", "keepbits", "info", "plan")
@@ -140,7 +142,7 @@ def parse_lossy(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
         for item in items:
             var, sep, text = str(item).partition("=")
             if not sep or not var:
-                raise ValueError(f"lossy: {item!r} is not VAR=METHOD:VALUE (e.g. tos=abs:0.01)")
+                raise OptionError("lossy", f"{item!r} is not VAR=METHOD:VALUE (e.g. tos=abs:0.01)")
             pairs.append((var, text))
     out: dict[str, LossySpec] = {}
     for var, text in pairs:

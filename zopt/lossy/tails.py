@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
 __all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "lossless_instead", "sample_regions",
@@ -93,7 +94,7 @@ def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any
     if tail == "bytes" and np.dtype(storage).kind == "f":  # rel: the lossless chain as it is
         return [dict(c) for c in base]
     if tail not in ("bytes", "packbits"):
-        raise ValueError(f"lossy: abs tail {tail!r} is not one of {list(TAILS)}")
+        raise OptionError("lossy", f"abs tail {tail!r} is not one of {list(TAILS)}")
     serializer = dict(BYTES)
     if tail == "packbits" and bits < int(storage[4:]):
         serializer = {"name": "packbits", "configuration": {"last_bit": bits - 1}}

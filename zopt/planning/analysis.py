@@ -50,6 +50,7 @@ import zarr
 
 from zopt.codecs.conditional import default_header_bits
 from zopt.compat.zarr_compat import open_array
+from zopt.errors import OptionError
 from zopt.planning.chunk_stats import (
     batch_entropies,
     batch_value_stats,
@@ -102,7 +103,7 @@ def _analysis_chunk_shape(array: zarr.Array, chunks: Sequence[int] | None) -> tu
 
     if chunks is not None:
         if len(chunks) != array.ndim:
-            raise ValueError(f"chunks: {tuple(chunks)} has {len(chunks)} entries, the array has {array.ndim} dimensions")
+            raise OptionError("chunks", f"{tuple(chunks)} has {len(chunks)} entries, the array has {array.ndim} dimensions")
         return tuple(int(c) for c in chunks)
     layout = layout_of(array)
     if layout is not None:
@@ -174,11 +175,11 @@ def analyze_array(
     from zopt.store.shards import layout_of
 
     if sample is not None and not 0 < sample <= 1:
-        raise ValueError(f"sample: {sample!r} must be a fraction in (0, 1], or None for whole chunks")
+        raise OptionError("sample", f"{sample!r} must be a fraction in (0, 1], or None for whole chunks")
     if read not in READ_MODES:
-        raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
+        raise OptionError("read", f"{read!r} is not one of {list(READ_MODES)}")
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
-        raise ValueError(f"windows: {windows!r} must be an integer >= 1")
+        raise OptionError("windows", f"{windows!r} must be an integer >= 1")
     spec = window_spec(1, windows, placement, min_window)  # checks placement and min_window
     spread = spec[2] if len(spec) > 2 else None
     store = os.fspath(store)

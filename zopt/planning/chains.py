@@ -13,6 +13,7 @@ import numpy as np
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
+from zopt.errors import OptionError
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
@@ -39,10 +40,10 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
         try:
             chain = json.loads(chain)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"codecs: not valid JSON: {exc}") from exc
+            raise OptionError("codecs", f"not valid JSON: {exc}") from exc
     if not isinstance(chain, list) or not all(isinstance(c, dict) and "name" in c for c in chain):
-        raise ValueError(
-            "codecs: expected a JSON list of codec objects such as "
+        raise OptionError("codecs",
+            "expected a JSON list of codec objects such as "
             '[{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [...]}}]'
         )
     return chain
@@ -76,19 +77,19 @@ def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
         except (KeyError, ValueError):  # unknown: resolve_codec names it below
             cls = None
         if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
-            raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
+            raise OptionError("codecs", f"the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
                              f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
         codec = resolve_codec(little_endian_bytes(c), where=f"codecs[{i}]")
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):
             if serializer is not None:
-                raise ValueError("codecs: the chain has more than one array→bytes codec")
+                raise OptionError("codecs", "the chain has more than one array→bytes codec")
             serializer = codec
         elif isinstance(codec, BytesBytesCodec):
             compressors.append(codec)
     if serializer is None:
-        raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
+        raise OptionError("codecs", "the chain needs an array→bytes codec such as 'bytes'")
     return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
 
 

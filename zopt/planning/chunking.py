@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zopt.codecs.grid import fit_shape
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zopt.io.sources import SourceVariable
@@ -43,13 +44,13 @@ def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = 
         items = [tuple(p.split("=", 1)) if "=" in p else (None, p) for p in str(text).split(",")]
     named = {k is not None for k, _ in items}
     if len(named) > 1:
-        raise ValueError(f"{label}: {text!r} mixes named (dim=size) and positional sizes")
+        raise OptionError(label, f"{text!r} mixes named (dim=size) and positional sizes")
     try:
         sizes = [int(v) for _, v in items]
     except ValueError as exc:
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers") from exc
+        raise OptionError(label, f"{text!r}: sizes must be positive integers") from exc
     if any(v < 1 for v in sizes):
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers")
+        raise OptionError(label, f"{text!r}: sizes must be positive integers")
     if named == {True}:
         return {str(k).strip(): v for (k, _), v in zip(items, sizes, strict=True)}
     return tuple(sizes)
@@ -137,7 +138,7 @@ def choose_chunks(
     ndim = len(shape)
     for label, given in (("chunks", chunks), ("shards", shards)):
         if given is not None and len(given) != ndim:
-            raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
+            raise OptionError(label, f"{given} has {len(given)} entries, the array has {ndim} dimensions")
     if chunks is None:
         # measured on benchmarks/corpus.py (docs/benchmarks.md, issue 26): class maps and masks
         # store 4-11 % smaller in square tiles, shuffled multi-byte fields mostly in long rows
@@ -149,7 +150,7 @@ def choose_chunks(
     if shards is not None:
         small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
         if small:
-            raise ValueError(f"shards: {tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
+            raise OptionError("shards", f"{tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
                              "a shard holds whole inner chunks: give shards at least as large as the chunks")
     if shards is None:
         n_inner = max(1, shard_bytes // (itemsize * math.prod(chunks)))
@@ -184,11 +185,11 @@ def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], spec
             unknown = [d for d in spec if d not in dims and d not in (elsewhere or ())]
             if unknown:
                 there = sorted(set(dims) | set(elsewhere or ()))
-                raise ValueError(f"{label}: no rewritten variable has dimension(s) {unknown}; the dimensions are "
+                raise OptionError(label, f"no rewritten variable has dimension(s) {unknown}; the dimensions are "
                                  f"{there}")
         elif not any(source[n].ndim == len(spec) for n in names):
             ndims = sorted({source[n].ndim for n in names})
-            raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
+            raise OptionError(label, f"{','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
                              f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
     return []
 

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 __all__ = ["BYTE_LEVEL", "WIDE_LEVEL", "default_chain", "default_codecs"]
 
 #: zstd level for bool and 1-byte types
@@ -49,7 +51,7 @@ def _itemsize(dtype: Any) -> int:
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError as exc:
-        raise ValueError(f"dtype: {dtype!r} is not a numpy data type") from exc
+        raise OptionError("dtype", f"{dtype!r} is not a numpy data type") from exc
 
 
 def default_codecs(dtype: Any, level: int | None = None) -> list[dict[str, Any]]:
@@ -61,7 +63,7 @@ def default_codecs(dtype: Any, level: int | None = None) -> list[dict[str, Any]]
     """
     size = _itemsize(dtype)
     if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 22):
-        raise ValueError(f"level: {level!r} is not a zstd level; allowed: integers 1..22")
+        raise OptionError("level", f"{level!r} is not a zstd level; allowed: integers 1..22")
     if size <= 1:
         return [{"name": "zstd", "configuration": {"level": level or BYTE_LEVEL}}]
     return [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": level or WIDE_LEVEL}}]

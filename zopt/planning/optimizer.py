@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 __all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
@@ -67,7 +69,7 @@ def parse_budget(budget: Any) -> float:
         except ValueError:
             value = None
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
-        raise ValueError(f"budget: {given!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
+        raise OptionError("budget", f"{given!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
                          "favours size, smaller favours encode speed) or 'inf'/'size' (size first)")
     return float(value)
 
@@ -160,7 +162,7 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     b = parse_budget(budget)
     names = list(chains)
     if not names:
-        raise ValueError("menu: no candidate to choose from")
+        raise OptionError("menu", "no candidate to choose from")
     ref = names[0]
     ref_size = max(trials[ref][0], 1) if ref in trials else 1
     ref_time = max(trials[ref][1], 1e-9) if ref in trials else 1e-9
@@ -273,7 +275,7 @@ def menu_candidates(dtype: Any, menu: Any = None, readers: Any = None, masks_onl
     if not chains:
         hint = ("; a decision decides the masks of zopt's conditional codec, which only zopt reads: give readers "
                 "'zopt' (--readers zopt) or no decision") if masks_only else ""
-        raise ValueError(f"menu: no candidate of {list(every)} for {name!r} keeps a "
+        raise OptionError("menu", f"no candidate of {list(every)} for {name!r} keeps a "
                          "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
                          f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}{hint}")
     return chains

@@ -36,6 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from zopt.errors import OptionError
 from zopt.planning.menu import BYTE_LEVEL
 
 __all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
@@ -160,7 +161,7 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"preset: unknown preset {name!r}; allowed: {list(PRESETS)}") from None
+        raise OptionError("preset", f"unknown preset {name!r}; allowed: {list(PRESETS)}") from None
 
 
 def presets() -> list[Preset]:

@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from zopt.errors import OptionError
+
 __all__ = ["DEFAULT_READERS", "READERS", "ZOPT_DATA_TYPES", "check_readers", "effective_readers", "parse_readers",
            "array_codecs", "reader_line", "reads_repacking", "store_arrays", "store_readers", "unreadable"]
 
@@ -70,7 +72,7 @@ def parse_readers(readers: Iterable[str] | str | None) -> list[str]:
     out = list(readers or ())
     bad = [r for r in out if r not in READERS]
     if bad:
-        raise ValueError(f"readers: {bad} are not among {sorted(READERS)}")
+        raise OptionError("readers", f"{bad} are not among {sorted(READERS)}")
     return out
 
 
@@ -130,7 +132,7 @@ def check_readers(chains: Mapping[str, Sequence[dict[str, Any]]], readers: Itera
             what = "; ".join(f"{r} cannot read {n!r}" for r, n in missing)
             hint = (" (zarr-python reads them from 3.2 on: --readers zarr-python-3.2)"
                     if {n for _, n in missing} <= {"scale_offset", "cast_value"} else "")
-            raise ValueError(f"readers: the chain of {var!r} is not readable by every reader asked for ({what}){hint}; "
+            raise OptionError("readers", f"the chain of {var!r} is not readable by every reader asked for ({what}){hint}; "
                              "choose codecs they read (docs/lossy.md, 'Readers'), e.g. --codecs "
                              "'[{\"name\": \"bytes\"}, {\"name\": \"zstd\", \"configuration\": {\"level\": 3}}]' and keepbits/info rather than abs")
 

@@ -14,6 +14,7 @@ import zarr
 
 from zopt.codecs.chain import chunk_spec
 from zopt.compat.zarr_compat import open_array
+from zopt.errors import OptionError
 from zopt.planning.chunk_stats import batch_entropies, batch_value_stats, chunk_digest
 from zopt.planning.trials import Trials
 from zopt.store.raw_read import MIN_WINDOW
@@ -34,9 +35,9 @@ def window_spec(fraction: int, windows: int, placement: str, min_window: int = M
     ones: the arguments of ``analysis_windows`` (and a plan's ``digest_windows``). Raises
     ValueError for another placement or a ``min_window`` that is not a positive multiple of 64."""
     if placement not in PLACEMENTS:
-        raise ValueError(f"placement: {placement!r} is not one of {list(PLACEMENTS)}")
+        raise OptionError("placement", f"{placement!r} is not one of {list(PLACEMENTS)}")
     if isinstance(min_window, bool) or not isinstance(min_window, int) or min_window < 64 or min_window % 64:
-        raise ValueError(f"min_window: {min_window!r} must be a positive multiple of 64 bytes")
+        raise OptionError("min_window", f"{min_window!r} must be a positive multiple of 64 bytes")
     return (fraction, windows) if placement == "ends" else (fraction, windows, min_window)
 
 
@@ -157,13 +158,13 @@ def read_mode(read: str, sample: float | None, store: str, array: zarr.Array, ch
     if read == "full" or (read == "auto" and sample is None):
         return "full"
     if sample is None:
-        raise ValueError("read: 'windows' needs a sample fraction (sample=None analyses whole chunks)")
+        raise OptionError("read", "'windows' needs a sample fraction (sample=None analyses whole chunks)")
     reader = RawChunkReader.open(store, array)
     if reader is not None and reader.fits_windows(chunk_shape):
         return "windows"
     if read == "windows":
-        raise ValueError(
-            "read: 'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
+        raise OptionError("read",
+            "'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
             "sharding_indexed with inner codecs [bytes]) whose stored chunks are multiples of the analysed "
             f"chunk shape {chunk_shape}; use read='full' or 'auto'"
         )

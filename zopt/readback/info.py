@@ -22,7 +22,7 @@ import zarr
 
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
-from zopt.errors import ChunkDecodeError
+from zopt.errors import ChunkDecodeError, OptionError
 from zopt.io.sources import arrays_in
 from zopt.store.files import chunk_files
 from zopt.store.shards import (
@@ -96,7 +96,7 @@ def _arrays(store: Any, names: Sequence[str] | None) -> list[zarr.Array]:
         p: a for p, a in node.members(max_depth=None) if isinstance(a, zarr.Array)}
     missing = [n for n in names or () if n not in found]
     if missing:
-        raise ValueError(f"arrays: {missing} not in the store; it has {sorted(found)}")
+        raise OptionError("arrays", f"{missing} not in the store; it has {sorted(found)}")
     return [found[n] for n in names] if names else [found[k] for k in sorted(found)]
 
 
