@@ -326,7 +326,7 @@ def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path
     """choose_chains runs one task per candidate (parallel trials); the sizes and the choice are
     those of menu_trial_task, which runs the same steps in one task."""
     from zopt.io.sources import SourceVariable
-    from zopt.planning.optimizer import choose_chains, menu_trial_task
+    from zopt.planning.optimizer import MenuOptions, choose_chains, menu_trial_task
 
     src = tmp_path / "s.zarr"
     g = zarr.open_group(src, mode="w")
@@ -349,7 +349,7 @@ def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path
         return real_compute(tasks, *args, **kw)
 
     monkeypatch.setattr(scheduling, "compute", recording)
-    got = choose_chains(str(src), variables, layouts, menu="archive", scheduler="threads")
+    got = choose_chains(str(src), variables, layouts, MenuOptions(parse_menu("archive")), scheduler="threads")
     for n, v in variables.items():  # one trial task per candidate, each variable's chunks read once
         assert len({k for k in keys if k.startswith(f"zopt-menu-trial-{n}-")}) == len(menu_for(v.dtype, "archive"))
         assert len({k for k in keys if k.startswith(f"zopt-menu-chunks-{n}-")}) == 1

@@ -52,7 +52,7 @@ def test_an_option_error_names_its_option_for_callers_and_the_cli(tmp_path):
     for kwargs, option in (({"budget": "x"}, "budget"), ({"chunks": "a=1,2"}, "chunks"), ({"layout": "x"}, "layout"),
                            ({"preset": "tiny"}, "preset"), ({"max_memory": "lots"}, "max_memory")):
         with pytest.raises(OptionError) as info:
-            RecompressJob(str(tmp_path), str(tmp_path / "out"), **kwargs)
+            RecompressJob.parse(str(tmp_path), str(tmp_path / "out"), **kwargs)
         assert isinstance(info.value, ValueError | ZoptError) and info.value.option == option
         assert str(info.value) == f"{option}: {info.value.message}"
         copy = pickle.loads(pickle.dumps(info.value))  # raised in a Dask worker, re-raised in the client

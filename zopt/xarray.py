@@ -139,8 +139,8 @@ def encoding(
     dimension or more with a numeric or bool dtype as xarray writes it. Raises ValueError naming
     ``preset``, ``chunks``, ``shards``, ``menu``, ``readers`` or ``codecs`` for bad arguments.
     """
-    from zopt.planning.candidates import menu_readers
     from zopt.planning.chunking import variable_layout
+    from zopt.planning.optimizer import MenuOptions
 
     plan = _load_plan(plan)
     chunk_arg = parse_shape(dict(chunks) if isinstance(chunks, Mapping) else chunks, "chunks")
@@ -157,7 +157,7 @@ def encoding(
     if menu is None and chosen_preset is not None:
         menu, budget = chosen_preset.menu, chosen_preset.budget if budget is None else budget
     explicit = decision is not None and not (isinstance(decision, str) and decision == "compress_if_smaller")
-    readers_used = menu_readers(readers, menu, explicit and chain_preset is None)
+    options = MenuOptions.parse(menu, budget, readers, decision_given=explicit and chain_preset is None)
     if plan is not None:
         from zopt.planning.plan import PlanMismatchError
 
@@ -185,8 +185,7 @@ def encoding(
 
         from zopt.planning.optimizer import choose_chains
 
-        choices = choose_chains(source, todo, layouts, menu=menu, budget=budget, readers=readers_used,
-                                masks_only=explicit, token=uuid.uuid4().hex[:12])
+        choices = choose_chains(source, todo, layouts, options, token=uuid.uuid4().hex[:12])
         for name, choice in choices.items():
             chain = sized_chain(choice.chain, variables[name].dtype)
             set_element_size(chain, variables[name].dtype.itemsize)
@@ -263,7 +262,7 @@ def recompress(
         from zopt.job.api import run_job
         from zopt.job.options import RecompressJob
 
-        return run_job(RecompressJob(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
+        return run_job(RecompressJob.parse(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
                                      scheduler=scheduler, overwrite=overwrite, **engine_options))
     if engine_options:
         raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "

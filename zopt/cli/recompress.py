@@ -211,7 +211,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
 
     decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
     try:
-        job = RecompressJob(
+        job = RecompressJob.parse(
             src, dst, codecs=codecs, preset=preset, chunks=chunks, shards=shards, decision=decision if decided else None,
             variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,

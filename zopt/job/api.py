@@ -191,7 +191,7 @@ def recompress(
     resume (see Resuming) or ``before_publish`` refused it (it is kept for inspection).
     """
     options = dict(locals())
-    return run_job(RecompressJob(**options))
+    return run_job(RecompressJob.parse(**options))
 
 
 def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
@@ -232,7 +232,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
              t0: float) -> RecompressReport:
     """The plan of work, with every child group's, and the graph built (never run)."""
     try:
-        write_tasks(p.work, target, p.src, job.decision_used, p.job_id, p.lossy_vars)
+        write_tasks(p.work, target, p.src, job.decision, p.job_id, p.lossy_vars)
     finally:
         release_sources(p.job_id)
     reports = dict(p.reports)
@@ -287,10 +287,10 @@ def _write(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget, n
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
                 raise RuntimeError(f"zopt: the target metadata of array {name!r} differs from the planned one")
         if hasattr(target, "run"):  # Icechunk: waves of forked sessions, each committed (zopt.job.icechunk_target)
-            graph_seconds = target.run(p.work, src, job.decision_used, p.job_id, p.lossy_vars, p.reports,
+            graph_seconds = target.run(p.work, src, job.decision, p.job_id, p.lossy_vars, p.reports,
                                        job.scheduler, job.progress)
         else:
-            tasks = write_tasks(p.work, target, src, job.decision_used, p.job_id, p.lossy_vars)
+            tasks = write_tasks(p.work, target, src, job.decision, p.job_id, p.lossy_vars)
             graph_seconds = run_writes(tasks, p.reports, target.stored_sizes, job.scheduler, job.progress,
                                        token=p.job_id)
         target.after_writes()

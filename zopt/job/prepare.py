@@ -10,6 +10,7 @@ cannot be honoured. Nothing here writes; ``zopt.job.api.run_job`` runs the phase
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import uuid
@@ -59,13 +60,13 @@ from zopt.job.work import ArrayWork, build_work, layouts_for
 from zopt.planning.chains import (
     chains_to_check,
     menu_chains,
-    parse_chain,
     sized_chain,
     split_chain,
     with_checksum,
 )
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
+from zopt.planning.optimizer import MenuOptions, TrialRun
 from zopt.store.journal import Journal, fingerprint
 from zopt.store.lock import destination_lock
 
@@ -181,7 +182,7 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
             raise OptionError("lossy", f"{unknown} are not child groups of the source; it has {p.children or 'none'}")
         if isinstance(src, MultiSource):
             p.names = along_concat_dim(src, p.source, p.names, notes)
-        specs = {"chunks": job.chunk_spec, "shards": job.shard_spec}
+        specs = {"chunks": job.chunks, "shards": job.shards}
         notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
@@ -211,17 +212,16 @@ def _attach_lossy(job: RecompressJob, src: str, p: Prepared, layout: str) -> Non
     own = job.own_lossy()
     if own:
         from zopt.lossy.prepare import prepare_for_recompress
-        from zopt.lossy.spec import parse_lossy
 
-        lossless = {n: _lossless_default(job, p, n, layout) for n in parse_lossy(own) if n in p.source}
-        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
+        lossless = {n: _lossless_default(job, p, n, layout) for n in own if n in p.source}
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunks, job.shards,
                                               job.scheduler, job.variables, readers=job.readers, base=chain,
-                                              lossless=lossless, budget=job.budget_used)
+                                              lossless=lossless, budget=job.budget)
         _lossy_notes(job, p, lossless)
     if job.readers:
         from zopt.planning.readers import check_readers
 
-        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs_used, p.plan), job.readers)
+        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs, p.plan), job.readers)
 
 
 def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -> dict[str, Any]:
@@ -231,16 +231,20 @@ def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -
     var = p.source[name]
     if p.plan is not None or var.dtype.kind not in "biuf":
         return {}
-    if job.codecs_used is not None:
+    if job.codecs is not None:
         return {"codecs": job.chain}
     from zopt.planning.optimizer import menu_candidates
 
-    explicit = _explicit_decision(job)
-    return menu_candidates(var.dtype, job.menu_used, _menu_readers(job), explicit, layout == "fixed-slot", name)
+    options = _menu(job, layout)
+    return {} if options is None else menu_candidates(var.dtype, options, name)
 
 
-def _explicit_decision(job: RecompressJob) -> bool:
-    return not (isinstance(job.decision_used, str) and job.decision_used == "compress_if_smaller")
+def _menu(job: RecompressJob, layout: str) -> MenuOptions | None:
+    """The job's menu options (None: a chain or a plan is given), for the layout it writes
+    (``job_layout``): fixed-slot shards keep the menu to chains with a size bound."""
+    if job.menu_options is None:
+        return None
+    return dataclasses.replace(job.menu_options, bounded_only=layout == "fixed-slot")
 
 
 def job_readers(job: RecompressJob) -> list[str]:
@@ -248,20 +252,13 @@ def job_readers(job: RecompressJob) -> list[str]:
     as given, else plain zarr-python (issue 36), else, with an explicit decision and no chain, zopt."""
     from zopt.planning.readers import effective_readers
 
-    return effective_readers(job.readers, _explicit_decision(job) and job.codecs_used is None)
-
-
-def _menu_readers(job: RecompressJob) -> list[str]:
-    """The readers the codec menu is narrowed to (``zopt.planning.candidates.menu_readers``)."""
-    from zopt.planning.candidates import menu_readers
-
-    return menu_readers(job.readers, job.menu_used, _explicit_decision(job) and job.codecs_used is None)
+    return effective_readers(job.readers, job.explicit_decision and job.codecs is None)
 
 
 def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, Any]]) -> None:
     """Lossy variables whose lossless default stored fewer bytes leave ``p.lossy_vars`` (their
     chain: that candidate); a note names each tail chosen by trial and each variable written lossless."""
-    from zopt.planning.optimizer import MenuChoice, parse_budget
+    from zopt.planning.optimizer import MenuChoice
 
     tails = []
     for n in [n for n in p.names if n in p.lossy_vars]:
@@ -272,10 +269,10 @@ def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, 
             continue
         del p.lossy_vars[n]
         lossy_bytes = (lv.tail_trial or {}).get(lv.tail)
-        if job.codecs_used is None:
+        if job.codecs is None:
             p.lossless_instead[n] = MenuChoice(name=lv.lossless, chain=lossless[n][lv.lossless],
                                                trials={k: (b, 0.0) for k, b in lv.lossless_trial.items()},
-                                               budget=parse_budget(job.budget_used))
+                                               budget=job.budget)
         p.notes.append(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
                        f"({lv.lossless}) stored {lv.lossless_trial[lv.lossless]} bytes and the lossy tail "
                        f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit")
@@ -304,29 +301,32 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     if p.record is not None:
         p.layouts = Journal.layouts(p.record)
     else:
-        p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
+        p.layouts = layouts_for(p.source, p.names, job.chunks, job.shards, plan if job.chunks is None else None,
                                 job.variables)
     chain = job.chain
     readers = job_readers(job)
     floats = {n for n in src.repacks if n in p.names} if isinstance(src, MultiSource) else set()
     repacks = _repacks(src, p, readers)
-    chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
-                         job.budget_used, _menu_readers(job), job.decision_used, job_layout(job, target), job.scheduler,
-                         p.job_id, partial=target.root if p.record is not None else None, repacks=repacks,
-                         chosen=p.lossless_instead)
+    chosen = dict(p.lossless_instead)  # lossy variables written lossless: chosen already
+    if job.codecs is None:
+        todo = {n: p.source[n] for n in p.names
+                if n not in p.lossy_vars and n not in chosen and p.source[n].dtype.kind in "biufc"}
+        chosen.update(menu_chains(src, todo, p.layouts, plan, _menu(job, job_layout(job, target)),
+                                  run=TrialRun(job.scheduler, p.job_id), repacks=repacks,
+                                  partial=target.root if p.record is not None else None))
     if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
         p.notes.append(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
                        + " (zopt.planning.candidates): "
                        + ", ".join(f"{n}={chosen[n].name}" + (f" (after the re-expression's scale_offset + "
                                                              f"cast_value {repacks[n].int_dtype})" if n in repacks else "")
                                    for n in p.names if n in chosen))
-    chains = {n: chosen[n].chain if n in chosen else chain if job.codecs_used is not None
+    chains = {n: chosen[n].chain if n in chosen else chain if job.codecs is not None
               else default_chain(p.source[n].dtype) for n in p.names}
     chains.update({n: lv.chain(chain) for n, lv in p.lossy_vars.items()})  # zopt.lossy
     # files packed differently: one exact packing, then the menu's choice for the integers (chosen
     # above, the two codecs included), else the chain given, else the integers' default
     repack_chains = {n: chosen[n].chain if n in chosen else r.filters() + (
-        parse_chain(job.codecs_used) if job.codecs_used is not None else default_chain(np.dtype(r.int_dtype)))
+        job.chain if job.codecs is not None else default_chain(np.dtype(r.int_dtype)))
         for n, r in repacks.items()}
     if job.readers and repack_chains:
         from zopt.planning.readers import check_readers
@@ -346,7 +346,7 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
     _note_unsharded_options(job, p)
-    limit = job.memory_limit
+    limit = job.max_memory
     over = p.work.over_memory(limit)
     if over is not None:
         raise ValueError(_memory_message(over, limit))

@@ -33,7 +33,7 @@ lossy mode stores more than lossless: issue 35).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,19 +109,16 @@ def _pcodec_available() -> bool:
     return True
 
 
-def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]],
+def candidates(readers: Collection[str], base: Sequence[dict[str, Any]],
                inner: Sequence[int] | None = None, order: Sequence[str] = ORDER) -> list[str]:
     """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
-    reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
+    reader of ``readers`` (parsed names; none: ``zarr-python``) reads; pcodec tails only when pcodec is
     installed; ``lorenzo`` expanded into ``lorenzo_variants(inner)`` when ``inner`` (the inner
     chunk shape) is given. Never empty (``pcodec`` or ``blosc`` at least)."""
     from zopt.planning.readers import unreadable
 
     if not readers:
         readers = ["zarr-python"]
-    if isinstance(readers, str):
-        readers = [r.strip() for r in readers.split(",") if r.strip()]
-    readers = list(readers)
     out = []
     for tail in order:
         if tail in ("pcodec", "lorenzo") and not _pcodec_available():

@@ -243,6 +243,11 @@ def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
     return names
 
 
+def _named(menu: str | Sequence[str] | None) -> bool:
+    """Whether ``menu`` is a named menu (``MENUS``; None: ``default``), given by name or parsed."""
+    return menu is None or (menu in MENUS if isinstance(menu, str) else tuple(menu) in MENUS.values())
+
+
 def menu_readers(readers: Iterable[str] | str | None, menu: str | Sequence[str] | None = None,
                  decision_given: bool = False) -> list[str]:
     """The readers a job narrows ``menu`` to (``menu_for``'s ``readers``): ``readers`` as given;
@@ -255,7 +260,7 @@ def menu_readers(readers: Iterable[str] | str | None, menu: str | Sequence[str] 
     given = parse_readers(readers)
     if given or decision_given:
         return effective_readers(given, decision_given)
-    if menu is not None and not (isinstance(menu, str) and menu in MENUS):
+    if not _named(menu):
         return []
     return effective_readers(None)
 
@@ -294,7 +299,7 @@ def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
             continue
         missing = _missing_package(chain)
         if missing is not None:
-            if menu is None or (isinstance(menu, str) and menu in MENUS):
+            if _named(menu):
                 continue  # a named menu goes without it; a candidate asked for by name is refused
             raise OptionError("menu", f"candidate {name!r} writes codec {missing[0]!r}, whose package {missing[1]!r} is not "
                              f"installed here (pip install {missing[1]}); every reader needs it too")
@@ -303,7 +308,7 @@ def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
             continue
         out[name] = chain
     if not out:
-        raise OptionError("readers", f"no candidate of the menu {list(parse_menu(menu))} for data type {dtype} is read by "
+        raise OptionError("readers", f"no candidate of the menu {list(names)} for data type {dtype} is read by "
                          f"every reader of {readers} (left out: {skipped}); allowed menus for them: candidates whose "
                          f"readers include them, {[n for n, c in CANDIDATES.items() if set(readers) <= c.readers]}")
     return out

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from zopt.io.sources import SourceVariable
 
 __all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_shape", "shape_for", "square_chunks",
-           "unused_shape_notes", "variable_layout"]
+           "shape_text", "unused_shape_notes", "variable_layout"]
 
 
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
@@ -54,6 +54,15 @@ def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = 
     if named == {True}:
         return {str(k).strip(): v for (k, _), v in zip(items, sizes, strict=True)}
     return tuple(sizes)
+
+
+def shape_text(spec: ShapeSpec) -> str | None:
+    """A parsed shape as ``parse_shape`` reads it (``"y=32,x=32"``, ``"1,32,32"``), None for None."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        return ",".join(f"{k}={v}" for k, v in spec.items())
+    return ",".join(map(str, spec))
 
 
 def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
