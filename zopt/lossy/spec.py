@@ -137,7 +137,7 @@ def parse_lossy(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
         items = [items]
     pairs: list[tuple[str, Any]] = []
     if isinstance(items, Mapping):
-        pairs = [(str(k), v.text() if isinstance(v, LossySpec) else v) for k, v in items.items()]
+        pairs = [(str(k), v) for k, v in items.items()]  # a LossySpec is kept as parsed
     else:
         for item in items:
             var, sep, text = str(item).partition("=")
@@ -148,5 +148,5 @@ def parse_lossy(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
     for var, text in pairs:
         if var in out:
             raise ValueError(f"lossy {var}: given twice")
-        out[var] = _parse_one(var, text)
+        out[var] = text if isinstance(text, LossySpec) else _parse_one(var, text)
     return out
