@@ -238,3 +238,19 @@ def test_the_unsharded_note_is_said_by_each_group_for_its_own_arrays(tmp_path):
     report = zopt.recompress(str(tmp_path / "s.zarr"), tmp_path / "o.zarr", layout="fixed-slot")
     said = [n for n in report.notes if "no array is sharded" in n]
     assert said and all(n.startswith("child: ") for n in said), report.notes
+
+
+def test_notes_are_objects_picked_by_kind_and_print_as_their_text():
+    """A note carries its kind and array (a child group's job's notes are re-rooted, its skipped
+    arrays' note dropped by kind, not by text) and prints, pickles and compares as its text."""
+    import pickle
+
+    from zopt.notes import Note, as_note
+
+    note = Note("T: files packed differently, re-expressed as one exact packing", "repacked", "T")
+    child = note.in_child("child")
+    assert (child.kind, child.array, str(child)) == ("repacked", "child/T", f"child: {note}")
+    assert f"note: {note}" == "note: T: files packed differently, re-expressed as one exact packing"
+    again = pickle.loads(pickle.dumps(child))
+    assert (again, again.kind, again.array) == (child, "repacked", "child/T") and json.dumps([again]) == json.dumps([str(child)])
+    assert as_note("plain text").kind == "info" and as_note(note) is note

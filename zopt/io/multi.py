@@ -59,6 +59,7 @@ from zopt.io.sources import (
     release,
     source_identity,
 )
+from zopt.notes import Note
 from zopt.store.identity import content_sample, files_table
 
 __all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi", "source_bytes",
@@ -390,8 +391,9 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
         found = repack(name, [files[i] for i in order], packs)
         if found is not None:
             repacks[name] = found
-            notes.append(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
-                         f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
+            notes.append(Note(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
+                              f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})",
+                              "repacked", name))
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
     out = MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)

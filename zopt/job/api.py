@@ -37,6 +37,7 @@ from zopt.job.targets import (
     create_target,
     same_metadata,
 )
+from zopt.notes import as_note
 from zopt.store.journal import keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -250,7 +251,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: LocalTarget | StoreTarget,
             reports[a.name] = a
         if finished:
             notes.append(_FINISHED_CHILD.format(child=child))
-        notes.extend(f"{child}: {n}" for n in sub.notes)
+        notes.extend(as_note(n).in_child(child) for n in sub.notes)
     from zopt.planning.readers import array_codecs, reader_line
 
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
@@ -322,7 +323,7 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[s
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
-        notes.extend(f"{child}: {n}" for n in sub.notes if not n.startswith("skipped arrays with broken"))
+        notes.extend(n.in_child(child) for n in map(as_note, sub.notes) if n.kind != "skipped")
         seconds += sub.graph_seconds
     return seconds
 

@@ -57,6 +57,7 @@ from zopt.job.targets import (
     target_arrays,
 )
 from zopt.job.work import ArrayWork, build_work, layouts_for
+from zopt.notes import Note, as_note
 from zopt.planning.chains import (
     chains_to_check,
     menu_chains,
@@ -169,7 +170,7 @@ def plan_of_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget
     store = (target.store or target.text) if isinstance(target, StoreTarget) else None
     skipped = [] if isinstance(src, MultiSource) or not is_zarr(src) else check_store(src, job.skip_broken)
     if skipped:
-        notes.append(f"skipped arrays with broken metadata: {skipped}")
+        notes.append(Note(f"skipped arrays with broken metadata: {skipped}", "skipped"))
     p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   src=src, source_group=zarr_v3_group(src), root_meta=root_array_metadata(src),
                   children=children_to_copy(src, store, plan), notes=notes, skipped=skipped)
@@ -366,12 +367,12 @@ def _repacks(src: Any, p: Prepared, readers: list[str]) -> dict[str, Any]:
     found = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars}
     if not found or reads_repacking(readers):
         return found
-    for n, r in found.items():
-        lead = f"{n}: files packed differently, re-expressed"
-        p.notes[:] = [x for x in p.notes if not x.startswith(lead)]
-        p.notes.append(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
-                       f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is written "
-                       "for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 lacks them)")
+    for n, r in found.items():  # the source's note on re-expressing it is replaced by this one
+        p.notes[:] = [x for x in map(as_note, p.notes) if not (x.kind == "repacked" and x.array == n)]
+        p.notes.append(Note(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
+                            f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is "
+                            "written for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 "
+                            "lacks them)", "repacked", n))
     return {}
 
 
