@@ -212,12 +212,12 @@ def _attach_lossy(job: RecompressJob, src: str, p: Prepared, layout: str) -> Non
     chain = job.chain
     own = job.own_lossy()
     if own:
-        from zopt.lossy.prepare import prepare_for_recompress
+        from zopt.lossy.prepare import LossyOptions, prepare_for_recompress
 
         lossless = {n: _lossless_default(job, p, n, layout) for n in own if n in p.source}
-        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunks, job.shards,
-                                              job.scheduler, job.variables, readers=job.readers, base=chain,
-                                              lossless=lossless, budget=job.budget)
+        options = LossyOptions(job.chunks, job.shards, job.variables, job.scheduler, job.readers, tuple(chain),
+                               job.budget)
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, options, lossless)
         _lossy_notes(job, p, lossless)
     if job.readers:
         from zopt.planning.readers import check_readers

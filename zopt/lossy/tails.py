@@ -33,15 +33,20 @@ lossy mode stores more than lossless: issue 35).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from zopt.errors import OptionError
+from zopt.lossy.bounds import AbsChain
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
-__all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "lossless_instead", "sample_regions",
+#: what ``rel`` and keepbits store of a chunk: a picklable function of its values and region
+Rounding = Callable[[np.ndarray, tuple[slice, ...]], np.ndarray]
+
+__all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "TailTrial", "candidates", "choose_tail", "lossless_instead", "sample_regions",
            "sample_sizes", "tail_codecs", "with_storage"]
 
 #: inner chunks encoded per variable by the trial
@@ -185,37 +190,50 @@ def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequenc
     return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
-def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: Any, tails: list[str], base: list,
-                token: str | None = None, rounding: Any = None,
+def _trial_task(src: str, name: str, region: tuple[slice, ...], stored: AbsChain | Rounding, tails: list[str],
+                base: list[dict[str, Any]], token: str | None = None,
                 lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:
     from zopt.io.sources import read_source
 
     values = np.asarray(read_source(src, name, region, token))
-    if rounding is not None:
-        out = rounded_sample_sizes(rounding(values, region), tails, base)
+    if isinstance(stored, AbsChain):
+        out = sample_sizes(stored, values, tails, base)
     else:
-        out = sample_sizes(chain, values, tails, base)
+        out = rounded_sample_sizes(stored(values, region), tails, base)
     for k, codecs in (lossless or {}).items():  # the lossless default's candidates, on the values as they are
         out[LOSSLESS + k] = _encoded_size(np.ascontiguousarray(values), codecs)
     return out
 
 
-def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool, inner: tuple[int, ...],
-                readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
-                rounding: Any = None, lossless: dict[str, list[dict[str, Any]]] | None = None
+@dataclass(frozen=True)
+class TailTrial:
+    """What the tails of a lossy variable are tried against (``choose_tail``).
+
+    readers : the readers every tail must suit (parsed names, ``zopt.planning.readers.parse_readers``;
+        none: plain zarr-python).
+    base : the lossless chain the tails follow (codec JSON), None for zopt's default.
+    scheduler : the Dask scheduler the trial tasks run on.
+    """
+
+    readers: frozenset[str] = frozenset()
+    base: tuple[dict[str, Any], ...] | None = None
+    scheduler: str | None = None
+
+
+def choose_tail(src: str, name: str, var: Any, stored: AbsChain | Rounding, spec: Any, inner: tuple[int, ...],
+                trial: TailTrial, lossless: dict[str, list[dict[str, Any]]] | None = None
                 ) -> tuple[str, dict | None, dict | None]:
     """(tail, sampled bytes per tail or None, sampled bytes of each ``lossless`` chain or None) for
     variable ``name`` of ``src`` (``var``: its source variable; ``spec``: its ``LossySpec``;
-    ``chain``: its ``AbsChain``, or for ``rel`` and keepbits None and ``rounding``, a picklable
-    function of a chunk's values and region giving what is stored): the named tail, or the trial
-    over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk.
-    ``lossless``: ``{candidate: chain}`` of the lossless default (``zopt.planning.candidates``),
-    encoded on the same chunks as they are, so ``lossless_instead`` can tell whether the lossy
-    result stores more (issue 35: a DEM under ``info:0.99`` stored 1.37× its lossless size)."""
+    ``stored``: its ``AbsChain``, or for ``rel`` and keepbits a picklable function of a chunk's
+    values and region giving what is stored): the named tail, or the trial over
+    ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk
+    (``trial``: the readers, base chain and scheduler). ``lossless``: ``{candidate: chain}`` of
+    the lossless default (``zopt.planning.candidates``), encoded on the same chunks as they are,
+    so ``lossless_instead`` can tell whether the lossy result stores more (issue 35: a DEM under
+    ``info:0.99`` stored 1.37× its lossless size)."""
     if spec.tail != "auto":
         return spec.tail, None, None
-    if not pack:  # the old ``pack=False`` flag of prepare_lossy
-        return "bytes", None, None
     import uuid
 
     import dask
@@ -224,17 +242,17 @@ def choose_tail(src: str, name: str, var: Any, chain: Any, spec: Any, pack: bool
     from zopt.io.sources import release
     from zopt.planning.chains import parse_chain
 
-    base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base, inner, REL_ORDER if rounding is not None else ORDER)
+    base = list(trial.base) if trial.base is not None else parse_chain(None)
+    tails = candidates(trial.readers, base, inner, ORDER if isinstance(stored, AbsChain) else REL_ORDER)
     regions_ = sample_regions(tuple(var.shape), inner)
     lossless = dict(lossless or {})
     if (len(tails) == 1 and not lossless) or not regions_:
         return tails[0], None, None
     token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding, lossless)
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, stored, tails, base, token, lossless)
              for r in regions_]
     try:
-        sizes = compute(tasks, scheduler, None, token)
+        sizes = compute(tasks, trial.scheduler, None, token)
     finally:
         release(token)
     total = {t: sum(s[t] for s in sizes) for t in tails}
