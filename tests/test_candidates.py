@@ -313,12 +313,12 @@ def test_trials_of_candidates_with_fixed_costs_encode_each_chunk_once(tmp_path, 
 
     monkeypatch.setattr(ChunkEncoder, "encode", counting)
     chains = menu_for("f4", "default")
-    out = menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), chains, n=4)
+    out = menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), chains)
     assert set(out["trials"]) == set(chains) and all(b > 0 for b, _ in out["trials"].values())
     assert len(calls) == 4 * len(chains)
     calls.clear()
     custom = {"classic": chains["classic"], "mine": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]}
-    menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom, n=4)
+    menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom)
     assert len(calls) == len(custom) * (1 + 4 * TIMINGS)  # a chain without a fixed cost: timed as before
 
 

@@ -55,8 +55,11 @@ def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read
     NaNs, trial encodings."""
     if output:
         _check_output(store, output, overwrite)
-    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
-                             decode_times, _menu_options(codecs, menu, budget, readers))
+    from zopt.job.analyze import analyze as run
+
+    analyses = run(store, arrays or None, codecs=codecs, chunks=chunks, sample=None if full else sample, read=read,
+                   decode_times=decode_times, scheduler=scheduler, progress=None if no_progress else _RichProgress,
+                   note=console.print, **_menu_options(codecs, menu, budget, readers))
     if output:
         from zopt.planning.analysis import save_analysis
 
@@ -79,15 +82,6 @@ def _menu_options(codecs, menu, budget, readers) -> dict:
     if menu is not None and codecs is not None:
         raise click.UsageError("--menu chooses the chain whose codecs are analysed: give --menu or --codecs, not both.")
     return {} if menu is None else {"menu": menu, "budget": budget, "readers": readers}
-
-
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False,
-                  menu_options=None):
-    from zopt.job.analyze import analyze
-
-    return analyze(store, arrays or None, codecs=codecs, chunks=chunks, sample=sample, read=read,
-                   decode_times=decode_times, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                   note=console.print, **(menu_options or {}))
 
 
 def _analysis_table(analyses, store) -> Table:

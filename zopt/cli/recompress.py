@@ -184,7 +184,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
-        _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace)
+        _recompress_in_place(ctx)
         return
     if grace is not None:
         raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
@@ -299,10 +299,12 @@ def presets_command(as_json) -> None:
     console.print(fitted(table, ("codecs", "decision")))
 
 
-def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace) -> None:
+def _recompress_in_place(ctx: click.Context) -> None:
+    """``recompress --in-place``: the command's parameters (``ctx.params``) that apply in place, the others refused."""
     from zopt import recompress_in_place
     from zopt.job.options import refused_in_place
 
+    src, dst, grace = ctx.params["src"], ctx.params["dst"], ctx.params["grace"]
     if dst is not None:
         raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
     given = {name: value for name, value in ctx.params.items()
@@ -314,8 +316,9 @@ def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(flags[n] for n in refused)} "
                                "cannot be used with it.")
     with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
-        report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
-                                     progress=None if no_progress else _RichProgress,
+        report = recompress_in_place(src, ctx.params["variables"] or None, decision=ctx.params["decision"],
+                                     plan=ctx.params["plan"], scheduler=ctx.params["scheduler"],
+                                     progress=None if ctx.params["no_progress"] else _RichProgress,
                                      **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:

@@ -339,8 +339,9 @@ def design_abs(name: str, dtype: Any, stats: RangeStats, bound: Any,
     # A data value must not decode to a sentinel (a reader would see it missing): when a code of
     # the grid decodes exactly to one, the offset moves down one step of the arithmetic type and
     # the chain is designed again (a few times at most; the bound is proved for any offset <= lo).
+    problem = _Problem(name, dt, work, is_int, b, bound, stats, lo, hi, tuple(slots), nan_sentinel)
     for _ in range(_OFFSET_TRIES):
-        chain = _design_at(name, dt, work, is_int, b, bound, stats, lo, hi, off, slots, nan_sentinel, where)
+        chain = _design_at(problem, off)
         hit = _sentinel_hit(chain)
         if hit is None:
             return chain
@@ -383,9 +384,30 @@ def _scaled_zero(work: np.dtype, off: Any, s: Any) -> Any:
         return None
 
 
-def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: Any, stats: RangeStats,
-               lo: Any, hi: Any, off: Any, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
+@dataclass(frozen=True)
+class _Problem:
+    """What ``design_abs`` designs a chain for, the same over its offset tries: variable ``name``
+    of type ``dt`` computed in ``work``, the bound (``b``, as given ``bound``), the range
+    (``stats``, ``lo``, ``hi``), the sentinels' ``slots`` and whether NaN is one."""
+
+    name: str
+    dt: np.dtype
+    work: np.dtype
+    is_int: bool
+    b: float
+    bound: Any
+    stats: RangeStats
+    lo: Any
+    hi: Any
+    slots: tuple[tuple[Any, str], ...]
+    nan_sentinel: bool
+
+
+def _design_at(problem: _Problem, off: Any) -> AbsChain:
     """The chain for offset ``off`` (see ``design_abs``)."""
+    name, dt, work, is_int, b, bound = problem.name, problem.dt, problem.work, problem.is_int, problem.b, problem.bound
+    stats, lo, hi, slots, nan_sentinel = problem.stats, problem.lo, problem.hi, problem.slots, problem.nan_sentinel
+    where = f"lossy {name}: abs"
     a, m = _frac(hi) - Fraction(float(off)), max(abs(_frac(lo)), abs(_frac(hi)))
     p = np.finfo(work).nmant + 1
     u, tiny = Fraction(1, 2**p), Fraction(float(np.finfo(work).smallest_subnormal))

@@ -282,12 +282,12 @@ def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
 
 
 def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None, token: str | None = None,
-                    n: int = TRIAL_CHUNKS) -> dict[str, Any]:
-    """Dask task: read the trial chunks (``trial_chunks``) of variable ``name`` (``shape``, numpy
-    ``dtype``) of ``src``, trial-encode every chain, choose. Returns ``MenuChoice.to_json()``.
-    (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
-    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, n)
+                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
+                    token: str | None = None) -> dict[str, Any]:
+    """Dask task: read the ``TRIAL_CHUNKS`` trial chunks (``trial_chunks``) of variable ``name``
+    (``shape``, numpy ``dtype``) of ``src``, trial-encode every chain, choose. Returns
+    ``MenuChoice.to_json()``. (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
+    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, TRIAL_CHUNKS)
     return choose_task(raw_bytes_of(chunks), [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
