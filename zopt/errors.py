@@ -103,7 +103,7 @@ def _size(n: float) -> str:
     return str(n)
 
 
-def disk_full_message(target: str | os.PathLike, needed: int | None, removed: str) -> str:
+def disk_full_message(target: str | os.PathLike[str], needed: int | None, removed: str) -> str:
     """One line for a job that ran out of disk space writing under ``target``.
 
     needed : bytes the job needs there in all (an estimate), or None; removed : what the job

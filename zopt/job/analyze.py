@@ -94,8 +94,8 @@ def analyze(
             if a.ndim and note:  # scalars are not worth a line
                 note(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
             continue
-        dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
-        shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
+        names = tuple(getattr(a.metadata, "dimension_names", None) or ())
+        shape = shape_for(spec, names, tuple(a.shape)) if names or not isinstance(spec, dict) else None
         out.update(analyze_zarr(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
                                 read=read, decode_times=decode_times, progress=progress, menu=menu))
     return out

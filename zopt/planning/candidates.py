@@ -121,7 +121,7 @@ def _blosc(shuffle: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]
 
 def _pcodec(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
     def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
-        if not _numeric(dt) or (dt.kind, dt.itemsize) not in _PCODEC_TYPES:
+        if dt is None or not _numeric(dt) or (dt.kind, dt.itemsize) not in _PCODEC_TYPES:
             return None
         return [{"name": "numcodecs.pcodec", "configuration": {"level": level}}]
     return chain

@@ -117,9 +117,10 @@ def with_decision(array: zarr.Array, decision: Any, trial_encode: bool | None = 
     from dataclasses import replace
 
     from zarr.core.array import AsyncArray
+    from zarr.core.metadata import ArrayV3Metadata
 
     meta = array.metadata
-    if not conditional_codecs_in(meta.codecs):
+    if not isinstance(meta, ArrayV3Metadata) or not conditional_codecs_in(meta.codecs):
         raise ValueError(f"array {array.path!r} has no conditional codec to attach a decision to")
     new_meta = replace(meta, codecs=with_decision_in(meta.codecs, decision, trial_encode))
     aa = array._async_array

@@ -11,7 +11,7 @@ coordinates; ``unused_shape_notes`` refuses named dimensions no variable has.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zopt.codecs.grid import fit_shape
@@ -27,7 +27,7 @@ __all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
 
 
-def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = "chunks") -> ShapeSpec:
+def parse_shape(text: str | Sequence[int] | Mapping[str, int] | None, label: str = "chunks") -> ShapeSpec:
     """Parse a chunk or shard shape.
 
     ``"1,32,32"`` → ``(1, 32, 32)`` (for variables with that many dimensions);
@@ -36,12 +36,13 @@ def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = 
     """
     if text is None:
         return None
-    if isinstance(text, dict):
+    items: list[tuple[str | None, Any]]
+    if isinstance(text, Mapping):
         items = list(text.items())
     elif isinstance(text, tuple | list):
         items = [(None, x) for x in text]
     else:
-        items = [tuple(p.split("=", 1)) if "=" in p else (None, p) for p in str(text).split(",")]
+        items = [(k, v) if sep else (None, k) for k, sep, v in (p.partition("=") for p in str(text).split(","))]
     named = {k is not None for k, _ in items}
     if len(named) > 1:
         raise OptionError(label, f"{text!r} mixes named (dim=size) and positional sizes")
