@@ -31,15 +31,18 @@ class OptionError(ZoptError, ValueError):
     message : what is wrong and the allowed values.
     conflicts : other options this one cannot be given with; the message then ends "give OPTION or
     OTHER, not both".
-    ``str(e)`` is ``"option: message"``; a ``ValueError``, so ``except ValueError`` still catches it.
+    label : what the message is prefixed with instead of ``option``, where it names more (``"lossy
+    tos: abs"``: the variable and method of ``--lossy``).
+    ``str(e)`` is ``"option: message"`` (``"label: message"``); a ``ValueError``, so ``except ValueError`` still catches it.
     """
 
-    def __init__(self, option: str, message: str, conflicts: tuple[str, ...] = ()) -> None:
+    def __init__(self, option: str, message: str, conflicts: tuple[str, ...] = (), label: str | None = None) -> None:
         self.option = option
         self.reason = message
         self.conflicts = tuple(conflicts)
+        self.label = label
         self.message = self.worded(str)
-        super().__init__(f"{option}: {self.message}")
+        super().__init__(f"{label or option}: {self.message}")
 
     def worded(self, name: Callable[[str], str]) -> str:
         """The message with the options it names (``conflicts``) spelt by ``name``, e.g. as CLI flags."""
@@ -47,8 +50,8 @@ class OptionError(ZoptError, ValueError):
             return self.reason
         return f"{self.reason}; give {' or '.join(name(o) for o in (self.option, *self.conflicts))}, not both"
 
-    def __reduce__(self) -> tuple[type[OptionError], tuple[str, str, tuple[str, ...]]]:  # pickled across Dask workers
-        return type(self), (self.option, self.reason, self.conflicts)
+    def __reduce__(self) -> tuple[type[OptionError], tuple[str, str, tuple[str, ...], str | None]]:  # across Dask workers
+        return type(self), (self.option, self.reason, self.conflicts, self.label)
 
 
 class ChunkDecodeError(ZoptError, ValueError):

@@ -216,7 +216,7 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     specs = {v: LossySpec(v, "info", float(lv), per_chunk=True) for v, lv in levels.items()}
     for v, spec in specs.items():
         if not 0 < spec.value <= 1:
-            raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
+            raise OptionError("lossy", label=f"lossy {v}", message=f"info: the information level must be in (0, 1], got {spec.value!r}")
     from zopt.io.sources import release
 
     try:
@@ -242,7 +242,7 @@ def _plan_of(arrays: dict[str, Any], levels: dict[str, float], confidence: float
 
 def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
     if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
-        raise ValueError(f"lossy {name}: {spec.method} (bitround) needs a float16/float32/float64 variable, "
+        raise OptionError("lossy", label=f"lossy {name}", message=f"{spec.method} (bitround) needs a float16/float32/float64 variable, "
                          f"not {dtype}; use abs:BOUND for integers")
 
 
@@ -310,9 +310,9 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         dt = np.dtype(var.dtype)
         if spec.method == "abs":
             if dt.kind not in "iuf":
-                raise ValueError(f"lossy {name}: abs needs a real number variable, not {dt}")
+                raise OptionError("lossy", label=f"lossy {name}", message=f"abs needs a real number variable, not {dt}")
             if dt.kind in "iu" and spec.value != math.floor(spec.value):
-                raise ValueError(f"lossy {name}: abs: {name!r} is an integer variable ({dt.name}); the bound must "
+                raise OptionError("lossy", label=f"lossy {name}", message=f"abs: {name!r} is an integer variable ({dt.name}); the bound must "
                                  f"be a whole number, got {spec.value!r}")
         else:
             _check_float(name, dt, spec)
@@ -321,7 +321,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
                 rel_keepbits(name, spec.value, dt)  # refused here, before anything is read
             if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
-                raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
+                raise OptionError("lossy", label=f"lossy {name}", message=f"keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
                                  f"bits of {dt.name}")
         layouts[name] = _layout(name, var, options.chunks, options.shards, options.explicit)
         sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
