@@ -265,7 +265,7 @@ def recompress(
         return run_job(RecompressJob.parse(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
                                      scheduler=scheduler, overwrite=overwrite, **engine_options))
     if engine_options:
-        raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "
+        raise OptionError(sorted(engine_options)[0], label=f"{sorted(engine_options)}", message="not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
     if "://" in os.fspath(dst):
         raise OptionError("dst", f"{os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")

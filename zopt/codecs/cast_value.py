@@ -63,7 +63,7 @@ def _check_scalar_map(scalar_map: Any) -> dict[str, list[list[Any]]] | None:
         if not isinstance(entries, list | tuple) or not all(
             isinstance(e, list | tuple) and len(e) == 2 for e in entries
         ):
-            raise ValueError(f"scalar_map {direction}: expected a list of [input, output] pairs, got {entries!r}")
+            raise OptionError("scalar_map", label=f"scalar_map {direction}", message=f"expected a list of [input, output] pairs, got {entries!r}")
         out[direction] = [list(e) for e in entries]
     return out
 
@@ -108,7 +108,7 @@ class CastValueCodec(ArrayArrayCodec):
     def from_dict(cls, data: dict[str, Any]) -> Self:
         config = codec_configuration(data, "cast_value", _KEYS, required=True)
         if "data_type" not in config:
-            raise ValueError("cast_value data_type: required (the target Zarr v3 data type)")
+            raise OptionError("data_type", label="cast_value data_type", message="required (the target Zarr v3 data type)")
         return cls(**config)
 
     def to_dict(self) -> dict[str, Any]:

@@ -85,12 +85,12 @@ def _parse_codecs(codecs: Any) -> tuple[BytesBytesCodec, ...]:
         if isinstance(c, dict):
             c = resolve_codec(c, where=f"codecs[{i}]")
         elif isinstance(c, str):
-            raise ValueError(
-                f"codecs[{i}]: {c!r}: give a codec object or {{'name': …, 'configuration': …}}"
+            raise OptionError("codecs", label=f"codecs[{i}]", message=
+                f"{c!r}: give a codec object or {{'name': …, 'configuration': …}}"
             )
         if not isinstance(c, BytesBytesCodec):
-            raise ValueError(
-                f"codecs[{i}]: {type(c).__name__} is not a bytes→bytes codec; the conditional "
+            raise OptionError("codecs", label=f"codecs[{i}]", message=
+                f"{type(c).__name__} is not a bytes→bytes codec; the conditional "
                 "codec wraps bytes→bytes codecs only (e.g. shuffle, zstd, blosc, gzip, crc32c)"
             )
         parsed.append(c)

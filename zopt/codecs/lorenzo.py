@@ -32,6 +32,8 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.errors import OptionError
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
@@ -51,7 +53,7 @@ def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     bad = [a for a in axes if not 0 <= a < ndim]
     if bad:
-        raise ValueError(f"{NAME}: axes {list(axes)} name dimensions beyond the chunk's {ndim}")
+        raise OptionError("axes", label=NAME, message=f"axes {list(axes)} name dimensions beyond the chunk's {ndim}")
     return tuple(axes)
 
 
@@ -63,7 +65,7 @@ def parse_axes(axes: Any) -> tuple[int, ...] | None:
     if (not isinstance(axes, list | tuple) or not axes
             or not all(isinstance(a, int | np.integer) and not isinstance(a, bool) and a >= 0 for a in axes)
             or any(b <= a for a, b in zip(axes, axes[1:], strict=False))):
-        raise ValueError(f"{NAME}: axes must be a non-empty, strictly increasing list of dimension indices, "
+        raise OptionError("axes", label=NAME, message=f"axes must be a non-empty, strictly increasing list of dimension indices, "
                          f"got {axes!r}")
     return tuple(int(a) for a in axes)
 
@@ -108,7 +110,7 @@ class LorenzoCodec(ArrayArrayCodec):
         _, config = parse_named_configuration(data, NAME, require_configuration=False)
         unknown = set(config or {}) - {"axes"}
         if unknown:
-            raise ValueError(f"{NAME}: the only configuration key is 'axes', got {sorted(config)}")
+            raise OptionError(NAME, f"the only configuration key is 'axes', got {sorted(config)}")
         return cls(axes=(config or {}).get("axes"))
 
     def to_dict(self) -> dict[str, Any]:

@@ -228,7 +228,7 @@ def _parse_bit(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative integer or null, got {value!r}")
+        raise OptionError(name, f"expected a non-negative integer or null, got {value!r}")
     return int(value)
 
 

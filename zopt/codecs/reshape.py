@@ -42,12 +42,12 @@ def _parse_entries(shape: Any) -> tuple[Entry, ...]:
     for i, e in enumerate(shape):
         if isinstance(e, list | tuple):
             if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0 for d in e):
-                raise ValueError(f"shape[{i}]: input dimensions must be non-negative integers, got {e!r}")
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions must be non-negative integers, got {e!r}")
             out.append(tuple(int(d) for d in e))
         elif isinstance(e, int | np.integer) and not isinstance(e, bool) and (e >= 1 or e == -1):
             out.append(int(e))
         else:
-            raise ValueError(f"shape[{i}]: {e!r} is not a positive integer, a list of input dimensions or -1")
+            raise OptionError("shape", label=f"shape[{i}]", message=f"{e!r} is not a positive integer, a list of input dimensions or -1")
     if sum(1 for e in out if e == -1) > 1:
         raise OptionError("shape", "-1 may occur at most once")
     flat = [d for e in out if isinstance(e, tuple) for d in e]
@@ -69,7 +69,7 @@ def resolve_shape(entries: Sequence[Entry], a_shape: Sequence[int]) -> tuple[int
     for i, e in enumerate(entries):
         if isinstance(e, tuple):
             if any(d >= len(a_shape) for d in e):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} out of range for a {len(a_shape)}-d chunk")
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} out of range for a {len(a_shape)}-d chunk")
             sizes.append(math.prod(a_shape[d] for d in e))
         else:
             sizes.append(None if e == -1 else e)
@@ -84,11 +84,11 @@ def resolve_shape(entries: Sequence[Entry], a_shape: Sequence[int]) -> tuple[int
     for i, e in enumerate(entries):
         if isinstance(e, tuple) and e:
             if math.prod(b_shape[:i]) != math.prod(a_shape[: e[0]]):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} are not aligned: the output dimensions "
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} are not aligned: the output dimensions "
                                  f"before it hold {math.prod(b_shape[:i])} elements, input dimensions before "
                                  f"{e[0]} hold {math.prod(a_shape[: e[0]])}")
             if math.prod(b_shape[i + 1 :]) != math.prod(a_shape[e[-1] + 1 :]):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} are not aligned: the output dimensions "
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} are not aligned: the output dimensions "
                                  f"after it hold {math.prod(b_shape[i + 1:])} elements, input dimensions after "
                                  f"{e[-1]} hold {math.prod(a_shape[e[-1] + 1:])}")
     return b_shape

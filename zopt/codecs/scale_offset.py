@@ -165,9 +165,9 @@ def _parameters(offset: Any, scale: Any, zdtype: Any) -> tuple[np.generic, np.ge
     if not info.is_int:
         for name, v in (("offset", off), ("scale", s)):
             if not np.isfinite(np.asarray(v).astype(np.float64)):
-                raise ValueError(f"scale_offset {name}: must be finite for {info.name}, got {v!r}")
+                raise OptionError(name, label=f"scale_offset {name}", message=f"must be finite for {info.name}, got {v!r}")
     if np.asarray(s).astype(np.float64) == 0:
-        raise ValueError(f"scale_offset scale: must not be zero (got {scale!r} for {info.name}); "
+        raise OptionError("scale", label="scale_offset scale", message=f"must not be zero (got {scale!r} for {info.name}); "
                          "decoding divides by it")
     return off, s
 
@@ -191,10 +191,10 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def __init__(self, *, offset: Any = None, scale: Any = None) -> None:
         for name, v in (("offset", offset), ("scale", scale)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
-                raise ValueError(f"scale_offset {name}: expected a JSON number or string in the data "
+                raise OptionError(name, label=f"scale_offset {name}", message=f"expected a JSON number or string in the data "
                                  f"type's fill-value encoding, got {v!r}")
         if scale is not None and not isinstance(scale, str) and scale == 0:
-            raise ValueError("scale_offset scale: must not be zero; decoding divides by it")
+            raise OptionError("scale", label="scale_offset scale", message="must not be zero; decoding divides by it")
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "scale", scale)
 

@@ -227,20 +227,20 @@ def resolve_codec(data: Any, *, where: str = "codecs") -> Any:
     from zarr.registry import get_codec_class
 
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise ValueError(f"{where}: expected {{'name': …, 'configuration': {{…}}}}, got {data!r}")
+        raise OptionError("codecs", label=where, message=f"expected {{'name': …, 'configuration': {{…}}}}, got {data!r}")
     name = data["name"]
     try:
         cls = get_codec_class(name)
     except (KeyError, ValueError) as exc:
-        raise ValueError(
-            f"{where}: unknown codec {name!r}: no implementation is registered with "
+        raise OptionError("codecs", label=where, message=
+            f"unknown codec {name!r}: no implementation is registered with "
             f"{zarr_version_string()}{_package_note(name)}"
         ) from exc
     try:
         return cls.from_dict(data)
     except (TypeError, KeyError, ValueError) as exc:
-        raise ValueError(
-            f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}{_package_note(name)}"
+        raise OptionError("codecs", label=where, message=
+            f"codec {name!r} refused its configuration under {zarr_version_string()}: {exc}{_package_note(name)}"
         ) from exc
 
 

@@ -153,6 +153,6 @@ def _refuse(options: dict[str, Any]) -> None:
         raise TypeError(f"recompress_in_place() got an unexpected keyword argument {unknown[0]!r}")
     refused = refused_in_place(options)
     if refused:
-        raise ValueError(f"{', '.join(refused)}: {'does' if len(refused) == 1 else 'do'} not apply to a rewrite in "
+        raise OptionError(refused[0], label=", ".join(refused), message=f"{'does' if len(refused) == 1 else 'do'} not apply to a rewrite in "
                          "place, which keeps every array's metadata and writes no new store; use zopt.recompress "
                          "into a new store to change them")

@@ -350,7 +350,7 @@ def _build_work(job: RecompressJob, src: str, target: LocalTarget | StoreTarget,
     limit = job.max_memory
     over = p.work.over_memory(limit)
     if over is not None:
-        raise ValueError(_memory_message(over, limit))
+        raise OptionError("max_memory", _memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src, name)) for name, w in p.work.arrays.items()}
 
 
@@ -424,7 +424,7 @@ def _memory_message(w: ArrayWork, limit: int) -> str:
     from dask.utils import format_bytes
 
     return (
-        f"max_memory: a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
+        f"a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
         f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
         "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
     )

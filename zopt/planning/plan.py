@@ -360,7 +360,7 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
             raise OptionError("policy", f"{policy!r} is not one of {sorted(POLICIES)} (or a function of an analysis row)")
         unknown = set(params) - set(POLICIES[policy])
         if unknown:
-            raise ValueError(f"policy {policy!r}: unknown parameters {sorted(unknown)}; allowed {sorted(POLICIES[policy])}")
+            raise OptionError("params", label=f"policy {policy!r}", message=f"unknown parameters {sorted(unknown)}; allowed {sorted(POLICIES[policy])}")
         used = {**POLICIES[policy], **params}
         if policy == "compress_if_smaller":
             masks = _compress_if_smaller(sizes, n_codecs)

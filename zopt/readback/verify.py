@@ -346,7 +346,7 @@ def verify(
             names = sorted({*ours, *theirs})
         unknown = sorted(set(bounds or {}) - set(ours))
         if unknown:
-            raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
+            raise OptionError("bound", label="--bound", message=f"{unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
         if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
