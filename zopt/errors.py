@@ -5,10 +5,12 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Callable
 
 __all__ = [
     "ChunkDecodeError",
     "ChunkIndexUnavailableError",
+    "OptionError",
     "UnsupportedArrayError",
     "ZoptError",
     "disk_full_message",
@@ -18,6 +20,38 @@ __all__ = [
 
 class ZoptError(Exception):
     """Base class of zopt's own errors."""
+
+
+class OptionError(ZoptError, ValueError):
+    """An option (a parameter of ``zopt.recompress``, a codec's configuration, a CLI flag's value)
+    with a value that is not allowed.
+
+    option : the option's name as the library spells it (``"budget"``, ``"chunks"``); the CLI maps
+    it to its flag (``--budget``) without reading the message.
+    message : what is wrong and the allowed values.
+    conflicts : other options this one cannot be given with; the message then ends "give OPTION or
+    OTHER, not both".
+    label : what the message is prefixed with instead of ``option``, where it names more (``"lossy
+    tos: abs"``: the variable and method of ``--lossy``).
+    ``str(e)`` is ``"option: message"`` (``"label: message"``); a ``ValueError``, so ``except ValueError`` still catches it.
+    """
+
+    def __init__(self, option: str, message: str, conflicts: tuple[str, ...] = (), label: str | None = None) -> None:
+        self.option = option
+        self.reason = message
+        self.conflicts = tuple(conflicts)
+        self.label = label
+        self.message = self.worded(str)
+        super().__init__(f"{label or option}: {self.message}")
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        """The message with the options it names (``conflicts``) spelt by ``name``, e.g. as CLI flags."""
+        if not self.conflicts:
+            return self.reason
+        return f"{self.reason}; give {' or '.join(name(o) for o in (self.option, *self.conflicts))}, not both"
+
+    def __reduce__(self) -> tuple[type[OptionError], tuple[str, str, tuple[str, ...], str | None]]:  # across Dask workers
+        return type(self), (self.option, self.reason, self.conflicts, self.label)
 
 
 class ChunkDecodeError(ZoptError, ValueError):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
+from zopt.errors import OptionError
 from zopt.io import paths
 from zopt.io.sources import CombinedSource, SourceVariable
 from zopt.job.reports import RecompressReport
@@ -144,8 +145,8 @@ def encoding(
     dimension or more with a numeric or bool dtype as xarray writes it. Raises ValueError naming
     ``preset``, ``chunks``, ``shards``, ``menu``, ``readers`` or ``codecs`` for bad arguments.
     """
-    from zopt.planning.candidates import menu_readers
     from zopt.planning.chunking import variable_layout
+    from zopt.planning.optimizer import MenuOptions
 
     plan = _load_plan(plan)
     chunk_arg = parse_shape(dict(chunks) if isinstance(chunks, Mapping) else chunks, "chunks")
@@ -153,16 +154,16 @@ def encoding(
     for label, arg in (("chunks", chunk_arg), ("shards", shard_arg)):  # a misspelt name: refused, not ignored
         unknown = [d for d in arg or () if isinstance(arg, dict) and d not in ds.dims]
         if unknown:
-            raise ValueError(f"{label}: the Dataset has no dimension(s) {unknown}; its dimensions are "
+            raise OptionError(label, f"the Dataset has no dimension(s) {unknown}; its dimensions are "
                              f"{sorted(map(str, ds.dims))}")
     chosen_preset = get_preset(preset) if preset is not None else None  # a bad name fails even if unused
     chain_preset = chosen_preset if chosen_preset is not None and chosen_preset.menu is None else None
     if chain_preset is not None and (menu is not None or budget is not None):
-        raise ValueError(f"menu: preset {preset!r} names a chain; give menu/budget, or that preset, not both")
+        raise OptionError("menu", f"preset {preset!r} names a chain; give menu/budget, or that preset, not both")
     if menu is None and chosen_preset is not None:
         menu, budget = chosen_preset.menu, chosen_preset.budget if budget is None else budget
     explicit = decision is not None and not (isinstance(decision, str) and decision == "compress_if_smaller")
-    readers_used = menu_readers(readers, menu, explicit and chain_preset is None)
+    options = MenuOptions.parse(menu, budget, readers, decision_given=explicit and chain_preset is None)
     if plan is not None:
         from zopt.planning.plan import PlanMismatchError
 
@@ -190,8 +191,7 @@ def encoding(
 
         from zopt.planning.optimizer import choose_chains
 
-        choices = choose_chains(source, todo, layouts, menu=menu, budget=budget, readers=readers_used,
-                                masks_only=explicit, token=uuid.uuid4().hex[:12])
+        choices = choose_chains(source, todo, layouts, options, token=uuid.uuid4().hex[:12])
         for name, choice in choices.items():
             chain = sized_chain(choice.chain, variables[name].dtype)
             set_element_size(chain, variables[name].dtype.itemsize)
@@ -268,13 +268,13 @@ def recompress(
         from zopt.job.api import run_job
         from zopt.job.options import RecompressJob
 
-        return run_job(RecompressJob(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
+        return run_job(RecompressJob.parse(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
                                      scheduler=scheduler, overwrite=overwrite, **engine_options))
     if engine_options:
-        raise ValueError(f"{sorted(engine_options)}: not options of a Dataset write; allowed: chunks, shards, preset, "
+        raise OptionError(sorted(engine_options)[0], label=f"{sorted(engine_options)}", message="not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
     if "://" in os.fspath(dst):
-        raise ValueError(f"dst: {os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
+        raise OptionError("dst", f"{os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
     dst = paths.resolve(dst)
     source = ds_or_path.encoding.get("source")  # the file the Dataset was opened from, if any
     if source:
@@ -323,5 +323,5 @@ class ZoptAccessor:
                        budget=budget, readers=readers)
         ds = dask_chunks(self._ds, enc) if any(v.chunks for v in self._ds.variables.values()) else self._ds
         if to_zarr_kwargs.setdefault("zarr_format", 3) != 3:
-            raise ValueError("zarr_format: zopt's codecs are Zarr v3 codecs; only 3 is allowed")
+            raise OptionError("zarr_format", "zopt's codecs are Zarr v3 codecs; only 3 is allowed")
         return ds.to_zarr(store, encoding=enc, **to_zarr_kwargs)

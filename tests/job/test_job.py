@@ -19,6 +19,7 @@ import zopt.xarray
 from zopt.cli.commands import main
 from zopt.job import api
 from zopt.job.options import RecompressJob
+from zopt.planning.candidates import MENUS
 from zopt.store.journal import fingerprint
 
 
@@ -43,8 +44,8 @@ def test_the_public_functions_are_importable_from_zopt():
 
 def test_recompress_takes_exactly_the_job_fields():
     params = list(inspect.signature(api.recompress).parameters)
-    fields = [f.name for f in dataclasses.fields(RecompressJob)]
-    assert sorted(params) == sorted(fields)
+    fields = [f.name for f in dataclasses.fields(RecompressJob) if not f.metadata.get("derived")]
+    assert sorted(params) == sorted(fields)  # the derived fields: what RecompressJob.parse makes of them
 
 
 def test_the_three_front_doors_build_the_same_job(tmp_path, monkeypatch):
@@ -76,12 +77,12 @@ def test_the_three_front_doors_build_the_same_job(tmp_path, monkeypatch):
 
 
 def test_a_field_added_is_fingerprinted_unless_it_says_how():
-    job = RecompressJob("a", "b")
+    job = RecompressJob.parse("a", "b")
     keys = set(job.fingerprinted())
     how = {f.name for f in dataclasses.fields(RecompressJob) if f.metadata.get("fingerprint") is False}
     assert keys == {f.name for f in dataclasses.fields(RecompressJob)} - how - {"src", "dst", "preset"}
-    assert RecompressJob("a", "b", layout="fixed-slot").fingerprinted() != job.fingerprinted()
-    assert RecompressJob("a", "b", scheduler="synchronous").fingerprinted() == job.fingerprinted()
+    assert RecompressJob.parse("a", "b", layout="fixed-slot").fingerprinted() != job.fingerprinted()
+    assert RecompressJob.parse("a", "b", scheduler="synchronous").fingerprinted() == job.fingerprinted()
 
 
 @pytest.mark.parametrize(("option", "value", "allowed"), [
@@ -90,7 +91,7 @@ def test_a_field_added_is_fingerprinted_unless_it_says_how():
 ])
 def test_bad_options_are_refused_by_name(option, value, allowed):
     with pytest.raises(ValueError, match=option) as info:
-        RecompressJob("a", "b", **{option: value})
+        RecompressJob.parse("a", "b", **{option: value})
     assert allowed in str(info.value)
 
 
@@ -195,11 +196,11 @@ def test_lossy_for_a_group_the_source_lacks_is_refused_before_writing(tmp_path):
 
 
 def test_a_presets_menu_and_budget_are_each_kept_unless_given():
-    archive = RecompressJob("a", "b", preset="archive", budget=2)
-    assert archive.menu_used == "archive" and archive.budget_used == 2
-    assert RecompressJob("a", "b", preset="archive", menu="default").budget_used == float("inf")
+    archive = RecompressJob.parse("a", "b", preset="archive", budget=2)
+    assert archive.menu == MENUS["archive"] and archive.budget == 2.0
+    assert RecompressJob.parse("a", "b", preset="archive", menu="default").budget == float("inf")
     with pytest.raises(ValueError, match="menu, budget"):  # fast names a chain: a menu would be ignored
-        RecompressJob("a", "b", preset="fast", menu="archive")
+        RecompressJob.parse("a", "b", preset="fast", menu="archive")
 
 
 def test_a_plan_rewritten_at_the_same_path_is_a_different_job(tmp_path, monkeypatch):
@@ -237,3 +238,19 @@ def test_the_unsharded_note_is_said_by_each_group_for_its_own_arrays(tmp_path):
     report = zopt.recompress(str(tmp_path / "s.zarr"), tmp_path / "o.zarr", layout="fixed-slot")
     said = [n for n in report.notes if "no array is sharded" in n]
     assert said and all(n.startswith("child: ") for n in said), report.notes
+
+
+def test_notes_are_objects_picked_by_kind_and_print_as_their_text():
+    """A note carries its kind and array (a child group's job's notes are re-rooted, its skipped
+    arrays' note dropped by kind, not by text) and prints, pickles and compares as its text."""
+    import pickle
+
+    from zopt.notes import Note, as_note
+
+    note = Note("T: files packed differently, re-expressed as one exact packing", "repacked", "T")
+    child = note.in_child("child")
+    assert (child.kind, child.array, str(child)) == ("repacked", "child/T", f"child: {note}")
+    assert f"note: {note}" == "note: T: files packed differently, re-expressed as one exact packing"
+    again = pickle.loads(pickle.dumps(child))
+    assert (again, again.kind, again.array) == (child, "repacked", "child/T") and json.dumps([again]) == json.dumps([str(child)])
+    assert as_note("plain text").kind == "info" and as_note(note) is note

@@ -177,7 +177,7 @@ def test_every_note_names_the_chain_zarr_json_holds(files, tmp_path, job):
             assert set(tails) == {"tos"} and "dem" in menu, report.notes
         expect = 2 + (job == "lossy-written-lossless")
     elif job == "plan":
-        from zopt.planning.analysis import analyze
+        from zopt.job.analyze import analyze
         from zopt.planning.plan import make_plan
 
         src = tmp_path / "src.zarr"

@@ -107,7 +107,7 @@ def test_open_source_names_what_no_kind_takes():
 
 
 def _job(src: str, dst) -> RecompressJob:
-    return RecompressJob(src=src, dst=dst, chunks="time=6", shards="time=12", scheduler="synchronous")
+    return RecompressJob.parse(src=src, dst=dst, chunks="time=6", shards="time=12", scheduler="synchronous")
 
 
 def _target_of(kind: str, tmp_path):
@@ -146,7 +146,7 @@ def test_every_target_kind_is_a_target_and_the_job_phases_round_trip_through_it(
         target.begin(p.record is None, p.job_id, source.text)
         target.create(p.spec, p.fp, p.job_id, p.layouts)
         assert same_metadata(zarr.open_array(target.root, path="t", mode="r"), p.planned["t"])
-        seconds = target.write(WriteRun(p.work, source, job.decision_used, p.job_id, p.lossy_vars, p.reports,
+        seconds = target.write(WriteRun(p.work, source, job.decision, p.job_id, p.lossy_vars, p.reports,
                                         job.scheduler))  # write
         assert seconds > 0 and p.reports["t"].stored_after == target.stored_sizes("t")[0] > 0
         np.testing.assert_array_equal(zarr.open_group(target.written(), mode="r")["t"][:], T)

@@ -313,12 +313,12 @@ def test_trials_of_candidates_with_fixed_costs_encode_each_chunk_once(tmp_path, 
 
     monkeypatch.setattr(ChunkEncoder, "encode", counting)
     chains = menu_for("f4", "default")
-    out = menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), chains, n=4)
+    out = menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), chains)
     assert set(out["trials"]) == set(chains) and all(b > 0 for b, _ in out["trials"].values())
     assert len(calls) == 4 * len(chains)
     calls.clear()
     custom = {"classic": chains["classic"], "mine": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]}
-    menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom, n=4)
+    menu_trial_task(str(src), "v", (64, 64), "f4", (16, 16), custom)
     assert len(calls) == len(custom) * (1 + 4 * TIMINGS)  # a chain without a fixed cost: timed as before
 
 
@@ -326,7 +326,7 @@ def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path
     """choose_chains runs one task per candidate (parallel trials); the sizes and the choice are
     those of menu_trial_task, which runs the same steps in one task."""
     from zopt.io.sources import SourceVariable
-    from zopt.planning.optimizer import choose_chains, menu_trial_task
+    from zopt.planning.optimizer import MenuOptions, choose_chains, menu_trial_task
 
     src = tmp_path / "s.zarr"
     g = zarr.open_group(src, mode="w")
@@ -349,7 +349,7 @@ def test_the_per_candidate_trial_graph_chooses_as_the_single_trial_task(tmp_path
         return real_compute(tasks, *args, **kw)
 
     monkeypatch.setattr(scheduling, "compute", recording)
-    got = choose_chains(str(src), variables, layouts, menu="archive", scheduler="threads")
+    got = choose_chains(str(src), variables, layouts, MenuOptions(parse_menu("archive")), scheduler="threads")
     for n, v in variables.items():  # one trial task per candidate, each variable's chunks read once
         assert len({k for k in keys if k.startswith(f"zopt-menu-trial-{n}-")}) == len(menu_for(v.dtype, "archive"))
         assert len({k for k in keys if k.startswith(f"zopt-menu-chunks-{n}-")}) == 1

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from zopt import recompress, recompress_in_place
 from zopt.cli.commands import main
-from zopt.planning.analysis import analyze
+from zopt.job.analyze import analyze  # menu, budget, readers: parsed there (MenuOptions)
 from zopt.planning.plan import Plan, make_plan
 
 

@@ -201,5 +201,5 @@ def test_presets_md_says_which_readers_read_a_preset():
         assert any(c["name"] == "conditional" for c in chain), p.name
         for reader in ("zarrs", "tensorstore"):
             with pytest.raises(ValueError, match=f"{reader} cannot read 'conditional'"):
-                check_readers({"v": chain}, reader)
-        check_readers({"v": chain}, "zopt")
+                check_readers({"v": chain}, [reader])
+        check_readers({"v": chain}, ["zopt"])

@@ -3,6 +3,8 @@ with the analysis options they share. Registered on the ``zopt`` group in ``zopt
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.table import Table
 
@@ -49,14 +51,14 @@ def _analysis_options(command):
 @click.option("--codecs", default=None, help="Wrapped codecs to try, as a JSON list. Default: the array's conditional codec's, else [shuffle, zstd(3)].")
 @click.option("--chunks", default=None, help="Chunk shape of the analysed grid (e.g. y=256,x=256). Default: the grid the conditional codec sees.")
 @_analysis_options
-def analyze(store, arrays, output, overwrite, codecs, chunks, sample, full, read, decode_times, scheduler,
-            no_progress, menu, budget, readers) -> None:
+def analyze(store, arrays, output, overwrite, **analysis) -> None:
     """Measure every chunk of STORE's arrays (a Zarr store, or a netCDF file): entropy, zeros, runs,
     NaNs, trial encodings."""
     if output:
         _check_output(store, output, overwrite)
-    analyses = _run_analysis(store, arrays, codecs, chunks, None if full else sample, scheduler, no_progress, read,
-                             decode_times, _menu_options(codecs, menu, budget, readers))
+    from zopt.job.analyze import analyze as run
+
+    analyses = run(store, arrays or None, **_analysis_kwargs(analysis))
     if output:
         from zopt.planning.analysis import save_analysis
 
@@ -72,6 +74,18 @@ def _check_output(store, output, overwrite) -> None:
     check_replaceable(output, overwrite, "output")
 
 
+def _analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """``zopt.analyze``'s keyword arguments from a command's analysis options (``_analysis_options``,
+    ``--codecs``, ``--chunks``): ``--full`` is ``sample=None``, ``--no-progress`` no progress bar,
+    the menu's options checked by ``_menu_options``."""
+    out = dict(options)
+    full, no_progress = out.pop("full"), out.pop("no_progress")
+    menu = _menu_options(out["codecs"], out.pop("menu"), out.pop("budget"), out.pop("readers"))
+    if full:
+        out["sample"] = None
+    return {**out, "progress": None if no_progress else _RichProgress, "note": console.print, **menu}
+
+
 def _menu_options(codecs, menu, budget, readers) -> dict:
     """``analyze``'s menu arguments; --budget/--readers need --menu, --menu refuses --codecs."""
     if menu is None and (budget is not None or readers is not None):
@@ -79,15 +93,6 @@ def _menu_options(codecs, menu, budget, readers) -> dict:
     if menu is not None and codecs is not None:
         raise click.UsageError("--menu chooses the chain whose codecs are analysed: give --menu or --codecs, not both.")
     return {} if menu is None else {"menu": menu, "budget": budget, "readers": readers}
-
-
-def _run_analysis(store, arrays, codecs, chunks, sample, scheduler, no_progress, read="auto", decode_times=False,
-                  menu_options=None):
-    from zopt.job.analyze import analyze
-
-    return analyze(store, arrays or None, codecs=codecs, chunks=chunks, sample=sample, read=read,
-                   decode_times=decode_times, scheduler=scheduler, progress=None if no_progress else _RichProgress,
-                   note=console.print, **(menu_options or {}))
 
 
 def _analysis_table(analyses, store) -> Table:
@@ -141,8 +146,7 @@ def plan() -> None:
 @click.option("--codecs", default=None, help="Wrapped codecs to try (JSON list), as for analyze.")
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
-def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, codecs, chunks, sample, full, read, decode_times,
-                scheduler, no_progress, menu, budget, readers) -> None:
+def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, **analysis) -> None:
     """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
     from zopt.job.analyze import plan as make
 
@@ -155,11 +159,10 @@ def plan_create(store, arrays, output, overwrite, policy, params, analysis_path,
             kwargs[k] = float(v)
         except ValueError as exc:
             raise click.ClickException(f"--param {k}: {v!r} is not a number") from exc
+    options = _analysis_kwargs(analysis)
+    options["decode_times"] = options["decode_times"] or policy == "fastest_within"
     made = make(store, arrays or None, policy=policy, params=kwargs, output=output, overwrite=overwrite,
-                analysis=analysis_path, codecs=codecs, chunks=chunks, sample=None if full else sample, read=read,
-                decode_times=decode_times or policy == "fastest_within", scheduler=scheduler,
-                progress=None if no_progress else _RichProgress, note=console.print,
-                **_menu_options(codecs, menu, budget, readers))
+                analysis=analysis_path, **options)
     console.print(_plan_table(made, output))
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 __all__ = ["GridPanel", "chain_words", "plot_grids", "plot_plan", "plot_store"]
 
 #: 2-D slices drawn per array of an N-D grid (evenly spaced along the leading dimensions)
@@ -350,5 +352,5 @@ def plot_store(store: str | os.PathLike[str], arrays: Sequence[Any], path: str |
                                 codecs, list(dims) if dims else None, inner_chunk_shape(array), chain=chain,
                                 coordinate=(array.path or "").rsplit("/", 1)[-1] in coordinates))
     if not panels:
-        raise ValueError(f"info --png: {os.fspath(store)!r} has no array of one dimension or more to draw")
+        raise OptionError("png", label="info --png", message=f"{os.fspath(store)!r} has no array of one dimension or more to draw")
     plot_grids(panels, f"zopt info {os.fspath(store)}", path)

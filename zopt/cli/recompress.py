@@ -15,13 +15,13 @@ from typing import Any
 import click
 from rich.table import Table
 
-from zopt.cli.shared import Location, cli_words, shard_rewrite_errors
+from zopt.cli.shared import Location, option_usage_error, shard_rewrite_errors
 from zopt.cli.tables import console, fitted, wide_option
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.interrupts import interrupt_note
 from zopt.compat.scheduling import scheduler_option
-from zopt.errors import disk_full_message, is_disk_full
+from zopt.errors import OptionError, disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
 __all__ = ["RESUME_NOTE", "STORE_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
@@ -184,7 +184,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     if in_place:
         if dry_run:
             raise click.UsageError("--dry-run plans a rewrite into DST, not --in-place.")
-        _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace)
+        _recompress_in_place(ctx)
         return
     if grace is not None:
         raise click.UsageError("--grace applies to --in-place (readers of the rewritten shards); a new DST is "
@@ -211,7 +211,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
 
     decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
     try:
-        job = RecompressJob(
+        job = RecompressJob.parse(
             src, dst, codecs=codecs, preset=preset, chunks=chunks, shards=shards, decision=decision if decided else None,
             variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
             progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
@@ -219,9 +219,10 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
             combine=combine,
         )
-    except ValueError as exc:
-        _preset_error(exc)
-        raise  # one line from zopt.cli.commands' group, like every other error
+    except OptionError as exc:
+        if exc.option == "preset":  # a usage error (exit status 2) on --preset; others: one line from zopt.cli.commands
+            raise option_usage_error(ctx, exc) from exc
+        raise
     try:
         with interrupt_note(_interrupt_note(dst), until_exit=True):
             report = run_job(job)
@@ -273,14 +274,6 @@ def _print_readers(report: Any) -> None:
         console.print(report.readers, markup=False)
 
 
-def _preset_error(exc: ValueError) -> None:
-    """RecompressJob's ``--preset`` check (a known name, not with --codecs) as click's usage error
-    (exit status 2) naming the option; any other ValueError is left to the caller."""
-    text = str(exc)
-    if text.startswith("preset: "):
-        raise click.BadParameter(cli_words(text.removeprefix("preset: ")), param_hint="--preset") from exc
-
-
 def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
     """``--skip-broken`` left arrays out: say which, exit with status 3."""
     if skipped:
@@ -306,10 +299,12 @@ def presets_command(as_json) -> None:
     console.print(fitted(table, ("codecs", "decision")))
 
 
-def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no_progress, grace) -> None:
+def _recompress_in_place(ctx: click.Context) -> None:
+    """``recompress --in-place``: the command's parameters (``ctx.params``) that apply in place, the others refused."""
     from zopt import recompress_in_place
     from zopt.job.options import refused_in_place
 
+    src, dst, grace = ctx.params["src"], ctx.params["dst"], ctx.params["grace"]
     if dst is not None:
         raise click.UsageError("--in-place rewrites SRC itself: give no DST.")
     given = {name: value for name, value in ctx.params.items()
@@ -321,8 +316,9 @@ def _recompress_in_place(ctx, src, dst, decision, variables, scheduler, plan, no
         raise click.UsageError(f"--in-place keeps the arrays' metadata, so {', '.join(flags[n] for n in refused)} "
                                "cannot be used with it.")
     with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
-        report = recompress_in_place(src, variables or None, decision=decision, plan=plan, scheduler=scheduler,
-                                     progress=None if no_progress else _RichProgress,
+        report = recompress_in_place(src, ctx.params["variables"] or None, decision=ctx.params["decision"],
+                                     plan=ctx.params["plan"], scheduler=ctx.params["scheduler"],
+                                     progress=None if ctx.params["no_progress"] else _RichProgress,
                                      **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:

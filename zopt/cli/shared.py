@@ -9,9 +9,9 @@ import re
 
 import click
 
-from zopt.errors import disk_full_message, is_disk_full
+from zopt.errors import OptionError, disk_full_message, is_disk_full
 
-__all__ = ["Location", "cli_words", "shard_rewrite_errors"]
+__all__ = ["Location", "cli_words", "flag_of", "option_usage_error", "shard_rewrite_errors"]
 
 
 class Location(click.ParamType):
@@ -32,9 +32,22 @@ class Location(click.ParamType):
         return path
 
 
+def flag_of(ctx: click.Context, option: str) -> str:
+    """The flag of the command's parameter named ``option`` (``"preset"`` → ``"--preset"``), else ``option``."""
+    for param in ctx.command.params:
+        if param.name == option and param.opts:
+            return param.opts[0]
+    return option
+
+
+def option_usage_error(ctx: click.Context, exc: OptionError) -> click.BadParameter:
+    """``exc`` as click's usage error (exit status 2) on the flag of the option it names
+    (``OptionError.option``), the options it names spelt as flags."""
+    return click.BadParameter(exc.worded(lambda o: flag_of(ctx, o)), ctx=ctx, param_hint=flag_of(ctx, exc.option))
+
+
 def cli_words(message: str) -> str:
-    """A library message in CLI words: the option, not the Python argument."""
-    message = re.sub(r"give preset or codecs", "give --preset or --codecs", message)
+    """A library message in CLI words: ``--overwrite``, not the Python argument."""
     return re.sub(r"use --overwrite \(overwrite=True\)|pass overwrite=True( \(--overwrite\))?", "use --overwrite", message)
 
 

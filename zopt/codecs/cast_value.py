@@ -42,6 +42,7 @@ from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, check_cast_options
 from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import numeric_info, zarr_dtype
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -57,13 +58,13 @@ def _check_scalar_map(scalar_map: object) -> dict[str, list[list[Any]]] | None:
     if scalar_map is None:
         return None
     if not isinstance(scalar_map, dict) or set(scalar_map) - {"encode", "decode"}:
-        raise ValueError(f"scalar_map: expected an object with 'encode' and/or 'decode' lists, got {scalar_map!r}")
+        raise OptionError("scalar_map", f"expected an object with 'encode' and/or 'decode' lists, got {scalar_map!r}")
     out = {}
     for direction, entries in scalar_map.items():
         if not isinstance(entries, list | tuple) or not all(
             isinstance(e, list | tuple) and len(e) == 2 for e in entries
         ):
-            raise ValueError(f"scalar_map {direction}: expected a list of [input, output] pairs, got {entries!r}")
+            raise OptionError("scalar_map", label=f"scalar_map {direction}", message=f"expected a list of [input, output] pairs, got {entries!r}")
         out[direction] = [list(e) for e in entries]
     return out
 
@@ -108,7 +109,7 @@ class CastValueCodec(ArrayArrayCodec):
     def from_dict(cls, data: dict[str, Any]) -> Self:
         config = codec_configuration(data, "cast_value", _KEYS, required=True)
         if "data_type" not in config:
-            raise ValueError("cast_value data_type: required (the target Zarr v3 data type)")
+            raise OptionError("data_type", label="cast_value data_type", message="required (the target Zarr v3 data type)")
         return cls(**config)
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,7 +154,7 @@ class CastValueCodec(ArrayArrayCodec):
         try:
             numeric_info(source.to_native_dtype())
         except ValueError as exc:
-            raise ValueError(f"cast_value: only real number data types can be cast, not {source}") from exc
+            raise OptionError("cast_value", f"only real number data types can be cast, not {source}") from exc
         fill = np.asarray(chunk_spec.fill_value).astype(source.to_native_dtype()).reshape(())
         target = self.target
         try:
@@ -162,9 +163,9 @@ class CastValueCodec(ArrayArrayCodec):
         except CastError as exc:
             if placeholder_fill_validation():  # zarr 3.4's fill 0 for a shard's inner codecs
                 return replace(chunk_spec, dtype=target, fill_value=target.default_scalar())
-            raise ValueError(f"fill_value: {fill[()]!r} cannot be cast by cast_value to {self.data_type}: {exc}") from exc
+            raise OptionError("fill_value", f"{fill[()]!r} cannot be cast by cast_value to {self.data_type}: {exc}") from exc
         if not _same_value(back, fill) and not placeholder_fill_validation():
-            raise ValueError(f"fill_value: {fill[()]!r} does not survive cast_value to {self.data_type}: it encodes "
+            raise OptionError("fill_value", f"{fill[()]!r} does not survive cast_value to {self.data_type}: it encodes "
                              f"to {encoded[()]!r}, which decodes to {back[()]!r}; choose a fill value the target "
                              "represents exactly or map it with scalar_map")
         return replace(chunk_spec, dtype=target, fill_value=target.cast_scalar(encoded[()]))

@@ -55,7 +55,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.sync import numcodec_of, sync_decoder, sync_encoder
-from zopt.errors import ChunkDecodeError
+from zopt.errors import ChunkDecodeError, OptionError
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -105,8 +105,8 @@ def _bytes_bound(codec: Codec, n: int, spec: ArraySpec) -> int:
     except NotImplementedError:
         pass
     name = codec.to_dict().get("name", type(codec).__name__)
-    raise ValueError(
-        f"codecs: {name!r} has no known upper bound on its encoded size, so fixed slots cannot be "
+    raise OptionError("codecs",
+        f"{name!r} has no known upper bound on its encoded size, so fixed slots cannot be "
         "sized; wrap it in 'conditional' (bounded by the raw size + header), use zstd, blosc, "
         "gzip or crc32c, or write the compact layout"
     )
@@ -146,21 +146,21 @@ class ChunkEncoder:
             codec = as_zopt_bytes(codec.evolve_from_array_spec(current))
             if isinstance(codec, ArrayArrayCodec):
                 if self.array_bytes is not None:
-                    raise ValueError("codecs: an array→array codec follows the array→bytes codec")
+                    raise OptionError("codecs", "an array→array codec follows the array→bytes codec")
                 self.array_array.append((codec, current))
                 current = codec.resolve_metadata(current)
             elif isinstance(codec, ArrayBytesCodec):
                 if self.array_bytes is not None:
-                    raise ValueError("codecs: more than one array→bytes codec")
+                    raise OptionError("codecs", "more than one array→bytes codec")
                 self.array_bytes = (codec, current)
             elif isinstance(codec, BytesBytesCodec):
                 if self.array_bytes is None:
-                    raise ValueError("codecs: a bytes→bytes codec precedes the array→bytes codec")
+                    raise OptionError("codecs", "a bytes→bytes codec precedes the array→bytes codec")
                 self.bytes_bytes.append((codec, current))
             else:
-                raise ValueError(f"codecs: {codec!r} is not a zarr codec")
+                raise OptionError("codecs", f"{codec!r} is not a zarr codec")
         if self.array_bytes is None:
-            raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
+            raise OptionError("codecs", "the chain needs an array→bytes codec such as 'bytes'")
         self._encoders = [
             None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
         ]
@@ -195,7 +195,7 @@ class ChunkEncoder:
             n = int(codec.compute_encoded_size(_raw_nbytes(s), s))
         except NotImplementedError:
             if _codec_name(codec) != "numcodecs.pcodec":  # pcodec's bound is known (_pcodec_bound)
-                raise ValueError(f"codecs: {_codec_name(codec)!r} has no known upper bound on its encoded size, so "
+                raise OptionError("codecs", f"{_codec_name(codec)!r} has no known upper bound on its encoded size, so "
                                  "fixed slots cannot be sized; use 'bytes' with zstd, blosc or 'conditional', or write "
                                  "the compact layout") from None
             n = _pcodec_bound(_raw_nbytes(s))

@@ -30,7 +30,7 @@ from zopt.codecs.context import current_chunk
 from zopt.codecs.decisions import CodecRef, Decision, resolve_decision
 from zopt.codecs.sync import sync_decoder, sync_encoder
 from zopt.compat.zarr_compat import supports_sync
-from zopt.errors import ChunkIndexUnavailableError
+from zopt.errors import ChunkIndexUnavailableError, OptionError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -84,26 +84,26 @@ def _parse_codecs(codecs: Iterable[Codec]) -> tuple[BytesBytesCodec, ...]:
     from zopt.compat.zarr_compat import resolve_codec
 
     if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
-        raise ValueError(f"codecs: expected a list of bytes→bytes codecs, got {codecs!r}")
+        raise OptionError("codecs", f"expected a list of bytes→bytes codecs, got {codecs!r}")
     parsed = []
     for i, c in enumerate(codecs):
         if isinstance(c, dict):
             c = resolve_codec(c, where=f"codecs[{i}]")
         elif isinstance(c, str):
-            raise ValueError(
-                f"codecs[{i}]: {c!r}: give a codec object or {{'name': …, 'configuration': …}}"
+            raise OptionError("codecs", label=f"codecs[{i}]", message=
+                f"{c!r}: give a codec object or {{'name': …, 'configuration': …}}"
             )
         if not isinstance(c, BytesBytesCodec):
-            raise ValueError(
-                f"codecs[{i}]: {type(c).__name__} is not a bytes→bytes codec; the conditional "
+            raise OptionError("codecs", label=f"codecs[{i}]", message=
+                f"{type(c).__name__} is not a bytes→bytes codec; the conditional "
                 "codec wraps bytes→bytes codecs only (e.g. shuffle, zstd, blosc, gzip, crc32c)"
             )
         parsed.append(c)
     if not parsed:
-        raise ValueError("codecs: [] is not allowed; the conditional codec needs 1 to "
+        raise OptionError("codecs", "[] is not allowed; the conditional codec needs 1 to "
                          f"{MAX_HEADER_BITS} bytes→bytes codecs to choose from")
     if len(parsed) > MAX_HEADER_BITS:
-        raise ValueError(f"codecs: {len(parsed)} codecs are more than the {MAX_HEADER_BITS} a header can flag")
+        raise OptionError("codecs", f"{len(parsed)} codecs are more than the {MAX_HEADER_BITS} a header can flag")
     return tuple(parsed)
 
 
@@ -111,11 +111,11 @@ def _parse_header_bits(header_bits: object, n_codecs: int) -> int:
     if header_bits is None:
         return default_header_bits(n_codecs)
     if isinstance(header_bits, bool) or not isinstance(header_bits, int | np.integer):
-        raise ValueError(f"header_bits: expected an integer, got {header_bits!r}")
+        raise OptionError("header_bits", f"expected an integer, got {header_bits!r}")
     header_bits = int(header_bits)
     if header_bits % 8 or not max(n_codecs, 8) <= header_bits <= MAX_HEADER_BITS:
-        raise ValueError(
-            f"header_bits: {header_bits} is not allowed; it must be a multiple of 8 from "
+        raise OptionError("header_bits",
+            f"{header_bits} is not allowed; it must be a multiple of 8 from "
             f"max(8, number of codecs = {n_codecs}) to {MAX_HEADER_BITS}, e.g. {default_header_bits(n_codecs)}"
         )
     return header_bits
@@ -172,11 +172,11 @@ class ConditionalCodec(BytesBytesCodec):
     def _from_configuration(cls, config: dict[str, Any]) -> Self:
         unknown = set(config) - _CONFIG_KEYS
         if unknown:
-            raise ValueError(
-                f"conditional: unknown configuration keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}"
+            raise OptionError("conditional",
+                f"unknown configuration keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}"
             )
         if "codecs" not in config:
-            raise ValueError("codecs: the conditional codec's configuration requires 'codecs'")
+            raise OptionError("codecs", "the conditional codec's configuration requires 'codecs'")
         return cls(codecs=config["codecs"], header_bits=config.get("header_bits"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -361,8 +361,8 @@ class OptionalAliasCodec(ConditionalCodec):
     def from_dict(cls, data: dict[str, Any]) -> Self:
         config = data.get("configuration") if isinstance(data, dict) else None
         if not isinstance(config, dict) or not isinstance(config.get("codecs"), list):
-            raise ValueError(
-                "optional: this 'optional' codec has no 'codecs' list, so it is not the draft "
+            raise OptionError("optional",
+                "this 'optional' codec has no 'codecs' list, so it is not the draft "
                 "name of 'conditional' but a different codec (zarrs' nullable-data 'optional'), "
                 f"which zopt does not implement; got {data!r}"
             )

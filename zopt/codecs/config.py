@@ -10,6 +10,7 @@ from zarr.core.common import parse_named_configuration
 
 from zopt.codecs.exact_cast import cast_array
 from zopt.dtypes.numeric import numeric_info
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.dtype.wrapper import ZDType
@@ -26,7 +27,7 @@ def codec_configuration(data: dict[str, Any], name: str, allowed: set[str], *, r
     config = dict(config or {})
     unknown = set(config) - allowed
     if unknown:
-        raise ValueError(f"{name}: unknown configuration keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        raise OptionError(name, f"unknown configuration keys {sorted(unknown)}; allowed: {sorted(allowed)}")
     return config
 
 
@@ -46,19 +47,19 @@ def parse_json_scalar(value: object, zdtype: ZDType[Any, Any], parameter: str) -
     info = numeric_info(native)
     if info.is_int:
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{parameter}: {info.name} takes a JSON integer, got {value!r}")
+            raise OptionError(parameter, f"{info.name} takes a JSON integer, got {value!r}")
         if not info.lo <= int(value) <= info.hi:
-            raise ValueError(f"{parameter}: {value!r} is out of range for {info.name} {info.describe_range()}")
+            raise OptionError(parameter, f"{value!r} is out of range for {info.name} {info.describe_range()}")
         return _scalar(np.array(int(value)).astype(native))
     if isinstance(value, bool) or not isinstance(value, int | float | str | np.number):
-        raise ValueError(f"{parameter}: {info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
+        raise OptionError(parameter, f"{info.name} takes a JSON number, 'NaN', '±Infinity' or a hex string, "
                          f"got {value!r}")
     if isinstance(value, int | float | np.number) and not isinstance(value, str):
         try:
             return _scalar(cast_array(np.array(float(value)), native))
         except ValueError as exc:
-            raise ValueError(f"{parameter}: {value!r} cannot be stored as {info.name}: {exc}") from exc
+            raise OptionError(parameter, f"{value!r} cannot be stored as {info.name}: {exc}") from exc
     try:
         return _scalar(np.asarray(zdtype.from_json_scalar(value, zarr_format=3)).astype(native))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{parameter}: {value!r} is not a valid {info.name} value ({exc})") from exc
+        raise OptionError(parameter, f"{value!r} is not a valid {info.name} value ({exc})") from exc

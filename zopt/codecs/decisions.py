@@ -44,6 +44,8 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 __all__ = [
     "CodecRef",
     "CompressIfSmaller",
@@ -319,8 +321,8 @@ def resolve_decision(
         return decision
     if isinstance(decision, str):
         if decision not in HEURISTICS:
-            raise ValueError(
-                f"decision: unknown heuristic {decision!r}; allowed: {sorted(HEURISTICS)}, "
+            raise OptionError("decision",
+                f"unknown heuristic {decision!r}; allowed: {sorted(HEURISTICS)}, "
                 "a function, an integer mask or an array of masks"
             )
         found = HEURISTICS[decision]
@@ -328,16 +330,16 @@ def resolve_decision(
             return FixedMask((1 << n_codecs) - 1)
         return found
     if isinstance(decision, bool):
-        raise ValueError("decision: a bool is ambiguous; use 'always' or 'never'")
+        raise OptionError("decision", "a bool is ambiguous; use 'always' or 'never'")
     if isinstance(decision, int | np.integer):
         _check_mask(int(decision), n_codecs, header_bits)
         return FixedMask(int(decision))
     if isinstance(decision, np.ndarray):
         if decision.dtype.kind not in "iu":
-            raise ValueError(f"decision: a mask grid must have an integer dtype, got {decision.dtype}")
+            raise OptionError("decision", f"a mask grid must have an integer dtype, got {decision.dtype}")
         if decision.size and (int(decision.min()) < 0 or int(decision.max()) >> n_codecs):
-            raise ValueError(
-                f"decision: mask grid has bits set beyond the {n_codecs} wrapped codecs "
+            raise OptionError("decision",
+                f"mask grid has bits set beyond the {n_codecs} wrapped codecs "
                 f"(reserved bits must be 0); largest mask {int(decision.max()):#b}"
             )
         return MaskGrid(decision)
@@ -347,8 +349,8 @@ def resolve_decision(
         if trial_encode is None:
             trial_encode = _positional_arity(decision) >= 4
         return DecisionFunction(decision, bool(trial_encode))
-    raise ValueError(
-        f"decision: {decision!r} is not a decision; allowed: None, {sorted(HEURISTICS)}, "
+    raise OptionError("decision",
+        f"{decision!r} is not a decision; allowed: None, {sorted(HEURISTICS)}, "
         "a function (chunk_index, codec, unencoded_chunk[, trial_encoded_chunk]) -> bool, "
         "an integer mask or an integer array of masks over the chunk grid"
     )
@@ -356,8 +358,8 @@ def resolve_decision(
 
 def _check_mask(mask: int, n_codecs: int, header_bits: int) -> None:
     if mask < 0 or mask >> n_codecs:
-        raise ValueError(
-            f"decision: mask {mask:#b} sets bits outside the {n_codecs} wrapped codecs; "
+        raise OptionError("decision",
+            f"mask {mask:#b} sets bits outside the {n_codecs} wrapped codecs; "
             f"allowed 0..{(1 << n_codecs) - 1} (reserved bits up to header_bits={header_bits} must be 0)"
         )
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from zopt.codecs.widening import widen, widens_exactly
 from zopt.dtypes.numeric import NumericInfo, numeric_info
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 __all__ = ["OUT_OF_RANGE", "ROUNDING", "CastError", "cast_array", "cast_error", "check_cast_options"]
 
@@ -88,11 +88,11 @@ class CastError(ZoptError, ValueError):
 def check_cast_options(rounding: object, out_of_range: object, target: NumericInfo | None = None) -> None:
     """ValueError naming ``rounding`` or ``out_of_range`` and the allowed values."""
     if rounding not in ROUNDING:
-        raise ValueError(f"rounding: {rounding!r} is not one of {', '.join(ROUNDING)}")
+        raise OptionError("rounding", f"{rounding!r} is not one of {', '.join(ROUNDING)}")
     if out_of_range not in OUT_OF_RANGE:
-        raise ValueError(f"out_of_range: {out_of_range!r} is not one of 'clamp', 'wrap' (or absent)")
+        raise OptionError("out_of_range", f"{out_of_range!r} is not one of 'clamp', 'wrap' (or absent)")
     if out_of_range == "wrap" and target is not None and not target.is_int:
-        raise ValueError(f"out_of_range: 'wrap' applies only to integer targets, not {target.name}; "
+        raise OptionError("out_of_range", f"'wrap' applies only to integer targets, not {target.name}; "
                          "use 'clamp' or leave it absent")
 
 

@@ -34,6 +34,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
 from zopt.compat.zarr_compat import nd_buffer
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -55,7 +56,7 @@ def _axes(axes: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     bad = [a for a in axes if not 0 <= a < ndim]
     if bad:
-        raise ValueError(f"{NAME}: axes {list(axes)} name dimensions beyond the chunk's {ndim}")
+        raise OptionError("axes", label=NAME, message=f"axes {list(axes)} name dimensions beyond the chunk's {ndim}")
     return tuple(axes)
 
 
@@ -67,7 +68,7 @@ def parse_axes(axes: object) -> tuple[int, ...] | None:
     if (not isinstance(axes, list | tuple) or not axes
             or not all(isinstance(a, int | np.integer) and not isinstance(a, bool) and a >= 0 for a in axes)
             or any(b <= a for a, b in zip(axes, axes[1:], strict=False))):
-        raise ValueError(f"{NAME}: axes must be a non-empty, strictly increasing list of dimension indices, "
+        raise OptionError("axes", label=NAME, message=f"axes must be a non-empty, strictly increasing list of dimension indices, "
                          f"got {axes!r}")
     return tuple(int(a) for a in axes)
 
@@ -113,8 +114,8 @@ class LorenzoCodec(ArrayArrayCodec):
         config = found or {}
         unknown = set(config) - {"axes"}
         if unknown:
-            raise ValueError(f"{NAME}: the only configuration key is 'axes', got {sorted(config)}")
-        return cls(axes=config.get("axes"))
+            raise OptionError(NAME, f"the only configuration key is 'axes', got {sorted(config)}")
+        return cls(axes=(config or {}).get("axes"))
 
     def to_dict(self) -> dict[str, Any]:
         if self.axes is None:

@@ -39,6 +39,7 @@ from zarr.abc.codec import ArrayBytesCodec
 from zopt.codecs.config import codec_configuration
 from zopt.compat.zarr_compat import nd_buffer
 from zopt.dtypes.components import ComponentLayout
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -55,7 +56,7 @@ def _uint_for(bits: int) -> type[np.unsignedinteger]:
     for width, t in _UINTS.items():
         if bits <= width:
             return t
-    raise ValueError(f"packbits: {bits} bits do not fit an unsigned integer")
+    raise OptionError("packbits", f"{bits} bits do not fit an unsigned integer")
 
 
 # -- data types ------------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def component_layout(dtype: ZDType[Any, Any]) -> ComponentLayout:
             return le.astype(native, copy=False).reshape(shape)
 
         return ComponentLayout(width, 2, False, to_uint_c, from_uint_c)
-    raise ValueError(f"packbits: data type {dtype.to_json(3)!r} is not supported")
+    raise OptionError("packbits", f"data type {dtype.to_json(3)!r} is not supported")
 
 
 # -- bit packing ------------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ def _parse_bit(value: object, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative integer or null, got {value!r}")
+        raise OptionError(name, f"expected a non-negative integer or null, got {value!r}")
     return int(value)
 
 
@@ -251,10 +252,10 @@ class PackBitsCodec(ArrayBytesCodec):
 
     def __init__(self, *, padding_encoding: str = "none", first_bit: int | None = None, last_bit: int | None = None) -> None:
         if padding_encoding not in PADDING_ENCODINGS:
-            raise ValueError(f"padding_encoding: {padding_encoding!r} is not one of {list(PADDING_ENCODINGS)}")
+            raise OptionError("padding_encoding", f"{padding_encoding!r} is not one of {list(PADDING_ENCODINGS)}")
         fb, lb = _parse_bit(first_bit, "first_bit"), _parse_bit(last_bit, "last_bit")
         if fb is not None and lb is not None and lb < fb:
-            raise ValueError(f"last_bit: {lb} is less than first_bit {fb}")
+            raise OptionError("last_bit", f"{lb} is less than first_bit {fb}")
         object.__setattr__(self, "padding_encoding", padding_encoding)
         object.__setattr__(self, "first_bit", fb)
         object.__setattr__(self, "last_bit", lb)
@@ -280,10 +281,10 @@ class PackBitsCodec(ArrayBytesCodec):
         first = self.first_bit or 0
         last = layout.bits - 1 if self.last_bit is None else self.last_bit
         if last >= layout.bits:
-            raise ValueError(f"last_bit: {last} is outside the {layout.bits}-bit components of {dtype.to_json(3)!r} "
+            raise OptionError("last_bit", f"{last} is outside the {layout.bits}-bit components of {dtype.to_json(3)!r} "
                              f"(allowed 0..{layout.bits - 1})")
         if first > last:
-            raise ValueError(f"first_bit: {first} is greater than last_bit {last}")
+            raise OptionError("first_bit", f"{first} is greater than last_bit {last}")
         return layout, first, last
 
     def validate(self, *, shape: tuple[int, ...], dtype: ZDType[Any, Any], chunk_grid: object) -> None:

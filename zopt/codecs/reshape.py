@@ -25,6 +25,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import parse_named_configuration
 
 from zopt.compat.zarr_compat import nd_buffer
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -38,22 +39,22 @@ Entry = int | tuple[int, ...]
 
 def _parse_entries(shape: object) -> tuple[Entry, ...]:
     if not isinstance(shape, list | tuple) or not shape:
-        raise ValueError(f"shape: expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
+        raise OptionError("shape", f"expected a non-empty list of sizes, input-dimension lists or -1, got {shape!r}")
     out: list[Entry] = []
     for i, e in enumerate(shape):
         if isinstance(e, list | tuple):
             if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0 for d in e):
-                raise ValueError(f"shape[{i}]: input dimensions must be non-negative integers, got {e!r}")
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions must be non-negative integers, got {e!r}")
             out.append(tuple(int(d) for d in e))
         elif isinstance(e, int | np.integer) and not isinstance(e, bool) and (e >= 1 or e == -1):
             out.append(int(e))
         else:
-            raise ValueError(f"shape[{i}]: {e!r} is not a positive integer, a list of input dimensions or -1")
+            raise OptionError("shape", label=f"shape[{i}]", message=f"{e!r} is not a positive integer, a list of input dimensions or -1")
     if sum(1 for e in out if e == -1) > 1:
-        raise ValueError("shape: -1 may occur at most once")
+        raise OptionError("shape", "-1 may occur at most once")
     flat = [d for e in out if isinstance(e, tuple) for d in e]
     if any(b <= a for a, b in zip(flat, flat[1:], strict=False)):
-        raise ValueError(f"shape: the input dimensions {flat} must be strictly increasing over all entries "
+        raise OptionError("shape", f"the input dimensions {flat} must be strictly increasing over all entries "
                          "(reshape never transposes)")
     return tuple(out)
 
@@ -70,26 +71,26 @@ def resolve_shape(entries: Sequence[Entry], a_shape: Sequence[int]) -> tuple[int
     for i, e in enumerate(entries):
         if isinstance(e, tuple):
             if any(d >= len(a_shape) for d in e):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} out of range for a {len(a_shape)}-d chunk")
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} out of range for a {len(a_shape)}-d chunk")
             sizes.append(math.prod(a_shape[d] for d in e))
         else:
             sizes.append(None if e == -1 else e)
     known = math.prod(s for s in sizes if s is not None)
     if None in sizes:
         if known == 0 or total % known:
-            raise ValueError(f"shape: no size for -1 makes {known} × ? equal the {total} elements of {a_shape}")
+            raise OptionError("shape", f"no size for -1 makes {known} × ? equal the {total} elements of {a_shape}")
         sizes[sizes.index(None)] = total // known
     b_shape = tuple(int(s) for s in sizes)  # type: ignore[arg-type]
     if math.prod(b_shape) != total:
-        raise ValueError(f"shape: output {b_shape} has {math.prod(b_shape)} elements, the input {a_shape} has {total}")
+        raise OptionError("shape", f"output {b_shape} has {math.prod(b_shape)} elements, the input {a_shape} has {total}")
     for i, e in enumerate(entries):
         if isinstance(e, tuple) and e:
             if math.prod(b_shape[:i]) != math.prod(a_shape[: e[0]]):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} are not aligned: the output dimensions "
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} are not aligned: the output dimensions "
                                  f"before it hold {math.prod(b_shape[:i])} elements, input dimensions before "
                                  f"{e[0]} hold {math.prod(a_shape[: e[0]])}")
             if math.prod(b_shape[i + 1 :]) != math.prod(a_shape[e[-1] + 1 :]):
-                raise ValueError(f"shape[{i}]: input dimensions {list(e)} are not aligned: the output dimensions "
+                raise OptionError("shape", label=f"shape[{i}]", message=f"input dimensions {list(e)} are not aligned: the output dimensions "
                                  f"after it hold {math.prod(b_shape[i + 1:])} elements, input dimensions after "
                                  f"{e[-1]} hold {math.prod(a_shape[e[-1] + 1:])}")
     return b_shape
@@ -112,7 +113,7 @@ class ReshapeCodec(ArrayArrayCodec):
         config = found or {}
         unknown = set(config) - {"shape"}
         if unknown or "shape" not in config:
-            raise ValueError(f"reshape: the configuration needs exactly 'shape'; got keys {sorted(config)}")
+            raise OptionError("reshape", f"the configuration needs exactly 'shape'; got keys {sorted(config)}")
         return cls(shape=config["shape"])
 
     def to_dict(self) -> dict[str, Any]:

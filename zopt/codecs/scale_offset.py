@@ -38,6 +38,7 @@ from zopt.codecs.context import describe_current_chunk
 from zopt.codecs.exact_cast import CastError, cast_array, cast_error
 from zopt.compat.zarr_compat import nd_buffer, placeholder_fill_validation
 from zopt.dtypes.numeric import NumericInfo, numeric_info
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -165,9 +166,9 @@ def _parameters(offset: object, scale: object, zdtype: ZDType[Any, Any]) -> tupl
     if not info.is_int:
         for name, v in (("offset", off), ("scale", s)):
             if not np.isfinite(np.asarray(v).astype(np.float64)):
-                raise ValueError(f"scale_offset {name}: must be finite for {info.name}, got {v!r}")
+                raise OptionError(name, label=f"scale_offset {name}", message=f"must be finite for {info.name}, got {v!r}")
     if np.asarray(s).astype(np.float64) == 0:
-        raise ValueError(f"scale_offset scale: must not be zero (got {scale!r} for {info.name}); "
+        raise OptionError("scale", label="scale_offset scale", message=f"must not be zero (got {scale!r} for {info.name}); "
                          "decoding divides by it")
     return cast(np.generic, off), cast(np.generic, s)  # numpy scalars (parse_json_scalar)
 
@@ -191,10 +192,10 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def __init__(self, *, offset: object = None, scale: object = None) -> None:
         for name, v in (("offset", offset), ("scale", scale)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
-                raise ValueError(f"scale_offset {name}: expected a JSON number or string in the data "
+                raise OptionError(name, label=f"scale_offset {name}", message=f"expected a JSON number or string in the data "
                                  f"type's fill-value encoding, got {v!r}")
         if scale is not None and not isinstance(scale, str) and scale == 0:
-            raise ValueError("scale_offset scale: must not be zero; decoding divides by it")
+            raise OptionError("scale", label="scale_offset scale", message="must not be zero; decoding divides by it")
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "scale", scale)
 
@@ -211,7 +212,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         try:
             numeric_info(zdtype.to_native_dtype())
         except ValueError as exc:
-            raise ValueError(f"scale_offset: only real number data types are supported, not {zdtype}") from exc
+            raise OptionError("scale_offset", f"only real number data types are supported, not {zdtype}") from exc
         return _parameters(self.offset, self.scale, zdtype)
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
@@ -223,7 +224,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         except CastError as exc:
             if placeholder_fill_validation():  # zarr 3.4's fill 0 for a shard's inner codecs
                 return chunk_spec
-            raise ValueError(f"fill_value: {fill[()]!r} cannot be encoded by scale_offset: {exc}") from exc
+            raise OptionError("fill_value", f"{fill[()]!r} cannot be encoded by scale_offset: {exc}") from exc
         return replace(chunk_spec, fill_value=chunk_spec.dtype.cast_scalar(encoded))
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:

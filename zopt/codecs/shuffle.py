@@ -28,6 +28,8 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 
+from zopt.errors import OptionError
+
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
@@ -154,7 +156,7 @@ class ShuffleCodec(BytesBytesCodec):
             or not isinstance(element_size, int | np.integer)
             or not 1 <= element_size <= MAX_ELEMENT_SIZE
         ):
-            raise ValueError(f"element_size: {element_size!r} is not allowed; expected an integer from 1 to {MAX_ELEMENT_SIZE}")
+            raise OptionError("element_size", f"{element_size!r} is not allowed; expected an integer from 1 to {MAX_ELEMENT_SIZE}")
         object.__setattr__(self, "element_size", None if element_size is None else int(element_size))
 
     @classmethod
@@ -163,7 +165,7 @@ class ShuffleCodec(BytesBytesCodec):
         config = config or {}
         unknown = set(config) - {"element_size"}
         if unknown:
-            raise ValueError(f"shuffle: unknown configuration keys {sorted(unknown)}; allowed: ['element_size']")
+            raise OptionError("shuffle", f"unknown configuration keys {sorted(unknown)}; allowed: ['element_size']")
         return cls(**config)  # type: ignore[arg-type]  # __init__ checks element_size
 
     def to_dict(self) -> dict[str, Any]:

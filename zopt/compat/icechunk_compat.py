@@ -26,7 +26,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 __all__ = [
     "BranchMovedError", "IcechunkRef", "RepositoryNotFoundError", "commit_wave", "fresh_fork", "is_icechunk",
@@ -91,7 +91,7 @@ def parse_url(url: str) -> tuple[str, str, str | None]:
     rest = url[len(scheme):] if scheme else ""
     location, _, ref = rest.rpartition("@") if "@" in rest else (rest, "", None)
     if not scheme or not location or ref == "":
-        raise ValueError(f"dst: {url!r} is not icechunk://PATH[@BRANCH] or icechunk+s3://BUCKET/PREFIX[@BRANCH]")
+        raise OptionError("dst", f"{url!r} is not icechunk://PATH[@BRANCH] or icechunk+s3://BUCKET/PREFIX[@BRANCH]")
     return scheme, location, ref
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import click
 
+from zopt.errors import OptionError
+
 __all__ = ["SCHEDULERS", "check_scheduler", "compute", "local_scheduler", "scheduler_option"]
 
 #: what ``scheduler`` accepts, as error messages and ``--help`` name it
@@ -25,7 +27,7 @@ def check_scheduler(name: str | None) -> None:
     """ValueError naming ``scheduler`` and the allowed values unless ``name`` is one of them
     (None: the default)."""
     if name is not None and name not in _LOCAL and "://" not in str(name):
-        raise ValueError(f"scheduler: {name!r} is not one of {SCHEDULERS}")
+        raise OptionError("scheduler", f"{name!r} is not one of {SCHEDULERS}")
 
 
 def scheduler_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -134,4 +136,4 @@ def local_scheduler(name: str) -> Any:
         # workers exit when the client dies (a SIGKILLed client cannot shut its pool down)
         return functools.partial(dask.multiprocessing.get, initializer=exit_with_parent)
     check_scheduler(name)
-    raise ValueError(f"scheduler: {name!r} is an address; a local scheduler is one of {SCHEDULERS}")
+    raise OptionError("scheduler", f"{name!r} is an address; a local scheduler is one of {SCHEDULERS}")

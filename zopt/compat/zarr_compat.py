@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
     from zarr.storage import StoreLike
+from zopt.errors import OptionError
 
 __all__ = [
     "DATA_TYPE_ENTRY_POINTS_LOADED",
@@ -163,7 +164,7 @@ def endian_text(endian: object) -> str | None:
     """
     text = _enum_text(endian)
     if text not in (None, "little", "big"):
-        raise ValueError(f"endian: {text!r} is not one of 'little', 'big'")
+        raise OptionError("endian", f"{text!r} is not one of 'little', 'big'")
     return text
 
 
@@ -177,7 +178,7 @@ def index_location_of(codec: object) -> str:
     """The ``index_location`` of a ``sharding_indexed`` codec: ``"start"`` or ``"end"``."""
     where = _enum_text(getattr(codec, "index_location", "end"))
     if where not in ("start", "end"):
-        raise ValueError(f"index_location: {where!r} is not one of 'start', 'end'")
+        raise OptionError("index_location", f"{where!r} is not one of 'start', 'end'")
     return where
 
 
@@ -232,20 +233,20 @@ def resolve_codec(data: object, *, where: str = "codecs") -> Any:
     from zarr.registry import get_codec_class
 
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise ValueError(f"{where}: expected {{'name': …, 'configuration': {{…}}}}, got {data!r}")
+        raise OptionError("codecs", label=where, message=f"expected {{'name': …, 'configuration': {{…}}}}, got {data!r}")
     name = data["name"]
     try:
         cls = get_codec_class(name)
     except (KeyError, ValueError) as exc:
-        raise ValueError(
-            f"{where}: unknown codec {name!r}: no implementation is registered with "
+        raise OptionError("codecs", label=where, message=
+            f"unknown codec {name!r}: no implementation is registered with "
             f"{zarr_version_string()}{_package_note(name)}"
         ) from exc
     try:
         return cls.from_dict(data)
     except (TypeError, KeyError, ValueError) as exc:
-        raise ValueError(
-            f"{where}: codec {name!r} refused its configuration under {zarr_version_string()}: {exc}{_package_note(name)}"
+        raise OptionError("codecs", label=where, message=
+            f"codec {name!r} refused its configuration under {zarr_version_string()}: {exc}{_package_note(name)}"
         ) from exc
 
 

@@ -32,6 +32,7 @@ from zarr.core.dtype.wrapper import ZDType
 
 from zopt.compat.zarr_compat import DataTypeValidationError
 from zopt.dtypes import ml
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -138,7 +139,7 @@ class MLComplex(ZDType[np.dtype, np.generic], HasItemSize):
     def to_json(self, zarr_format: Literal[2, 3]) -> Any:
         if zarr_format == 3:
             return self._zarr_v3_name
-        raise ValueError(f"zarr_format: {self._zarr_v3_name} can only be stored in Zarr format 3")
+        raise OptionError("zarr_format", f"{self._zarr_v3_name} can only be stored in Zarr format 3")
 
     # -- components ------------------------------------------------------------------------------
     def components(self, values: np.ndarray) -> np.ndarray:

@@ -30,6 +30,7 @@ from zarr.core.dtype.common import HasEndianness, HasItemSize
 from zarr.core.dtype.wrapper import ZDType
 
 from zopt.compat.zarr_compat import DataTypeValidationError
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zarr.core.common import JSON
@@ -131,8 +132,8 @@ class MLDType(ZDType[np.dtype, np.generic], HasItemSize):
     def to_json(self, zarr_format: Literal[2, 3]) -> Any:
         if zarr_format == 3:
             return self._zarr_v3_name
-        raise ValueError(
-            f"zarr_format: {self._zarr_v3_name} can only be stored in Zarr format 3, got {zarr_format}"
+        raise OptionError("zarr_format",
+            f"{self._zarr_v3_name} can only be stored in Zarr format 3, got {zarr_format}"
         )
 
     # -- element bit patterns ----------------------------------------------------------------
@@ -209,12 +210,12 @@ class MLInt(MLDType):
     def _from_number(self, data: _Number) -> np.generic:
         if isinstance(data, float | np.floating):
             if not float(data).is_integer():
-                raise ValueError(f"fill_value: {data!r} is not an integer ({self._zarr_v3_name})")
+                raise OptionError("fill_value", f"{data!r} is not an integer ({self._zarr_v3_name})")
             data = int(data)
         value = int(data)
         if not self.min <= value <= self.max:
-            raise ValueError(
-                f"fill_value: {value} is out of range for {self._zarr_v3_name} "
+            raise OptionError("fill_value",
+                f"{value} is out of range for {self._zarr_v3_name} "
                 f"(allowed {self.min}..{self.max})"
             )
         return self.ml_type(value)
@@ -250,8 +251,8 @@ class MLFloat(MLDType):
 
     def _from_bits_int(self, pattern: int) -> np.generic:
         if pattern >> self.bits:
-            raise ValueError(
-                f"fill_value: hex bit pattern {pattern:#x} has more than {self.bits} bits "
+            raise OptionError("fill_value",
+                f"hex bit pattern {pattern:#x} has more than {self.bits} bits "
                 f"({self._zarr_v3_name})"
             )
         return cast(np.generic, self.from_bits(np.array(pattern, self._uint))[()])  # a 0-d array's scalar
@@ -260,22 +261,22 @@ class MLFloat(MLDType):
         x = float(data)
         if math.isnan(x):
             if not self.has_nan:
-                raise ValueError(f"fill_value: {self._zarr_v3_name} has no NaN")
+                raise OptionError("fill_value", f"{self._zarr_v3_name} has no NaN")
             return self.ml_type(np.nan)
         if math.isinf(x):
             if not self.has_inf:
-                raise ValueError(f"fill_value: {self._zarr_v3_name} has no infinity")
+                raise OptionError("fill_value", f"{self._zarr_v3_name} has no infinity")
             return self.ml_type(x)
         finfo = ml_dtypes.finfo(self.ml_type)
         if abs(x) > float(finfo.max) and self.to_native_dtype().type(x) != x:
             # ml_dtypes saturates or turns overflow into NaN/inf: refuse instead
-            raise ValueError(
-                f"fill_value: {x!r} is out of range for {self._zarr_v3_name} "
+            raise OptionError("fill_value",
+                f"{x!r} is out of range for {self._zarr_v3_name} "
                 f"(largest finite value {float(finfo.max)!r})"
             )
         value = self.ml_type(x)
         if math.isnan(float(value)):
-            raise ValueError(f"fill_value: {x!r} is not representable in {self._zarr_v3_name}")
+            raise OptionError("fill_value", f"{x!r} is not representable in {self._zarr_v3_name}")
         return value
 
     def from_json_scalar(self, data: JSON, *, zarr_format: int) -> np.generic:
@@ -288,8 +289,8 @@ class MLFloat(MLDType):
                 return self._from_number(-math.inf)
             if _HEX.match(data):
                 return self._from_bits_int(int(data, 16))
-            raise ValueError(
-                f"fill_value: {data!r} is not valid for {self._zarr_v3_name}; allowed: a number, "
+            raise OptionError("fill_value",
+                f"{data!r} is not valid for {self._zarr_v3_name}; allowed: a number, "
                 '"NaN", "Infinity", "-Infinity" or a hex bit pattern such as "0x3f80"'
             )
         if isinstance(data, bool) or not isinstance(data, int | float):
@@ -371,8 +372,8 @@ class Float8E8M0FNU(MLFloat):
     def _from_number(self, data: _Number) -> np.generic:
         x = float(data)
         if not math.isnan(x) and (x <= 0 or math.isinf(x)):
-            raise ValueError(
-                f"fill_value: {x!r} is not representable in float8_e8m0fnu (positive powers of two only)"
+            raise OptionError("fill_value",
+                f"{x!r} is not representable in float8_e8m0fnu (positive powers of two only)"
             )
         return super()._from_number(x)
 

@@ -27,6 +27,7 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
     from zarr.core.dtype.common import DTypeJSON
+from zopt.errors import OptionError
 
 __all__ = ["NumericInfo", "numeric_info", "zarr_dtype"]
 
@@ -121,7 +122,7 @@ def numeric_info(dtype: npt.DTypeLike) -> NumericInfo:
         return NumericInfo(dtype, name, _bits_of(dtype), True, int(ii.min) < 0, int(ii.min), int(ii.max))
     is_ml_float = dtype.type.__module__.startswith("ml_dtypes")
     if dtype.kind != "f" and not is_ml_float:
-        raise ValueError(f"data_type: {name!r} is not a real integer or floating-point type")
+        raise OptionError("data_type", f"{name!r} is not a real integer or floating-point type")
     bits = _bits_of(dtype)
     fi = ml_dtypes.finfo(dtype) if is_ml_float else np.finfo(dtype)
     kw: dict[str, Any] = {"nmant": int(fi.nmant), "max": float(fi.max)}
@@ -166,4 +167,4 @@ def zarr_dtype(name_or_json: DTypeJSON) -> Any:
     try:
         return get_data_type_from_json(name_or_json, zarr_format=3)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"data_type: {name_or_json!r} is not a Zarr v3 data type zarr knows ({exc})") from exc
+        raise OptionError("data_type", f"{name_or_json!r} is not a Zarr v3 data type zarr knows ({exc})") from exc

@@ -47,6 +47,7 @@ import numpy as np
 import xarray as xr
 
 from zopt.compat.job_cache import release_job
+from zopt.errors import OptionError
 from zopt.io import locations as loc
 from zopt.io.files import file_variables, read_file
 from zopt.io.packing import PACKING, UNPACKED, Repack, decimal, repack
@@ -57,6 +58,7 @@ from zopt.io.sources import (
     open_dataset,
     source_identity,
 )
+from zopt.notes import Note
 from zopt.store.identity import content_sample, files_table
 
 __all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi"]
@@ -72,7 +74,7 @@ def expand_sources(src: Any) -> list[str]:
     sorted by name; local paths made absolute. ValueError naming a pattern that matches nothing."""
     items = [src] if isinstance(src, str | os.PathLike) else list(src)
     if not items:
-        raise ValueError("src: an empty list of sources")
+        raise OptionError("src", "an empty list of sources")
     out: list[str] = []
     for item in items:
         text = os.fspath(item)
@@ -90,13 +92,13 @@ def expand_sources(src: Any) -> list[str]:
             found = sorted(os.path.abspath(p) for p in globmod.glob(loc.local_path(text)))
             for p in found:  # refused, not skipped: a file the user meant may be missing from the archive
                 if not os.path.exists(p):
-                    raise ValueError(f"src: {text!r} matches {p}, a symbolic link to {os.readlink(p)!r}, which does "
+                    raise OptionError("src", f"{text!r} matches {p}, a symbolic link to {os.readlink(p)!r}, which does "
                                      "not exist: fix or remove the link, or give a pattern that leaves it out")
                 if os.path.isdir(p) and not is_zarr(p):
-                    raise ValueError(f"src: {text!r} matches {p}, a directory that is not a Zarr store: give a "
+                    raise OptionError("src", f"{text!r} matches {p}, a directory that is not a Zarr store: give a "
                                      "pattern that matches only the files (or Zarr stores) to combine")
         if not found:
-            raise ValueError(f"src: {text!r} matches no file")
+            raise OptionError("src", f"{text!r} matches no file")
         out.extend(found)
     return out
 
@@ -224,7 +226,7 @@ def _check_number(path: str, name: str, key: str, attrs: dict[str, Any]) -> None
         return
     value = np.asarray(attrs[key])
     if value.dtype.kind not in "iuf" or value.size != 1:
-        raise ValueError(f"src: {path}: variable {name!r}: attribute {key!r} is {_plain(value.ravel()[0]) if value.size else '[]'} "
+        raise OptionError("src", f"{path}: variable {name!r}: attribute {key!r} is {_plain(value.ravel()[0]) if value.size else '[]'} "
                          f"({value.dtype.name if value.dtype.kind != 'U' else 'a string'}), not one number: "
                          "CF packing needs a number; fix the attribute first")
 
@@ -234,7 +236,7 @@ def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[
     of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
     variables, sizes = file_variables(path, token)
     if dim not in sizes:
-        raise ValueError(f"src: {path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
+        raise OptionError("src", f"{path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
     schema: dict[str, Any] = {}
     packing: dict[str, tuple] = {}
     for name, (dims, dtype, shape, all_attrs, read) in variables.items():
@@ -350,7 +352,7 @@ COMBINE = ("by_coords", "nested")
 def check_combine(combine: Any) -> None:
     """ValueError naming ``combine`` and the allowed values."""
     if combine not in COMBINE:
-        raise ValueError(f"combine: {combine!r} is not one of {list(COMBINE)}")
+        raise OptionError("combine", f"{combine!r} is not one of {list(COMBINE)}")
 
 
 def check_combine_use(combine: Any, concat_dim: str | None) -> None:
@@ -358,7 +360,7 @@ def check_combine_use(combine: Any, concat_dim: str | None) -> None:
     ``"nested"`` without ``concat_dim`` (it orders several sources), as ``RecompressJob`` refuses."""
     if concat_dim is None:
         if combine != "by_coords":
-            raise ValueError(f"combine: {combine!r} orders several sources; it needs concat_dim")
+            raise OptionError("combine", f"{combine!r} orders several sources; it needs concat_dim")
         return
     check_combine(combine)
 
@@ -375,7 +377,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
     from zopt.compat.scheduling import compute
 
     if not isinstance(concat_dim, str) or not concat_dim:
-        raise ValueError(f"concat_dim: {concat_dim!r} is not a dimension name")
+        raise OptionError("concat_dim", f"{concat_dim!r} is not a dimension name")
     check_combine(combine)
     files = expand_sources(src)
     job = _JOB_SOURCE.get()
@@ -385,7 +387,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
         return job  # the running job's summaries: the same files, unchanged since
     groups = child_groups(files[0])
     if groups:
-        raise ValueError(f"src: {files[0]} has groups {groups}, which combining files would drop: "
+        raise OptionError("src", f"{files[0]} has groups {groups}, which combining files would drop: "
                          "give files without groups")
     token = f"summary-{uuid.uuid4().hex[:12]}"
     tasks = [dask.delayed(_summarize_batch, pure=False)(files[i:i + BATCH], concat_dim, token)
@@ -397,7 +399,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
     first = int(np.flatnonzero(s.kind != 0)[0]) if (s.kind != 0).any() else None
     if first is not None:
         a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
-        raise ValueError(f"src: {files[first]} differs from {files[0]}: {_difference(a, b)}")
+        raise OptionError("src", f"{files[first]} differs from {files[0]}: {_difference(a, b)}")
     if combine == "nested":
         order, notes = np.arange(len(files)), [f"files combined along {concat_dim!r} in the order given (combine='nested')"]
     else:
@@ -408,8 +410,9 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
         found = repack(name, [files[i] for i in order], packs)
         if found is not None:
             repacks[name] = found
-            notes.append(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
-                         f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})")
+            notes.append(Note(f"{name}: files packed differently, re-expressed as one exact packing (scale_offset "
+                              f"offset={found.offset!r}, scale={found.scale!r}; cast_value {found.int_dtype})",
+                              "repacked", name))
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
     out = MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
                       json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)
@@ -480,7 +483,7 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     if nan.size:  # a NaN orders nowhere: sorted last, its file's data would move to the end
         j = int(nan[0])
         i = int(np.searchsorted(s.offsets, j, side="right") - 1)
-        raise ValueError(f"src: {files[i]}: coordinate {dim!r} is NaN at index {j - s.offsets[i]}, so it cannot "
+        raise OptionError("src", f"{files[i]}: coordinate {dim!r} is NaN at index {j - s.offsets[i]}, so it cannot "
                          "order the files (give them in the order you choose with combine='nested', --combine nested)")
     steps = np.diff(s.coords)
     inside = np.ones(steps.shape, bool)  # the steps between two values of one file
@@ -489,7 +492,7 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
     if bad.size:
         j = int(bad[0])
         i = int(np.searchsorted(s.offsets, j, side="right") - 1)
-        raise ValueError(f"src: {files[i]}: coordinate {dim!r} is not increasing inside the file "
+        raise OptionError("src", f"{files[i]}: coordinate {dim!r} is not increasing inside the file "
                          f"({s.coords[j]!r} then {s.coords[j + 1]!r} at index {j + 1 - s.offsets[i]})")
     full = np.flatnonzero(s.n > 0)
     firsts, lasts = s.coords[s.offsets[full]], s.coords[s.offsets[full + 1] - 1]
@@ -501,7 +504,7 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
         same = bool(np.all(firsts == firsts[0]) and np.all(lasts == lasts[0]))
         hint = (f"; every file has the same {dim!r} values, so they cannot order the files (give them in "
                 "the order you choose with combine='nested', --combine nested)" if same else "")
-        raise ValueError(f"src: {b} overlaps {a} along {dim!r}: it starts at {_plain(firsts[j + 1])}, "
+        raise OptionError("src", f"{b} overlaps {a} along {dim!r}: it starts at {_plain(firsts[j + 1])}, "
                          f"{a} ends at {_plain(lasts[j])}{hint}")
     typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)
     notes = []
@@ -528,7 +531,7 @@ def along_concat_dim(src: Source, source: dict[str, SourceVariable], names: list
     along = [n for n, v in source.items() if dim in v.dims and n not in names]
     other = [n for n in along if source[n].dtype.kind not in "biufc"]
     if other:
-        raise ValueError(f"src: variables {other} along {dim!r} are not numeric; combining several files "
+        raise OptionError("src", f"variables {other} along {dim!r} are not numeric; combining several files "
                          "writes every variable along the concat dimension through zopt: drop them first")
     if along:
         notes.append(f"variables: {along} are along {dim!r} and are combined from every file too")

@@ -31,6 +31,7 @@ import zarr
 
 from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array, unservable_array_error
+from zopt.errors import OptionError
 from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
@@ -143,7 +144,7 @@ def _open(src: str) -> xr.Dataset:
     except ValueError as exc:
         if "did not find a match" not in str(exc):
             raise
-        raise ValueError(f"src: {src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
+        raise OptionError("src", f"{src!r} is neither a Zarr store nor a file xarray can read (netCDF/HDF5)") from exc
 
 
 def cached_tokens() -> list[str | None]:
@@ -244,14 +245,14 @@ def children_to_copy(src: str | None, store: StoreLike, plan: Any) -> list[str]:
     if loc.isdir(src) and not is_zarr(src):  # a folder of stores, not a store: not a netCDF file's groups
         raise not_a_store(src, "src")
     if not is_zarr(src):
-        raise ValueError(f"src: {src!r} has groups {children}, which recompress would drop (it reads the root "
+        raise OptionError("src", f"{src!r} has groups {children}, which recompress would drop (it reads the root "
                          "group of a netCDF file); write each group to its own Zarr store, e.g. with "
                          "xarray.open_dataset(src, group=...).to_zarr(...), and recompress those")
     if store is not None:
-        raise ValueError(f"dst: {src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
+        raise OptionError("dst", f"{src!r} has child groups {children}; a hierarchy is rewritten into a local directory "
                          f"only, not into {store_text(store)}")
     if plan is not None:
-        raise ValueError(f"plan: {src!r} has child groups {children}; a plan covers the arrays of one group: "
+        raise OptionError("plan", f"{src!r} has child groups {children}; a plan covers the arrays of one group: "
                          "recompress each group with its own plan")
     return children
 
@@ -277,7 +278,7 @@ def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None)
     if names:
         missing = [n for n in names if n not in found]
         if missing:
-            raise ValueError(f"arrays: {missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
+            raise OptionError("arrays", f"{missing} not in {os.fspath(store)!r}; it has {sorted(found)}")
         return [found[n] for n in names]
     return [found[k] for k in sorted(found)]
 

@@ -14,11 +14,13 @@ from typing import Any
 
 import xarray as xr
 
+from zopt.errors import OptionError
 from zopt.io.paths import check_no_overlap, check_replaceable
 from zopt.io.sources import arrays_in
 from zopt.planning.analysis import DEFAULT_SAMPLE, analysable, load_analysis
 from zopt.planning.analysis import analyze as analyze_zarr
 from zopt.planning.chunking import parse_shape, shape_for
+from zopt.planning.optimizer import MenuOptions
 from zopt.planning.plan import Plan, make_plan
 
 __all__ = ["analyze", "plan"]
@@ -68,6 +70,7 @@ def analyze(
     an unknown array or an invalid option (naming it), ZoptError subclasses for unreadable chunks.
     """
     store = os.fspath(store)
+    menu = _menu(menu_options)
     if os.path.isfile(store):
         with tempfile.TemporaryDirectory(prefix="zopt-view-") as tmp:
             view = _raw_view(store, os.path.join(tmp, "view.zarr"))
@@ -84,18 +87,35 @@ def analyze(
         dims = {str(d) for a in found for d in getattr(a.metadata, "dimension_names", None) or () if d}
         unknown = [d for d in spec if d not in dims]
         if unknown:
-            raise ValueError(f"chunks: no analysed array has dimension(s) {unknown}; the dimensions are {sorted(dims)}")
+            raise OptionError("chunks", f"no analysed array has dimension(s) {unknown}; the dimensions are {sorted(dims)}")
     for a in found:
         why = analysable(a)
         if why is not None:
             if a.ndim and note:  # scalars are not worth a line
                 note(f"note: skipped array {a.path!r}, {why}; recompress copies it as it is")
             continue
-        dims = tuple(getattr(a.metadata, "dimension_names", None) or ())
-        shape = shape_for(spec, dims, tuple(a.shape)) if dims or not isinstance(spec, dict) else None
+        names = tuple(getattr(a.metadata, "dimension_names", None) or ())
+        shape = shape_for(spec, names, tuple(a.shape)) if names or not isinstance(spec, dict) else None
         out.update(analyze_zarr(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
-                                read=read, decode_times=decode_times, progress=progress, **menu_options))
+                                read=read, decode_times=decode_times, progress=progress, menu=menu))
     return out
+
+
+def _menu(options: Mapping[str, Any]) -> MenuOptions | None:
+    """``analyze``'s ``menu``, ``budget`` and ``readers`` parsed (None without ``menu``): the menu as
+    given, not narrowed to the default readers (a plan records the chains it chose). TypeError
+    for another keyword, as Python says it."""
+    from zopt.planning.candidates import parse_menu
+    from zopt.planning.optimizer import MenuOptions, parse_budget
+    from zopt.planning.readers import parse_readers
+
+    unknown = sorted(set(options) - {"menu", "budget", "readers"})
+    if unknown:
+        raise TypeError(f"analyze() got an unexpected keyword argument {unknown[0]!r}")
+    budget, readers = parse_budget(options.get("budget")), frozenset(parse_readers(options.get("readers")))
+    if options.get("menu") is None:
+        return None
+    return MenuOptions(parse_menu(options["menu"]), budget, readers)
 
 
 def plan(

@@ -29,6 +29,7 @@ from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
 from zopt.job.reports import RecompressReport
 from zopt.job.targets import same_metadata
+from zopt.notes import as_note
 from zopt.store.journal import keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -186,7 +187,7 @@ def recompress(
     resume (see Resuming) or ``before_publish`` refused it (it is kept for inspection).
     """
     options = dict(locals())
-    return run_job(RecompressJob(**options))
+    return run_job(RecompressJob.parse(**options))
 
 
 def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
@@ -245,7 +246,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
             reports[a.name] = a
         if finished:
             notes.append(_FINISHED_CHILD.format(child=child))
-        notes.extend(f"{child}: {n}" for n in sub.notes)
+        notes.extend(as_note(n).in_child(child) for n in sub.notes)
     from zopt.planning.readers import array_codecs, reader_line
 
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
@@ -254,7 +255,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
 
 
 def _run(job: RecompressJob, p: Prepared) -> WriteRun:
-    return WriteRun(p.work, p.src, job.decision_used, p.job_id, p.lossy_vars, p.reports, job.scheduler, job.progress)
+    return WriteRun(p.work, p.src, job.decision, p.job_id, p.lossy_vars, p.reports, job.scheduler, job.progress)
 
 
 def _write(job: RecompressJob, p: Prepared, target: Target, notes: list[str]) -> float:
@@ -301,7 +302,7 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[s
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
-        notes.extend(f"{child}: {n}" for n in sub.notes if not n.startswith("skipped arrays with broken"))
+        notes.extend(n.in_child(child) for n in map(as_note, sub.notes) if n.kind != "skipped")
         seconds += sub.graph_seconds
     return seconds
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.store.lock import store_lock
 from zopt.store.rewrite import (
     GRACE_SECONDS,
@@ -123,7 +124,7 @@ def compact(
     from zopt.store.files import chunk_files
 
     if not grace >= 0:
-        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+        raise OptionError("grace", f"{grace!r} must be a number of seconds >= 0")
     t0 = time.perf_counter()
     store = os.fspath(store)
     report = CompactReport(store=store)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 from zopt.io.paths import check_store_replaceable
 from zopt.job.dask_graph import write_tasks
 from zopt.job.graph import unit_key
@@ -78,7 +78,7 @@ class IcechunkTarget:
     def __init__(self, dst: Any, overwrite: bool) -> None:
         ref = icc.open_ref(dst)  # RepositoryNotFoundError: nothing touched
         if ref.branch is None:
-            raise ValueError(f"dst: {ref.text} names a snapshot; a destination is a branch (icechunk://PATH@BRANCH)")
+            raise OptionError("dst", f"{ref.text} names a snapshot; a destination is a branch (icechunk://PATH@BRANCH)")
         self.repo, self.branch, self.text = ref.repo, ref.branch, ref.text
         self.work_branch = f"zopt-work-{self.branch}"
         self.base = self.repo.lookup_branch(self.branch)

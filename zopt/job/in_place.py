@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.compat.scheduling import check_scheduler
+from zopt.errors import OptionError
 from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
@@ -78,12 +79,12 @@ def recompress_in_place(
     """
     _refuse(options)
     if not grace >= 0:
-        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+        raise OptionError("grace", f"{grace!r} must be a number of seconds >= 0")
     check_scheduler(scheduler)
     store = resolve(store)  # on the client: Dask workers may run in another directory
     group = zarr_v3_group(store)
     if group is None:
-        raise ValueError(f"store: {store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
+        raise OptionError("store", f"{store!r} is not a Zarr v3 group in a local directory (in-place rewrites replace files)")
     arrays = dict(group.arrays())
     if isinstance(plan, str | os.PathLike):
         from zopt.planning.plan import Plan
@@ -92,18 +93,18 @@ def recompress_in_place(
     if variables:
         missing = [n for n in variables if n not in arrays]
         if missing:
-            raise ValueError(f"variables: {missing} not in the store; it has {sorted(arrays)}")
+            raise OptionError("variables", f"{missing} not in the store; it has {sorted(arrays)}")
         names = list(variables)
     else:
         names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
         if not names:
-            raise ValueError(f"store: no array of {store!r} has a conditional codec, so in place there is nothing to "
+            raise OptionError("store", f"no array of {store!r} has a conditional codec, so in place there is nothing to "
                              "re-decide; rewrite it into a new store with recompress SRC DST")
     layouts, plans = {}, {}
     for name in names:  # checked before the store is locked or any file touched
         array = arrays[name]
         if not conditional_codecs_in(array.metadata.codecs):
-            raise ValueError(f"variables: array {name!r} has no conditional codec, so its chunks cannot change without "
+            raise OptionError("variables", f"array {name!r} has no conditional codec, so its chunks cannot change without "
                              "changing its metadata; rewrite it into a new store with recompress SRC DST")
         layouts[name] = layout_of(array)
         inner = layouts[name].inner_shape if layouts[name] is not None else tuple(array.chunks)
@@ -155,6 +156,6 @@ def _refuse(options: dict[str, Any]) -> None:
         raise TypeError(f"recompress_in_place() got an unexpected keyword argument {unknown[0]!r}")
     refused = refused_in_place(options)
     if refused:
-        raise ValueError(f"{', '.join(refused)}: {'does' if len(refused) == 1 else 'do'} not apply to a rewrite in "
+        raise OptionError(refused[0], label=", ".join(refused), message=f"{'does' if len(refused) == 1 else 'do'} not apply to a rewrite in "
                          "place, which keeps every array's metadata and writes no new store; use zopt.recompress "
                          "into a new store to change them")

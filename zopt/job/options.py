@@ -10,17 +10,33 @@ job runs, not *what* it writes); child groups get it with only their paths chang
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DEFAULT_DECISION", "RecompressJob", "parse_max_memory", "refused_in_place"]
+import numpy as np
+
+from zopt.errors import OptionError
+from zopt.lossy.spec import LossySpec
+from zopt.planning.chunking import ShapeSpec, shape_text
+from zopt.planning.optimizer import DEFAULT_BUDGET, MenuOptions
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+    from zopt.planning.plan import Plan
+
+
+__all__ = ["DEFAULT_DECISION", "DecisionLike", "RecompressJob", "ShapeLike", "parse_max_memory", "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
 LAYOUTS = ("compact", "fixed-slot")
 
 _HOW = {"fingerprint": False}  # options that change how the job runs, not what it writes
+_DERIVED = {"fingerprint": False, "derived": True}  # made by RecompressJob.parse from the options
 #: options a rewrite in place (``recompress_in_place``, ``--in-place``) honours; every other field is refused
 #: there (``refused_in_place``): it keeps every array's metadata and writes no new store
 _IN_PLACE = {"in_place": True}
@@ -35,9 +51,9 @@ def parse_max_memory(value: int | str | None) -> int | None:
     try:
         n = parse_bytes(value) if isinstance(value, str) else int(value)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"max_memory: {value!r} is not a size such as 2GiB or 500MB") from exc
+        raise OptionError("max_memory", f"{value!r} is not a size such as 2GiB or 500MB") from exc
     if n <= 0:
-        raise ValueError(f"max_memory: {value!r} must be positive")
+        raise OptionError("max_memory", f"{value!r} must be positive")
     return n
 
 
@@ -46,222 +62,251 @@ def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
     if lossy is None:
         return []
     if isinstance(lossy, Mapping):
-        return [(str(k), str(v)) for k, v in lossy.items()]
+        return [(str(k), v.text() if isinstance(v, LossySpec) else str(v)) for k, v in lossy.items()]
     items = [lossy] if isinstance(lossy, str) else list(lossy)
     out = []
     for item in items:
         if not isinstance(item, str) or "=" not in item:
-            raise ValueError(f"lossy: {item!r} is not VAR=SPEC (e.g. tos=abs:0.01)")
+            raise OptionError("lossy", f"{item!r} is not VAR=SPEC (e.g. tos=abs:0.01)")
         var, spec = item.split("=", 1)
         out.append((var.strip(), spec.strip()))
     return out
 
 
+#: what a user may give as a decision: a heuristic's name, a ``zopt.codecs.decisions.Decision``, a
+#: function of a chunk, or a mask grid (``zopt.codecs.decisions.resolve_decision``)
+DecisionLike = str | Callable[..., Any] | np.ndarray
+#: a chunk or shard shape as given: ``"y=32,x=32"``, ``"1,32,32"``, a mapping by dimension name or a shape
+ShapeLike = str | Sequence[int] | Mapping[str, int]
+
+
 @dataclass(frozen=True)
 class RecompressJob:
-    """One recompress job: where from, where to, and every option (documented in ``zopt.job``).
-
-    Validated in ``__post_init__`` (ValueError naming the option and the allowed values); the
-    parsed forms (``chain``, ``chunk_spec``, ``shard_spec``, ``memory_limit``, ``decision_used``)
-    are properties. Frozen: ``dataclasses.replace`` makes a changed copy.
+    """One recompress job: where from, where to, and every option (documented in ``zopt.recompress``),
+    parsed: ``RecompressJob.parse`` takes what a user gives (text, lists, a preset's name) and
+    checks it once (``OptionError`` naming the option and the allowed values); the fields hold the
+    parsed values (zarr's ``ArrayConfigLike`` → ``ArrayConfig``). The preset is resolved into
+    ``codecs``, ``decision``, ``menu`` and ``budget``. Frozen: ``dataclasses.replace`` makes a
+    changed copy (of parsed values: nothing is parsed again).
     """
 
-    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = field(metadata=_IN_PLACE)  # several: along concat_dim
-    dst: Any  # a local path, an fsspec URL or a zarr Store
-    codecs: Sequence[dict[str, Any]] | str | None = None
-    preset: str | None = None
-    chunks: tuple[int, ...] | str | Mapping[str, int] | None = None
-    shards: tuple[int, ...] | str | Mapping[str, int] | None = None
-    decision: Any = field(default=None, metadata=_IN_PLACE)  # None: the preset's, else "compress_if_smaller"
-    variables: Sequence[str] | None = field(default=None, metadata=_IN_PLACE)
+    src: str | tuple[str, ...] = field(metadata=_IN_PLACE)  # several: along concat_dim
+    dst: str | Store  # a local path, an fsspec URL, an Icechunk URL, or a zarr Store
+    codecs: tuple[dict[str, Any], ...] | None = None  # the chain every variable gets; None: each its own
+    preset: str | None = None  # its name (its chain, decision, menu and budget are in those fields)
+    chunks: ShapeSpec = None
+    shards: ShapeSpec = None
+    decision: DecisionLike = field(default=DEFAULT_DECISION, metadata=_IN_PLACE)
+    variables: tuple[str, ...] | None = field(default=None, metadata=_IN_PLACE)
     layout: str = "compact"
     slot_parts: int | None = None
-    plan: Any = field(default=None, metadata=_IN_PLACE)
-    lossy: Any = None
-    readers: Sequence[str] | str | None = None
+    plan: Plan | str | os.PathLike[str] | None = field(default=None, metadata=_IN_PLACE)
+    lossy: Mapping[str, LossySpec] = field(default_factory=dict)
+    readers: frozenset[str] = frozenset()  # as given (none: the job's default, ``zopt.job.prepare.job_readers``)
     checksum: bool | None = None
     skip_broken: bool = False
-    menu: Any = None  # without codecs: the candidates each variable's chain is chosen from
-    budget: Any = None  # and the speed budget of that choice (zopt.planning.optimizer)
+    menu: tuple[str, ...] = ()  # without codecs or plan: the candidates each variable's chain is chosen from
+    budget: float = DEFAULT_BUDGET  # and the speed budget of that choice (zopt.planning.optimizer)
     concat_dim: str | None = None  # several sources combined along this dimension (zopt.io.multi)
     combine: str = "by_coords"  # with concat_dim: files ordered by coordinate, or "nested": as given
     scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE})
     overwrite: bool = field(default=False, metadata=_HOW)
-    progress: Callable[[Any], Any] | None = field(default=None, metadata={**_HOW, **_IN_PLACE}, compare=False)
-    max_memory: int | str | None = field(default=None, metadata=_HOW)
+    progress: Callable[[int], AbstractContextManager[object]] | None = field(
+        default=None, metadata={**_HOW, **_IN_PLACE}, compare=False)
+    max_memory: int | None = field(default=None, metadata=_HOW)
     dry_run: bool = field(default=False, metadata=_HOW)
-    before_publish: Callable[[Any, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
+    before_publish: Callable[[object, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
+    # derived by ``parse``, not options: the menu's options (None: a chain or a plan is given), and
+    # the options as given (``described``, for ``--dry-run``)
+    menu_options: MenuOptions | None = field(default=None, metadata=_DERIVED)
+    asked: tuple[tuple[str, str], ...] = field(default=(), metadata=_DERIVED, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self._check_sources()
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"layout: {self.layout!r} is not one of {list(LAYOUTS)}")
-        if self.plan is not None and self.decision not in (None, DEFAULT_DECISION):
-            raise ValueError("decision: a plan decides every chunk's mask; give a plan or a decision, not both")
-        from zopt.compat.scheduling import check_scheduler
+    @classmethod
+    def parse(cls, src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], dst: str | os.PathLike[str] | Store,
+              **options: Any) -> RecompressJob:
+        """The job of ``zopt.recompress(src, dst, **options)``, every option parsed and checked once:
+        ``codecs`` (JSON text or list), ``preset`` (a name), ``chunks``/``shards`` (``ShapeLike``),
+        ``decision`` (``DecisionLike`` or None: the preset's, else ``compress_if_smaller``),
+        ``variables`` (names, or one name), ``lossy`` (``["VAR=SPEC", …]``, ``{VAR: SPEC}`` or one
+        string), ``readers``/``menu`` (names or one comma-separated string), ``budget`` (a number
+        or ``"inf"``), ``max_memory`` (bytes or ``"2GiB"``); the others as the fields. Raises
+        ``OptionError`` naming the option and the allowed values; TypeError for an unknown option."""
+        return _parse(cls, src, dst, dict(options))
 
-        check_scheduler(self.scheduler)  # ValueError naming scheduler and the allowed values
-        if self.checksum not in (None, True, False):
-            raise ValueError(f"checksum: {self.checksum!r} is not one of [None, True, False]")
-        if self.slot_parts is not None and (isinstance(self.slot_parts, bool) or not isinstance(self.slot_parts, int)
-                                            or self.slot_parts < 1):
-            raise ValueError(f"slot_parts: {self.slot_parts!r} is not an integer >= 1 (or None)")
-        if self.preset is not None:
-            from zopt.planning.presets import get_preset
-
-            if self.codecs is not None:
-                raise ValueError("preset: names a codec chain; give preset or codecs, not both")
-            get_preset(self.preset)  # ValueError naming the known presets
-        if (self.menu is not None or self.budget is not None) and (self.codecs_used is not None or self.plan is not None):
-            raise ValueError("menu, budget: they choose a chain per variable when none is given; give them or "
-                             "codecs/plan (or a preset naming a chain), not both")
-        if self.budget is not None:
-            from zopt.planning.optimizer import parse_budget
-
-            parse_budget(self.budget)  # ValueError naming budget and the allowed values
-        if isinstance(self.variables, str):
-            object.__setattr__(self, "variables", [self.variables])
-        if self.variables is not None:  # [] rewrites nothing (a child group none of whose arrays was named)
-            object.__setattr__(self, "variables", list(self.variables))
-        if isinstance(self.lossy, str | Mapping) or (self.lossy is not None and not isinstance(self.lossy, list)):
-            object.__setattr__(self, "lossy", [f"{k}={v}" for k, v in _lossy_items(self.lossy)] or None)
-        elif self.lossy is not None:
-            _lossy_items(self.lossy)
-            object.__setattr__(self, "lossy", list(self.lossy) or None)
-        self.chain, self.chunk_spec, self.shard_spec, self.memory_limit  # noqa: B018 - parse now, fail early
-
-    def _check_sources(self) -> None:
-        """Several sources (a list, or a glob) need ``concat_dim``; ``lossy`` is not for them yet."""
-        from zopt.io.multi import check_combine_use
-
-        several = not isinstance(self.src, str | os.PathLike)
-        if several:
-            object.__setattr__(self, "src", tuple(os.fspath(s) for s in self.src))
-        if self.concat_dim is None:
-            if several:
-                raise ValueError("concat_dim: several sources are combined along one dimension: give its name "
-                                 "(e.g. concat_dim='time', --concat-dim time)")
-            check_combine_use(self.combine, None)
-            return
-        check_combine_use(self.combine, self.concat_dim)  # ValueError naming combine and the allowed values
-        if not isinstance(self.concat_dim, str) or not self.concat_dim:
-            raise ValueError(f"concat_dim: {self.concat_dim!r} is not a dimension name")
-        if self.lossy:
-            raise ValueError("lossy: not supported with several sources (concat_dim) yet; recompress them "
-                             "losslessly, then run the lossy job on the combined store")
-        if self.plan is not None:
-            raise ValueError("plan: a plan is made for one source's arrays; with several sources (concat_dim) "
-                             "use a decision (or a preset)")
-
-    # the parsed forms ------------------------------------------------------------------------
+    # the forms derived from the fields ---------------------------------------------------------
     @property
     def chain(self) -> list[dict[str, Any]]:
-        """The target codec chain (JSON objects) parsed from ``codecs_used`` (``DEFAULT_CHAIN`` when none)."""
+        """The target codec chain (a fresh copy of ``codecs``; ``DEFAULT_CHAIN`` when none)."""
         from zopt.planning.chains import parse_chain
 
-        return parse_chain(self.codecs_used)
-
-    @property
-    def codecs_used(self) -> list[dict[str, Any]] | str | None:
-        """What the job writes as ``codecs``: as given, else the preset's chain, else None (each
-        variable's chain then comes from the codec menu, as for presets that name a menu)."""
-        if self.preset is not None:
-            from zopt.planning.presets import get_preset
-
-            chosen = get_preset(self.preset)
-            return None if chosen.menu is not None else chosen.chain()
-        return self.codecs
-
-    @property
-    def menu_used(self) -> Any:
-        """The codec menu: as given, else the preset's (``default``, ``archive``), else None (the default menu)."""
-        if self.menu is None and self.preset is not None:
-            from zopt.planning.presets import get_preset
-
-            return get_preset(self.preset).menu
-        return self.menu
-
-    @property
-    def budget_used(self) -> Any:
-        """The speed budget of the menu choice: as given, else the preset's, else None (the default, 1)."""
-        if self.budget is None and self.preset is not None:
-            from zopt.planning.presets import get_preset
-
-            return get_preset(self.preset).budget
-        return self.budget
-
-    @property
-    def decision_used(self) -> Any:
-        """The decision: as given, else the preset's, else ``compress_if_smaller``."""
-        if self.decision is not None:
-            return self.decision
-        if self.preset is not None:
-            from zopt.planning.presets import get_preset
-
-            return get_preset(self.preset).decision
-        return DEFAULT_DECISION
-
-    @property
-    def chunk_spec(self) -> Any:
-        from zopt.planning.chunking import parse_shape
-
-        return parse_shape(self.chunks, "chunks")
-
-    @property
-    def shard_spec(self) -> Any:
-        from zopt.planning.chunking import parse_shape
-
-        return parse_shape(self.shards, "shards")
-
-    @property
-    def memory_limit(self) -> int | None:
-        return parse_max_memory(self.max_memory)
+        return parse_chain(None if self.codecs is None else json.loads(json.dumps(list(self.codecs))))
 
     @property
     def want_checksum(self) -> bool:
         """crc32c at the end of sharded arrays' inner chains: as asked, else for fixed slots."""
         return self.layout == "fixed-slot" if self.checksum is None else bool(self.checksum)
 
+    @property
+    def explicit_decision(self) -> bool:
+        """A decision other than ``compress_if_smaller`` (given, or the preset's)."""
+        return not (isinstance(self.decision, str) and self.decision == DEFAULT_DECISION)
+
     # journal, dry run, child groups ---------------------------------------------------------
     def fingerprinted(self) -> dict[str, Any]:
-        """The options that change what is written, by field (``src``/``dst`` are the journal's own)."""
+        """The options that change what is written, by field (``src``/``dst`` are the journal's own),
+        as stable JSON-able values."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.metadata.get("fingerprint", True) and f.name not in ("src", "dst")}
-        out.update(codecs=self.codecs_used, decision=self.decision_used, checksum=self.want_checksum,
-                   menu=self.menu_used, budget=self.budget_used)
+        out.update(codecs=None if self.codecs is None else list(self.codecs), checksum=self.want_checksum,
+                   chunks=shape_text(self.chunks), shards=shape_text(self.shards),
+                   variables=None if self.variables is None else list(self.variables),
+                   lossy=[f"{v}={s.text()}" for v, s in self.lossy.items()] or None,
+                   readers=sorted(self.readers) or None, menu=list(self.menu) or None)
         out.pop("preset")  # its chain and decision are fingerprinted above
         return out
 
     def described(self) -> list[tuple[str, str]]:
-        """``[(option, value text)]`` of every option not at its default, for ``--dry-run``."""
-        out = []
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("src", "dst") or value == f.default or callable(value) and f.name != "decision":
-                continue
-            out.append((f.name, value if isinstance(value, str) else repr(value)))
-        return out
+        """``[(option, value text)]`` of every option given other than its default, as given, for ``--dry-run``."""
+        return list(self.asked)
 
-    def for_child(self, child: str, dst: Any) -> RecompressJob:
+    def for_child(self, child: str, dst: str | Store) -> RecompressJob:
         """This job for the child group ``child`` of the source, written to ``dst``: only the paths
         change; ``variables`` and ``lossy`` keep their ``child/…`` entries, re-rooted. (A plan
         covers one group: ``plan`` with child groups is refused before anything is written;
         ``before_publish`` runs once, in the parent job, over every array, children included.)"""
         prefix = child + "/"
-        variables = None if self.variables is None else [v[len(prefix):] for v in self.variables if v.startswith(prefix)]
-        lossy = [f"{v[len(prefix):]}={s}" for v, s in _lossy_items(self.lossy) if v.startswith(prefix)]
+        variables = None if self.variables is None else tuple(v[len(prefix):] for v in self.variables
+                                                              if v.startswith(prefix))
+        lossy = {v[len(prefix):]: dataclasses.replace(s, variable=v[len(prefix):])
+                 for v, s in self.lossy.items() if v.startswith(prefix)}
+        assert isinstance(self.src, str)  # several sources (concat_dim) have no child groups
         return dataclasses.replace(
-            self, src=os.path.join(os.fspath(self.src), child), dst=dst, variables=variables,
-            lossy=lossy or None, overwrite=False, before_publish=None)
+            self, src=os.path.join(self.src, child), dst=dst, variables=variables,
+            lossy=lossy, overwrite=False, before_publish=None)
 
     def lossy_groups(self) -> set[str]:
         """The child groups named by ``lossy`` entries (``child/VAR=…``)."""
-        return {v.split("/", 1)[0] for v, _ in _lossy_items(self.lossy) if "/" in v}
+        return {v.split("/", 1)[0] for v in self.lossy if "/" in v}
 
-    def own_lossy(self) -> list[str] | None:
+    def own_lossy(self) -> dict[str, LossySpec]:
         """``lossy`` without the child groups' ``child/VAR=…`` entries (their jobs take them)."""
-        own = [f"{v}={s}" for v, s in _lossy_items(self.lossy) if "/" not in v]
-        return own or None
+        return {v: s for v, s in self.lossy.items() if "/" not in v}
+
+
+_LOOSE_DEFAULTS: dict[str, Any] = {"decision": None, "menu": None, "budget": None, "readers": None, "lossy": None}
+
+
+def _asked(options: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``(option, value text)`` of the options given other than their default, in field order."""
+    out = []
+    for f in dataclasses.fields(RecompressJob):
+        if f.name not in options:
+            continue
+        value = options[f.name]
+        default = _LOOSE_DEFAULTS.get(f.name, f.default)
+        if value is None or value == default or callable(value) and f.name != "decision":
+            continue
+        out.append((f.name, value if isinstance(value, str) else repr(value)))
+    return tuple(out)
+
+
+def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+           dst: str | os.PathLike[str] | Store, given: dict[str, Any]) -> RecompressJob:
+    """``RecompressJob.parse``: each option parsed, then what they must agree on checked."""
+    from zopt.compat.scheduling import check_scheduler
+    from zopt.lossy.spec import parse_lossy
+    from zopt.planning.chains import parse_chain
+    from zopt.planning.chunking import parse_shape
+    from zopt.planning.optimizer import parse_budget
+    from zopt.planning.readers import parse_readers
+
+    options = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")}
+    unknown = sorted(set(given) - options)
+    if unknown:
+        raise TypeError(f"recompress() got an unexpected keyword argument {unknown[0]!r}")
+    opts = {k: v for k, v in given.items() if v is not None or k in ("checksum",)}
+    src = _sources(src, given.get("concat_dim"), given.get("combine", "by_coords"), given)
+    if isinstance(dst, os.PathLike):
+        dst = os.fspath(dst)
+    layout = opts.get("layout", "compact")
+    if layout not in LAYOUTS:
+        raise OptionError("layout", f"{layout!r} is not one of {list(LAYOUTS)}")
+    plan = opts.get("plan")
+    decision = opts.get("decision")
+    if plan is not None and decision not in (None, DEFAULT_DECISION):
+        raise OptionError("decision", "a plan decides every chunk's mask; give a plan or a decision, not both")
+    check_scheduler(opts.get("scheduler"))  # OptionError naming scheduler and the allowed values
+    checksum = given.get("checksum")
+    if checksum not in (None, True, False):
+        raise OptionError("checksum", f"{checksum!r} is not one of [None, True, False]")
+    slot_parts = opts.get("slot_parts")
+    if slot_parts is not None and (isinstance(slot_parts, bool) or not isinstance(slot_parts, int) or slot_parts < 1):
+        raise OptionError("slot_parts", f"{slot_parts!r} is not an integer >= 1 (or None)")
+    codecs = opts.get("codecs")
+    menu, budget = opts.get("menu"), opts.get("budget")
+    preset = opts.get("preset")
+    if preset is not None:
+        from zopt.planning.presets import get_preset
+
+        if codecs is not None:
+            raise OptionError("preset", "names a codec chain", conflicts=("codecs",))
+        chosen = get_preset(preset)  # OptionError naming the known presets
+        codecs = None if chosen.menu is not None else chosen.chain()
+        decision = chosen.decision if decision is None else decision
+        if chosen.menu is not None:
+            menu = chosen.menu if menu is None else menu
+            budget = chosen.budget if budget is None else budget
+    if (opts.get("menu") is not None or opts.get("budget") is not None) and (codecs is not None or plan is not None):
+        raise OptionError("menu, budget", "they choose a chain per variable when none is given; give them or "
+                          "codecs/plan (or a preset naming a chain), not both")
+    decision = DEFAULT_DECISION if decision is None else decision
+    chain = None if codecs is None else tuple(parse_chain(codecs))
+    readers = frozenset(parse_readers(opts.get("readers")))
+    menu_options = None
+    if chain is None and plan is None:
+        explicit = not (isinstance(decision, str) and decision == DEFAULT_DECISION)
+        menu_options = MenuOptions.parse(menu, budget, readers, decision_given=explicit)
+    variables = opts.get("variables")
+    if variables is not None:  # () rewrites nothing (a child group none of whose arrays was named)
+        variables = (variables,) if isinstance(variables, str) else tuple(variables)
+    lossy = parse_lossy([f"{k}={v}" for k, v in _lossy_items(opts.get("lossy"))])
+    return cls(
+        src=src, dst=dst, codecs=chain, preset=preset,
+        chunks=parse_shape(opts.get("chunks"), "chunks"), shards=parse_shape(opts.get("shards"), "shards"),
+        decision=decision, variables=variables, layout=layout, slot_parts=slot_parts, plan=plan, lossy=lossy,
+        readers=readers, checksum=checksum, skip_broken=bool(opts.get("skip_broken", False)),
+        menu=menu_options.menu if menu_options is not None else (),
+        budget=menu_options.budget if menu_options is not None else parse_budget(budget),
+        concat_dim=opts.get("concat_dim"), combine=opts.get("combine", "by_coords"), scheduler=opts.get("scheduler"),
+        overwrite=bool(opts.get("overwrite", False)), progress=opts.get("progress"),
+        max_memory=parse_max_memory(opts.get("max_memory")), dry_run=bool(opts.get("dry_run", False)),
+        before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
+
+
+def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: Any, combine: Any,
+             given: Mapping[str, Any]) -> str | tuple[str, ...]:
+    """SRC as text; several sources (a list, or a glob) need ``concat_dim``; ``plan`` is not for them."""
+    from zopt.io.multi import check_combine_use
+
+    several = not isinstance(src, str | os.PathLike)
+    out: str | tuple[str, ...] = os.fspath(src) if isinstance(src, str | os.PathLike) else tuple(
+        os.fspath(s) for s in src)
+    if concat_dim is None:
+        if several:
+            raise OptionError("concat_dim", "several sources are combined along one dimension: give its name "
+                              "(e.g. concat_dim='time', --concat-dim time)")
+        check_combine_use(combine, None)
+        return out
+    check_combine_use(combine, concat_dim)  # OptionError naming combine and the allowed values
+    if not isinstance(concat_dim, str) or not concat_dim:
+        raise OptionError("concat_dim", f"{concat_dim!r} is not a dimension name")
+    if given.get("lossy"):
+        raise OptionError("lossy", "not supported with several sources (concat_dim) yet; recompress them "
+                          "losslessly, then run the lossy job on the combined store")
+    if given.get("plan") is not None:
+        raise OptionError("plan", "a plan is made for one source's arrays; with several sources (concat_dim) "
+                          "use a decision (or a preset)")
+    return out
 
 
 def refused_in_place(given: Mapping[str, Any]) -> list[str]:
@@ -271,4 +316,5 @@ def refused_in_place(given: Mapping[str, Any]) -> list[str]:
     than its default. Names that are no field are left to the caller."""
     fields = {f.name: f for f in dataclasses.fields(RecompressJob)}
     return [name for name, value in given.items()
-            if name in fields and not fields[name].metadata.get("in_place", False) and value != fields[name].default]
+            if name in fields and not fields[name].metadata.get("in_place", False) and value is not None
+            and value != _LOOSE_DEFAULTS.get(name, fields[name].default)]

@@ -10,6 +10,7 @@ cannot be honoured. Nothing here writes; ``zopt.job.api.run_job`` runs the phase
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import uuid
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from zopt.compat.job_cache import release_job
+from zopt.errors import OptionError
 from zopt.io import locations as loc
 from zopt.io.multi import along_concat_dim
 from zopt.io.paths import resolve
@@ -43,16 +45,17 @@ from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
 from zopt.job.targets import TargetSpec, stored_bytes_of, target_arrays
 from zopt.job.work import ArrayWork, build_work, layouts_for
+from zopt.notes import Note, as_note
 from zopt.planning.chains import (
     chains_to_check,
     menu_chains,
-    parse_chain,
     sized_chain,
     split_chain,
     with_checksum,
 )
 from zopt.planning.chunking import unused_shape_notes
 from zopt.planning.menu import default_chain
+from zopt.planning.optimizer import MenuOptions, TrialRun
 from zopt.store.journal import Journal, fingerprint
 
 __all__ = ["Prepared", "job_layout", "job_readers", "parse_job", "plan_of_work"]
@@ -119,7 +122,7 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[st
     where = src.location  # one path or URL; None for several files
     skipped = check_store(where, job.skip_broken) if where is not None and is_zarr(where) else []
     if skipped:
-        notes.append(f"skipped arrays with broken metadata: {skipped}")
+        notes.append(Note(f"skipped arrays with broken metadata: {skipped}", "skipped"))
     p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
                   src=src, source_group=zarr_v3_group(where), root_meta=root_array_metadata(where),
                   children=children_to_copy(where, target.store_of(), plan), notes=notes, skipped=skipped)
@@ -130,9 +133,9 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[st
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
         unknown = sorted(job.lossy_groups() - set(p.children))
         if unknown:  # a child job would never receive them: refused, not ignored
-            raise ValueError(f"lossy: {unknown} are not child groups of the source; it has {p.children or 'none'}")
+            raise OptionError("lossy", f"{unknown} are not child groups of the source; it has {p.children or 'none'}")
         p.names = along_concat_dim(src, p.source, p.names, notes)  # several files: every variable along concat_dim
-        specs = {"chunks": job.chunk_spec, "shards": job.shard_spec}
+        specs = {"chunks": job.chunks, "shards": job.shards}
         notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
             notes.append("the source is a root array that is not numeric; copied as it is")
@@ -161,18 +164,17 @@ def _attach_lossy(job: RecompressJob, src: Source, p: Prepared, layout: str) -> 
     chain = job.chain
     own = job.own_lossy()
     if own:
-        from zopt.lossy.prepare import prepare_for_recompress
-        from zopt.lossy.spec import parse_lossy
+        from zopt.lossy.prepare import LossyOptions, prepare_for_recompress
 
-        lossless = {n: _lossless_default(job, p, n, layout) for n in parse_lossy(own) if n in p.source}
-        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, job.chunk_spec, job.shard_spec,
-                                              job.scheduler, job.variables, readers=job.readers, base=chain,
-                                              lossless=lossless, budget=job.budget_used)
+        lossless = {n: _lossless_default(job, p, n, layout) for n in own if n in p.source}
+        options = LossyOptions(job.chunks, job.shards, job.variables, job.scheduler, job.readers, tuple(chain),
+                               job.budget)
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, options, lossless)
         _lossy_notes(job, p, lossless)
     if job.readers:
         from zopt.planning.readers import check_readers
 
-        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs_used, p.plan), job.readers)
+        check_readers(chains_to_check(p.names, chain, p.lossy_vars, job.codecs, p.plan), job.readers)
 
 
 def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -> dict[str, Any]:
@@ -182,16 +184,20 @@ def _lossless_default(job: RecompressJob, p: Prepared, name: str, layout: str) -
     var = p.source[name]
     if p.plan is not None or var.dtype.kind not in "biuf":
         return {}
-    if job.codecs_used is not None:
+    if job.codecs is not None:
         return {"codecs": job.chain}
     from zopt.planning.optimizer import menu_candidates
 
-    explicit = _explicit_decision(job)
-    return menu_candidates(var.dtype, job.menu_used, _menu_readers(job), explicit, layout == "fixed-slot", name)
+    options = _menu(job, layout)
+    return {} if options is None else menu_candidates(var.dtype, options, name)
 
 
-def _explicit_decision(job: RecompressJob) -> bool:
-    return not (isinstance(job.decision_used, str) and job.decision_used == "compress_if_smaller")
+def _menu(job: RecompressJob, layout: str) -> MenuOptions | None:
+    """The job's menu options (None: a chain or a plan is given), for the layout it writes
+    (``job_layout``): fixed-slot shards keep the menu to chains with a size bound."""
+    if job.menu_options is None:
+        return None
+    return dataclasses.replace(job.menu_options, bounded_only=layout == "fixed-slot")
 
 
 def job_readers(job: RecompressJob) -> list[str]:
@@ -199,20 +205,13 @@ def job_readers(job: RecompressJob) -> list[str]:
     as given, else plain zarr-python (issue 36), else, with an explicit decision and no chain, zopt."""
     from zopt.planning.readers import effective_readers
 
-    return effective_readers(job.readers, _explicit_decision(job) and job.codecs_used is None)
-
-
-def _menu_readers(job: RecompressJob) -> list[str]:
-    """The readers the codec menu is narrowed to (``zopt.planning.candidates.menu_readers``)."""
-    from zopt.planning.candidates import menu_readers
-
-    return menu_readers(job.readers, job.menu_used, _explicit_decision(job) and job.codecs_used is None)
+    return effective_readers(job.readers, job.explicit_decision and job.codecs is None)
 
 
 def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, Any]]) -> None:
     """Lossy variables whose lossless default stored fewer bytes leave ``p.lossy_vars`` (their
     chain: that candidate); a note names each tail chosen by trial and each variable written lossless."""
-    from zopt.planning.optimizer import MenuChoice, parse_budget
+    from zopt.planning.optimizer import MenuChoice
 
     tails = []
     for n in [n for n in p.names if n in p.lossy_vars]:
@@ -223,10 +222,10 @@ def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, 
             continue
         del p.lossy_vars[n]
         lossy_bytes = (lv.tail_trial or {}).get(lv.tail)
-        if job.codecs_used is None:
+        if job.codecs is None:
             p.lossless_instead[n] = MenuChoice(name=lv.lossless, chain=lossless[n][lv.lossless],
                                                trials={k: (b, 0.0) for k, b in lv.lossless_trial.items()},
-                                               budget=parse_budget(job.budget_used))
+                                               budget=job.budget)
         p.notes.append(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
                        f"({lv.lossless}) stored {lv.lossless_trial[lv.lossless]} bytes and the lossy tail "
                        f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit")
@@ -253,29 +252,32 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     if p.record is not None:
         p.layouts = Journal.layouts(p.record)
     else:
-        p.layouts = layouts_for(p.source, p.names, job.chunk_spec, job.shard_spec, plan if job.chunks is None else None,
+        p.layouts = layouts_for(p.source, p.names, job.chunks, job.shards, plan if job.chunks is None else None,
                                 job.variables)
     chain = job.chain
     readers = job_readers(job)
     floats = {n for n in src.repacks if n in p.names}
     repacks = _repacks(src, p, readers)
-    chosen = menu_chains(src, p.source, p.names, p.layouts, p.lossy_vars, job.codecs_used, plan, job.menu_used,
-                         job.budget_used, _menu_readers(job), job.decision_used, job_layout(job, target), job.scheduler,
-                         p.job_id, partial=target.root if p.record is not None else None, repacks=repacks,
-                         chosen=p.lossless_instead)
+    chosen = dict(p.lossless_instead)  # lossy variables written lossless: chosen already
+    if job.codecs is None:
+        todo = {n: p.source[n] for n in p.names
+                if n not in p.lossy_vars and n not in chosen and p.source[n].dtype.kind in "biufc"}
+        chosen.update(menu_chains(src, todo, p.layouts, plan, _menu(job, job_layout(job, target)),
+                                  run=TrialRun(job.scheduler, p.job_id), repacks=repacks,
+                                  partial=target.root if p.record is not None else None))
     if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
         p.notes.append(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
                        + " (zopt.planning.candidates): "
                        + ", ".join(f"{n}={chosen[n].name}" + (f" (after the re-expression's scale_offset + "
                                                              f"cast_value {repacks[n].int_dtype})" if n in repacks else "")
                                    for n in p.names if n in chosen))
-    chains = {n: chosen[n].chain if n in chosen else chain if job.codecs_used is not None
+    chains = {n: chosen[n].chain if n in chosen else chain if job.codecs is not None
               else default_chain(p.source[n].dtype) for n in p.names}
     chains.update({n: lv.chain(chain) for n, lv in p.lossy_vars.items()})  # zopt.lossy
     # files packed differently: one exact packing, then the menu's choice for the integers (chosen
     # above, the two codecs included), else the chain given, else the integers' default
     repack_chains = {n: chosen[n].chain if n in chosen else r.filters() + (
-        parse_chain(job.codecs_used) if job.codecs_used is not None else default_chain(np.dtype(r.int_dtype)))
+        job.chain if job.codecs is not None else default_chain(np.dtype(r.int_dtype)))
         for n, r in repacks.items()}
     if job.readers and repack_chains:
         from zopt.planning.readers import check_readers
@@ -295,10 +297,10 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
     _note_unsharded_options(job, p)
-    limit = job.memory_limit
+    limit = job.max_memory
     over = p.work.over_memory(limit)
     if over is not None:
-        raise ValueError(_memory_message(over, limit))
+        raise OptionError("max_memory", _memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src.location, name)) for name, w in p.work.arrays.items()}
 
 
@@ -313,12 +315,12 @@ def _repacks(src: Source, p: Prepared, readers: list[str]) -> dict[str, Any]:
     found = {n: r for n, r in src.repacks.items() if n in p.names and n not in p.lossy_vars}
     if not found or reads_repacking(readers):
         return found
-    for n, r in found.items():
-        lead = f"{n}: files packed differently, re-expressed"
-        p.notes[:] = [x for x in p.notes if not x.startswith(lead)]
-        p.notes.append(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
-                       f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is written "
-                       "for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 lacks them)")
+    for n, r in found.items():  # the source's note on re-expressing it is replaced by this one
+        p.notes[:] = [x for x in map(as_note, p.notes) if not (x.kind == "repacked" and x.array == n)]
+        p.notes.append(Note(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
+                            f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is "
+                            "written for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 "
+                            "lacks them)", "repacked", n))
     return {}
 
 
@@ -334,7 +336,7 @@ def _check_units(src: Source, source: dict[str, SourceVariable], layouts: dict[s
         units = math.prod(math.ceil(s / k) for s, k in zip(shape, shard or inner, strict=True))
         if units > MAX_UNITS:
             what = f"array {name!r}" if name else "the root array"
-            raise ValueError(f"src: {what} of {src.text}: shape {shape} makes {units:.3g} "
+            raise OptionError("src", f"{what} of {src.text}: shape {shape} makes {units:.3g} "
                              f"{'shards' if shard else 'chunks'} of {tuple(shard or inner)}, more than the {MAX_UNITS:.0e} "
                              "one job lists (a corrupt shape?); give larger --chunks/--shards if the shape is right")
 
@@ -370,7 +372,7 @@ def _memory_message(w: ArrayWork, limit: int) -> str:
     from dask.utils import format_bytes
 
     return (
-        f"max_memory: a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
+        f"a write task of array {w.name!r} needs ~{format_bytes(w.projected_task_bytes)} (projected: input "
         f"region twice, encoded output, buffers), more than the limit of {format_bytes(limit)}; use smaller --shards, "
         "or --layout fixed-slot with more --slot-parts, or raise --max-memory"
     )
@@ -388,7 +390,7 @@ def _names_to_rewrite(source: dict[str, SourceVariable], variables: Sequence[str
     missing += [v for v in variables if "/" in v and v.split("/", 1)[0] not in children]
     if missing:
         where = f"; it has {sorted(source)}" + (f" and child groups {children}" if children else "")
-        raise ValueError(f"variables: {missing} not in the source{where}")
+        raise OptionError("variables", f"{missing} not in the source{where}")
     return names
 
 

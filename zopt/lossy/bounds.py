@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -296,19 +296,19 @@ def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: float,
     try:
         b = float(bound)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: {bound!r} is not a number") from None
+        raise OptionError("lossy", label=where, message=f"{bound!r} is not a number") from None
     if not (b > 0) or not math.isfinite(b):
-        raise ValueError(f"{where}: the bound must be a finite number > 0, got {bound!r}")
+        raise OptionError("lossy", label=where, message=f"the bound must be a finite number > 0, got {bound!r}")
     is_int = dt.kind in "iu"
     if is_int:
         if b != math.floor(b):
-            raise ValueError(f"{where}: {name!r} is an integer variable ({dt.name}); the bound must be a whole "
+            raise OptionError("lossy", label=where, message=f"{name!r} is an integer variable ({dt.name}); the bound must be a whole "
                              f"number, got {bound!r}")
         work: np.dtype = np.dtype(np.float64)
     elif dt in _FLOATS:
         work = dt
     else:
-        raise ValueError(f"lossy {name}: abs bounds support float32, float64 and integer variables, not {dt.name}")
+        raise OptionError("lossy", label=f"lossy {name}", message=f"abs bounds support float32, float64 and integer variables, not {dt.name}")
     # sentinels: distinct values, NaN excluded (NaN has its own reserved code)
     uniq: list[Any] = []
     nan_sentinel = False
@@ -326,7 +326,7 @@ def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: float,
             sign = "Infinity" if sign == "-Infinity" else "-Infinity"
         taken = [x for _, x in slots]
         if sign in taken or (sign == "Infinity" and stats.posinf) or (sign == "-Infinity" and stats.neginf):
-            raise ValueError(f"lossy {name}: sentinels (fill value, _FillValue, missing_value) {uniq} are mapped to "
+            raise OptionError("lossy", label=f"lossy {name}", message=f"sentinels (fill value, _FillValue, missing_value) {uniq} are mapped to "
                              "+/-Infinity before scale_offset; at most two distinct sentinels, and only while the data "
                              "has no infinities of the sign each needs")
         slots.append((s, sign))
@@ -337,13 +337,14 @@ def design_abs(name: str, dtype: npt.DTypeLike, stats: RangeStats, bound: float,
     # A data value must not decode to a sentinel (a reader would see it missing): when a code of
     # the grid decodes exactly to one, the offset moves down one step of the arithmetic type and
     # the chain is designed again (a few times at most; the bound is proved for any offset <= lo).
+    problem = _Problem(name, dt, work, is_int, b, bound, stats, lo, hi, tuple(slots), nan_sentinel)
     for _ in range(_OFFSET_TRIES):
-        chain = _design_at(name, dt, work, is_int, b, bound, stats, lo, hi, off, slots, nan_sentinel, where)
+        chain = _design_at(problem, off)
         hit = _sentinel_hit(chain)
         if hit is None:
             return chain
         off = np.nextafter(off, work.type(-np.inf))
-    raise ValueError(f"{where}: {bound!r} over [{lo!r}, {hi!r}]: the value {hit!r} of the quantisation grid is a "
+    raise OptionError("lossy", label=where, message=f"{bound!r} over [{lo!r}, {hi!r}]: the value {hit!r} of the quantisation grid is a "
                      "sentinel (fill value, _FillValue, missing_value), so a data value would read back as missing; "
                      "use another bound or store this variable losslessly")
 
@@ -381,9 +382,30 @@ def _scaled_zero(work: np.dtype, off: float | np.generic, s: np.generic) -> Any:
         return None
 
 
-def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, bound: float, stats: RangeStats,
-               lo: float | np.generic, hi: float | np.generic, off: float | np.generic, slots: list, nan_sentinel: bool, where: str) -> AbsChain:
+@dataclass(frozen=True)
+class _Problem:
+    """What ``design_abs`` designs a chain for, the same over its offset tries: variable ``name``
+    of type ``dt`` computed in ``work``, the bound (``b``, as given ``bound``), the range
+    (``stats``, ``lo``, ``hi``), the sentinels' ``slots`` and whether NaN is one."""
+
+    name: str
+    dt: np.dtype
+    work: np.dtype
+    is_int: bool
+    b: float
+    bound: Any
+    stats: RangeStats
+    lo: Any
+    hi: Any
+    slots: tuple[tuple[Any, str], ...]
+    nan_sentinel: bool
+
+
+def _design_at(problem: _Problem, off: Any) -> AbsChain:
     """The chain for offset ``off`` (see ``design_abs``)."""
+    name, dt, work, is_int, b, bound = problem.name, problem.dt, problem.work, problem.is_int, problem.b, problem.bound
+    stats, lo, hi, slots, nan_sentinel = problem.stats, problem.lo, problem.hi, problem.slots, problem.nan_sentinel
+    where = f"lossy {name}: abs"
     a, m = _frac(hi) - Fraction(float(off)), max(abs(_frac(lo)), abs(_frac(hi)))
     p = np.finfo(work).nmant + 1
     u, tiny = Fraction(1, 2**p), Fraction(float(np.finfo(work).smallest_subnormal))
@@ -392,17 +414,17 @@ def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, 
     rest = _error_bound(Fraction(0), a, m, u, tiny, is_int)
     h_max = (target - rest) / ((1 + u) * (1 + u))
     if h_max <= 0:
-        raise ValueError(f"{where}: {bound!r} is below what {work.name} arithmetic can guarantee over the range "
+        raise OptionError("lossy", label=where, message=f"{bound!r} is below what {work.name} arithmetic can guarantee over the range "
                          f"[{lo!r}, {hi!r}] (rounding alone may reach {float(rest):.3g}): it would need more bits "
                          f"than the {p} of {work.name}'s significand; use a larger bound or store this variable "
                          "losslessly")
     s = _round_up(1 / (2 * h_max), work)
     if not np.isfinite(s) or _error_bound(1 / (2 * Fraction(float(s))), a, m, u, tiny, is_int) > target:
-        raise ValueError(f"{where}: {bound!r} needs a scale beyond {work.name}'s range over [{lo!r}, {hi!r}]")
+        raise OptionError("lossy", label=where, message=f"{bound!r} needs a scale beyond {work.name}'s range over [{lo!r}, {hi!r}]")
     n_special = int(stats.nan > 0 or nan_sentinel) + int(stats.posinf > 0) + int(stats.neginf > 0) + len(slots)
     # upper estimate first: a range needing more than 64 bits is refused before any arithmetic on it
     if a * Fraction(float(s)) + 1 + n_special >= 2**64:
-        raise ValueError(f"{where}: {bound!r} over the range [{lo!r}, {hi!r}] needs more than 64 bits per value")
+        raise OptionError("lossy", label=where, message=f"{bound!r} over the range [{lo!r}, {hi!r}] needs more than 64 bits per value")
     from zopt.codecs.scale_offset import scale_offset_encode
 
     with np.errstate(over="ignore"):
@@ -424,7 +446,7 @@ def _design_at(name: str, dt: np.dtype, work: np.dtype, is_int: bool, b: float, 
         code += 1
         reserved.append((float(y0), code))
     if code >= 2**64:
-        raise ValueError(f"{where}: {bound!r} over the range [{lo!r}, {hi!r}] needs more than 64 bits per value")
+        raise OptionError("lossy", label=where, message=f"{bound!r} over the range [{lo!r}, {hi!r}] needs more than 64 bits per value")
     bits = max(1, code.bit_length())
     storage = next(n for w, n in _UINTS if bits <= w)
     return AbsChain(name=name, source=dt.name, work=work.name, bound=b, lo=lo, hi=hi, offset=float(off),

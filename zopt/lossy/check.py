@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.lossy.bounds import exact_abs_error_exceeds
 
 __all__ = ["bound_text", "check_region", "information_kept", "kind_of", "record_problems", "stated_record"]
@@ -72,7 +73,7 @@ def stated_record(text: str, record: dict[str, Any] | None) -> dict[str, Any]:
                     "sentinels": sentinels, "stated": True}
     except ValueError:
         pass
-    raise ValueError(f"--bound: {text!r} is not abs:E (E a finite number > 0) or keepbits:K (K an integer >= 0)")
+    raise OptionError("bound", label="--bound", message=f"{text!r} is not abs:E (E a finite number > 0) or keepbits:K (K an integer >= 0)")
 
 
 def record_problems(record: dict[str, Any]) -> list[str]:

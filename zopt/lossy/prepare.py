@@ -31,21 +31,25 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
 from zopt.lossy.rounding import bitround, rel_round, rounded_as_stored, sentinels_of, special_mask
 from zopt.lossy.spec import LossySpec
+from zopt.planning.chunking import ShapeSpec
+from zopt.planning.optimizer import DEFAULT_BUDGET
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from zopt.io.sources import SourceVariable
 
-__all__ = ["LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "rel_round",
+__all__ = ["LossyOptions", "LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "rel_round",
            "sentinels_of", "special_mask"]
 
 ATTRIBUTE = "zopt_lossy"
@@ -223,7 +227,7 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     specs = {v: LossySpec(v, "info", float(lv), per_chunk=True) for v, lv in levels.items()}
     for v, spec in specs.items():
         if not 0 < spec.value <= 1:
-            raise ValueError(f"lossy {v}: info: the information level must be in (0, 1], got {spec.value!r}")
+            raise OptionError("lossy", label=f"lossy {v}", message=f"info: the information level must be in (0, 1], got {spec.value!r}")
     from zopt.compat.job_cache import release_job
 
     try:
@@ -231,8 +235,9 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     finally:
         release_job("lossy-plan")
     chunk_arg, shard_arg = parse_shape(chunks, "chunks"), parse_shape(shards, "shards")
-    prepared = prepare_lossy(src, source, specs, chunk_arg, shard_arg, scheduler, confidence=confidence,
-                             explicit=list(levels), pack=False)  # only the plan: no tail trial
+    options = LossyOptions(chunk_arg, shard_arg, explicit=list(levels), scheduler=scheduler, pack=False,
+                           confidence=confidence)  # only the plan: no tail trial
+    prepared = prepare_lossy(src, source, specs, options)
     return _plan_of({v: p.plan for v, p in prepared.items()}, levels, confidence)
 
 
@@ -248,26 +253,47 @@ def _plan_of(arrays: dict[str, Any], levels: dict[str, float], confidence: float
 
 def _check_float(name: str, dtype: np.dtype, spec: LossySpec) -> None:
     if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
-        raise ValueError(f"lossy {name}: {spec.method} (bitround) needs a float16/float32/float64 variable, "
+        raise OptionError("lossy", label=f"lossy {name}", message=f"{spec.method} (bitround) needs a float16/float32/float64 variable, "
                          f"not {dtype}; use abs:BOUND for integers")
 
 
-def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], chunks: Any, shards: Any,
-                  scheduler: str | None, *, fill_values: dict[str, Any] | None = None,
-                  attrs: dict[str, dict[str, Any]] | None = None, pack: bool = True,
-                  confidence: float | None = 0.99, explicit: Any = None, readers: Any = None,
-                  base: list[dict[str, Any]] | None = None, lossless: dict[str, dict[str, Any]] | None = None,
-                  budget: Any = None) -> dict[str, LossyVariable]:
+@dataclass(frozen=True)
+class LossyOptions:
+    """How ``prepare_lossy`` lays out, analyses and stores the lossy variables.
+
+    chunks, shards : ``zopt.planning.chunking.parse_shape`` results, as given to ``recompress``.
+    explicit : the variables named by the caller (``recompress(variables=…)``; 1-D coordinates
+        not named are written whole), None for none named.
+    scheduler : the Dask scheduler of the analysis and tail trials.
+    readers, base : tail ``auto`` tries the tails these readers read (parsed names;
+        ``zopt.lossy.tails``) after the lossless chain ``base`` (codec JSON; None: zopt's).
+    budget : the speed budget the lossless default's choice is made within
+        (``zopt.planning.optimizer``).
+    pack : False: no tail trial (the ``bytes`` tail; ``keepbits_plan`` wants only the plan).
+    confidence : of the bitinformation's significance test (``zopt.lossy.bitinfo``), None for none.
+    """
+
+    chunks: ShapeSpec = None
+    shards: ShapeSpec = None
+    explicit: Sequence[str] | None = None
+    scheduler: str | None = None
+    readers: frozenset[str] = frozenset()
+    base: tuple[dict[str, Any], ...] | None = None
+    budget: float = DEFAULT_BUDGET
+    pack: bool = True
+    confidence: float | None = 0.99
+
+
+def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec], options: LossyOptions, *,
+                  fill_values: dict[str, Any] | None = None, attrs: dict[str, dict[str, Any]] | None = None,
+                  lossless: dict[str, dict[str, Any]] | None = None) -> dict[str, LossyVariable]:
     """Analyse ``src`` and return ``{variable: LossyVariable}`` (see module docstring).
 
-    source : ``zopt.io.sources.source_variables(src)``. chunks, shards : ``parse_shape`` results, as
-    given to ``recompress``. fill_values, attrs : the target array's fill value and the source
-    attributes per variable (default: read from ``src``). explicit : the variables named by the
-    caller (``recompress(variables=…)``; 1-D coordinates not named are written whole). readers,
-    base : tail ``auto`` tries the tails these readers read (``zopt.lossy.tails``) after the
-    lossless chain ``base`` (default: zopt's). lossless, budget : ``{variable: {candidate:
+    source : ``zopt.io.sources.source_variables(src)``. options : layout, trials and budget
+    (``LossyOptions``). fill_values, attrs : the target array's fill value and the source
+    attributes per variable (default: read from ``src``). lossless : ``{variable: {candidate:
     chain}}``, the lossless default's candidates, tried on the same chunks; where the one the
-    menu picks (``budget``) stores fewer bytes than the best tail, the variable's
+    menu picks (``options.budget``) stores fewer bytes than the best tail, the variable's
     ``LossyVariable.lossless`` names it (``zopt.lossy.tails.lossless_instead``). Raises ValueError naming the variable
     and the parameter (unknown variable, a bound invalid for its type, keepbits beyond its
     mantissa, a range needing more than 64 bits); nothing is written.
@@ -281,7 +307,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
     missing = [v for v in specs if v not in source]
     if missing:
-        raise ValueError(f"lossy: variables {missing} are not in the source; it has {sorted(source)}")
+        raise OptionError("lossy", f"variables {missing} are not in the source; it has {sorted(source)}")
     fill_values = dict(fill_values or {})
     attrs = dict(attrs or {})
     if len(fill_values) < len(specs) or len(attrs) < len(specs):
@@ -295,9 +321,9 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         dt = np.dtype(var.dtype)
         if spec.method == "abs":
             if dt.kind not in "iuf":
-                raise ValueError(f"lossy {name}: abs needs a real number variable, not {dt}")
+                raise OptionError("lossy", label=f"lossy {name}", message=f"abs needs a real number variable, not {dt}")
             if dt.kind in "iu" and spec.value != math.floor(spec.value):
-                raise ValueError(f"lossy {name}: abs: {name!r} is an integer variable ({dt.name}); the bound must "
+                raise OptionError("lossy", label=f"lossy {name}", message=f"abs: {name!r} is an integer variable ({dt.name}); the bound must "
                                  f"be a whole number, got {spec.value!r}")
         else:
             _check_float(name, dt, spec)
@@ -306,9 +332,9 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
 
                 rel_keepbits(name, spec.value, dt)  # refused here, before anything is read
             if spec.method == "keepbits" and spec.value > np.finfo(dt).nmant:
-                raise ValueError(f"lossy {name}: keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
+                raise OptionError("lossy", label=f"lossy {name}", message=f"keepbits: {spec.value} exceeds the {np.finfo(dt).nmant} mantissa "
                                  f"bits of {dt.name}")
-        layouts[name] = _layout(name, var, chunks, shards, explicit)
+        layouts[name] = _layout(name, var, options.chunks, options.shards, options.explicit)
         sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
     tasks, owners = [], []
     token = f"lossy-{uuid.uuid4().hex[:12]}"  # the sources these tasks open, closed at the end
@@ -322,13 +348,13 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         elif spec.method == "info":
             level = spec.value if spec.per_chunk else None
             for r in regions(tuple(var.shape), region):
-                tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level, confidence,
-                                                                  token))
+                tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level,
+                                                                  options.confidence, token))
                 owners.append(name)
     from zopt.compat.job_cache import release_job
 
     try:
-        results = compute(tasks, scheduler, None, token)
+        results = compute(tasks, options.scheduler, None, token)
     finally:
         release_job(token)  # this process's (local schedulers); workers release their own
     by_name: dict[str, list] = {n: [] for n in specs}
@@ -340,7 +366,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         dt = np.dtype(var.dtype)
         inner, _ = layouts[name]
         common = {"spec": spec, "dtype": dt.name, "fill_value": fill_values.get(name), "sentinels": sent[name],
-                  "pack": pack and spec.pack}
+                  "pack": options.pack and spec.pack}
         if spec.method == "abs":
             stats = RangeStats()
             for st in by_name[name]:
@@ -357,60 +383,59 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
             from zopt.lossy.bitinfo import keepbits
 
             counts = sum(by_name[name]) if by_name[name] else np.zeros((1, dt.itemsize * 8, 4), np.int64)
-            lv = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, confidence))
+            lv = LossyVariable(**common, keepbits=keepbits(counts, spec.value, dt, options.confidence))
         elif spec.method == "info":
-            ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value, confidence)
+            ap = _array_plan(name, var, inner, [row for part in by_name[name] for row in part], spec.value,
+                             options.confidence)
             lv = LossyVariable(**common, grid=ap.keepbits, plan=ap)
         else:
             ap = _load_plan(name, spec.value, var, inner)
             lv = LossyVariable(**common, grid=ap.keepbits, plan=ap)
-        out[name] = _with_tail(src, name, var, lv, inner, readers, base, scheduler, (lossless or {}).get(name), budget)
+        out[name] = _with_tail(src, name, var, lv, inner, options, (lossless or {}).get(name))
     return out
 
 
-def _with_tail(src: str, name: str, var: SourceVariable, lv: LossyVariable, inner: tuple[int, ...], readers: Any,
-               base: list[dict[str, Any]] | None, scheduler: str | None, lossless: dict[str, Any] | None,
-               budget: Any) -> LossyVariable:
+def _with_tail(src: str, name: str, var: Any, lv: LossyVariable, inner: tuple[int, ...], options: LossyOptions,
+               lossless: dict[str, Any] | None) -> LossyVariable:
     """``lv`` with the tail storing it (``zopt.lossy.tails.choose_tail``: named, or by trial on
     sampled chunks) and, where the lossless default stores fewer bytes, the candidate to write
     instead (issue 35: keepbits and info used to keep the lossless ``--codecs`` tail, which
     stored a DEM 1.37× larger than the lossless default's pcodec)."""
     import dataclasses
 
-    from zopt.lossy.tails import choose_tail, lossless_instead, with_storage
+    from zopt.lossy.tails import TailTrial, choose_tail, lossless_instead, with_storage
 
     spec = lv.spec
+    trial = TailTrial(options.readers, options.base, options.scheduler)
+    tail: str
+    sizes: dict | None
+    plain: dict | None
     if lv.abs_chain is not None:
-        tail, trial, plain = choose_tail(src, name, var, lv.abs_chain, spec, lv.pack, inner, readers, base, scheduler,
-                                         lossless=lossless)
+        tail, sizes, plain = choose_tail(src, name, var, lv.abs_chain, spec, inner, trial, lossless) \
+            if lv.pack or spec.tail != "auto" else ("bytes", None, None)
         lv = dataclasses.replace(lv, abs_chain=with_storage(lv.abs_chain, tail))
     else:
         rounding = functools.partial(rounded_as_stored, method=spec.method, keepbits=lv.keepbits or 0,
                                      sentinels=lv.sentinels, grid=lv.grid, inner=tuple(inner))
         pack = lv.pack or spec.method == "rel"  # pack=False (keepbits_plan, the old flag): no trial
-        tail, trial, plain = choose_tail(src, name, var, None, spec, pack, inner, readers, base, scheduler,
-                                         rounding, lossless)
-    instead = lossless_instead(tail, trial, plain, lossless, budget)
-    return dataclasses.replace(lv, tail=tail, tail_trial=trial if trial and len(trial) > 1 else None,
+        tail, sizes, plain = choose_tail(src, name, var, rounding, spec, inner, trial, lossless) \
+            if pack or spec.tail != "auto" else ("bytes", None, None)
+    instead = lossless_instead(tail, sizes, plain, lossless, options.budget)
+    return dataclasses.replace(lv, tail=tail, tail_trial=sizes if sizes and len(sizes) > 1 else None,
                                lossless_trial=plain, lossless=instead)
 
 
-def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Any, chunks: Any, shards: Any,
-                           scheduler: str | None, explicit: Any = None, readers: Any = None,
-                           base: list[dict[str, Any]] | None = None, lossless: Any = None,
-                           budget: Any = None) -> dict[str, LossyVariable]:
-    """``recompress``'s hook: parse ``lossy`` (``zopt.lossy.spec.parse_lossy``) and prepare each
-    variable (``lossless``, ``budget``: as for ``prepare_lossy``). Raises ValueError for a lossy
-    variable that is not rewritten."""
-    from zopt.lossy.spec import parse_lossy
-
-    specs = parse_lossy(lossy)
-    outside = [v for v in specs if v in source and v not in names]
+def prepare_for_recompress(src: str, source: dict[str, Any], names: list[str], lossy: Mapping[str, LossySpec],
+                           options: LossyOptions, lossless: dict[str, dict[str, Any]] | None = None
+                           ) -> dict[str, LossyVariable]:
+    """``recompress``'s hook: prepare each variable of ``lossy`` (``{variable: LossySpec}``,
+    ``zopt.lossy.spec.parse_lossy``; ``options``, ``lossless``: as for ``prepare_lossy``). Raises
+    ValueError for a lossy variable that is not rewritten."""
+    outside = [v for v in lossy if v in source and v not in names]
     if outside:
-        raise ValueError(f"lossy: {outside} are not among the variables rewritten ({sorted(names)}); add them to "
+        raise OptionError("lossy", f"{outside} are not among the variables rewritten ({sorted(names)}); add them to "
                          "--variable or drop their --lossy")
-    return prepare_lossy(src, source, specs, chunks, shards, scheduler, explicit=explicit, readers=readers, base=base,
-                         lossless=lossless, budget=budget)
+    return prepare_lossy(src, source, dict(lossy), options, lossless=lossless)
 
 
 def _array_plan(name: str, var: SourceVariable, inner: tuple[int, ...], rows: list, level: float,

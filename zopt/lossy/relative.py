@@ -24,6 +24,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+from zopt.errors import OptionError
 
 __all__ = ["check_relative", "keep_mask", "rel_keepbits"]
 
@@ -35,14 +36,14 @@ def rel_keepbits(name: str, rel: float, dtype: npt.DTypeLike) -> int:
     needs more bits than ``dtype``'s mantissa (a bound below its precision).
     """
     if not 0 < rel < 1:
-        raise ValueError(f"lossy {name}: rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rel!r}")
+        raise OptionError("lossy", label=f"lossy {name}", message=f"rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rel!r}")
     nmant = int(np.finfo(dtype).nmant)
     r = Fraction(rel)
     k = 0
     while Fraction(1, 2 ** (k + 1)) > r:
         k += 1
         if k > nmant:
-            raise ValueError(f"lossy {name}: rel: {rel!r} is below the precision of {np.dtype(dtype).name} "
+            raise OptionError("lossy", label=f"lossy {name}", message=f"rel: {rel!r} is below the precision of {np.dtype(dtype).name} "
                              f"(2^-{nmant + 1} with all {nmant} mantissa bits); store it losslessly")
     return k
 

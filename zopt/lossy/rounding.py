@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 __all__ = ["bitround", "rel_round", "rounded_as_stored", "sentinels_of", "special_mask"]
 
 
@@ -32,7 +34,7 @@ def bitround(values: np.ndarray, keepbits: int, keep: np.ndarray | None = None,
     values = np.asarray(values)
     nmant = np.finfo(values.dtype).nmant
     if not 0 <= keepbits <= nmant:
-        raise ValueError(f"keepbits: {keepbits} is outside [0, {nmant}] for {values.dtype}")
+        raise OptionError("keepbits", f"{keepbits} is outside [0, {nmant}] for {values.dtype}")
     if keepbits == nmant:
         return values
     flat = np.ascontiguousarray(values)

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zopt.errors import OptionError
+
 __all__ = ["METHODS", "ORDER", "REL_ORDER", "TAILS", "LossySpec", "check_tail", "kind", "lorenzo_axes", "parse_lossy"]
 
 METHODS = ("abs", "rel", "keepbits", "info", "plan")
@@ -86,7 +88,7 @@ def _parse_one(variable: str, text: str) -> LossySpec:
     method, _, rest = str(text).partition(":")
     where = f"lossy {variable}"
     if method not in METHODS or not rest:
-        raise ValueError(f"{where}: {text!r} is not one of abs:BOUND[:TAIL], rel:BOUND[:TAIL], keepbits:BITS, "
+        raise OptionError("lossy", label=where, message=f"{text!r} is not one of abs:BOUND[:TAIL], rel:BOUND[:TAIL], keepbits:BITS, "
                          "info:LEVEL[:chunk], plan:PATH")
     if method == "plan":
         return LossySpec(variable, "plan", rest, per_chunk=True)
@@ -99,26 +101,26 @@ def _parse_one(variable: str, text: str) -> LossySpec:
         try:
             check_tail(tail, method)
         except ValueError as exc:
-            raise ValueError(f"{where}: {method}: {exc}") from None
+            raise OptionError("lossy", label=where, message=f"{method}: {exc}") from None
     try:
         number = float(rest)
     except ValueError:
-        raise ValueError(f"{where}: {method}: {rest!r} is not a number") from None
+        raise OptionError("lossy", label=where, message=f"{method}: {rest!r} is not a number") from None
     if method == "abs":
         if not (number > 0) or not math.isfinite(number):
-            raise ValueError(f"{where}: abs: the bound must be a finite number > 0, got {rest!r}")
+            raise OptionError("lossy", label=where, message=f"abs: the bound must be a finite number > 0, got {rest!r}")
         return LossySpec(variable, "abs", number, pack=tail != "bytes", tail=tail)
     if method == "rel":
         if not 0 < number < 1:  # R >= 1 allows any value within R·|x|: bitround would make powers of two
-            raise ValueError(f"{where}: rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rest!r}")
+            raise OptionError("lossy", label=where, message=f"rel: the bound must be in (0, 1) (a relative error, e.g. 0.001), got {rest!r}")
         return LossySpec(variable, "rel", number, tail=tail)
     if method == "keepbits":
         if number != math.floor(number) or not 0 <= number <= 64:
-            raise ValueError(f"{where}: keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "
+            raise OptionError("lossy", label=where, message=f"keepbits: {rest!r} is not a whole number of mantissa bits in [0, 64] "
                              "(at most 23 for float32, 52 for float64)")
         return LossySpec(variable, "keepbits", int(number))
     if not 0 < number <= 1:
-        raise ValueError(f"{where}: info: the information level must be in (0, 1], got {rest!r}")
+        raise OptionError("lossy", label=where, message=f"info: the information level must be in (0, 1], got {rest!r}")
     return LossySpec(variable, "info", number, per_chunk=per_chunk)
 
 
@@ -135,16 +137,16 @@ def parse_lossy(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
         items = [items]
     pairs: list[tuple[str, Any]] = []
     if isinstance(items, Mapping):
-        pairs = [(str(k), v.text() if isinstance(v, LossySpec) else v) for k, v in items.items()]
+        pairs = [(str(k), v) for k, v in items.items()]  # a LossySpec is kept as parsed
     else:
         for item in items:
             var, sep, text = str(item).partition("=")
             if not sep or not var:
-                raise ValueError(f"lossy: {item!r} is not VAR=METHOD:VALUE (e.g. tos=abs:0.01)")
+                raise OptionError("lossy", f"{item!r} is not VAR=METHOD:VALUE (e.g. tos=abs:0.01)")
             pairs.append((var, text))
     out: dict[str, LossySpec] = {}
     for var, text in pairs:
         if var in out:
-            raise ValueError(f"lossy {var}: given twice")
-        out[var] = _parse_one(var, text)
+            raise OptionError("lossy", label=f"lossy {var}", message="given twice")
+        out[var] = text if isinstance(text, LossySpec) else _parse_one(var, text)
     return out

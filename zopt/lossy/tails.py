@@ -33,21 +33,23 @@ lossy mode stores more than lossless: issue 35).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.errors import OptionError
+from zopt.lossy.bounds import AbsChain
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from zopt.io.sources import SourceVariable
     from zopt.lossy.bounds import AbsChain
-    from zopt.lossy.spec import LossySpec
 
-__all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "candidates", "choose_tail", "lossless_instead", "sample_regions",
+#: what ``rel`` and keepbits store of a chunk: a picklable function of its values and region
+Rounding = Callable[[np.ndarray, tuple[slice, ...]], np.ndarray]
+
+__all__ = ["LOSSLESS", "ORDER", "SAMPLES", "TAILS", "TailTrial", "candidates", "choose_tail", "lossless_instead", "sample_regions",
            "sample_sizes", "tail_codecs", "with_storage"]
 
 #: inner chunks encoded per variable by the trial
@@ -100,7 +102,7 @@ def tail_codecs(tail: str, storage: str, bits: int, base: Sequence[dict[str, Any
     if tail == "bytes" and np.dtype(storage).kind == "f":  # rel: the lossless chain as it is
         return [dict(c) for c in base]
     if tail not in ("bytes", "packbits"):
-        raise ValueError(f"lossy: abs tail {tail!r} is not one of {list(TAILS)}")
+        raise OptionError("lossy", f"abs tail {tail!r} is not one of {list(TAILS)}")
     serializer = dict(BYTES)
     if tail == "packbits" and bits < int(storage[4:]):
         serializer = {"name": "packbits", "configuration": {"last_bit": bits - 1}}
@@ -115,19 +117,16 @@ def _pcodec_available() -> bool:
     return True
 
 
-def candidates(readers: Iterable[str] | str | None, base: Sequence[dict[str, Any]],
+def candidates(readers: Collection[str], base: Sequence[dict[str, Any]],
                inner: Sequence[int] | None = None, order: Sequence[str] = ORDER) -> list[str]:
     """The tails ``auto`` tries: those whose codecs (after the lossless chain ``base``) every
-    reader of ``readers`` reads (None: ``zarr-python``); pcodec tails only when pcodec is
+    reader of ``readers`` (parsed names; none: ``zarr-python``) reads; pcodec tails only when pcodec is
     installed; ``lorenzo`` expanded into ``lorenzo_variants(inner)`` when ``inner`` (the inner
     chunk shape) is given. Never empty (``pcodec`` or ``blosc`` at least)."""
     from zopt.planning.readers import unreadable
 
     if not readers:
         readers = ["zarr-python"]
-    if isinstance(readers, str):
-        readers = [r.strip() for r in readers.split(",") if r.strip()]
-    readers = list(readers)
     out = []
     for tail in order:
         if tail in ("pcodec", "lorenzo") and not _pcodec_available():
@@ -194,37 +193,50 @@ def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequenc
     return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
-def _trial_task(src: str, name: str, region: tuple[slice, ...], chain: AbsChain, tails: list[str], base: list,
-                token: str | None = None, rounding: Callable[..., np.ndarray] | None = None,
+def _trial_task(src: str, name: str, region: tuple[slice, ...], stored: AbsChain | Rounding, tails: list[str],
+                base: list[dict[str, Any]], token: str | None = None,
                 lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:
     from zopt.io.sources import read_source
 
     values = np.asarray(read_source(src, name, region, token))
-    if rounding is not None:
-        out = rounded_sample_sizes(rounding(values, region), tails, base)
+    if isinstance(stored, AbsChain):
+        out = sample_sizes(stored, values, tails, base)
     else:
-        out = sample_sizes(chain, values, tails, base)
+        out = rounded_sample_sizes(stored(values, region), tails, base)
     for k, codecs in (lossless or {}).items():  # the lossless default's candidates, on the values as they are
         out[LOSSLESS + k] = _encoded_size(np.ascontiguousarray(values), codecs)
     return out
 
 
-def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None, spec: LossySpec, pack: bool, inner: tuple[int, ...],
-                readers: Any, base: list[dict[str, Any]] | None, scheduler: str | None,
-                rounding: Callable[..., np.ndarray] | None = None, lossless: dict[str, list[dict[str, Any]]] | None = None
+@dataclass(frozen=True)
+class TailTrial:
+    """What the tails of a lossy variable are tried against (``choose_tail``).
+
+    readers : the readers every tail must suit (parsed names, ``zopt.planning.readers.parse_readers``;
+        none: plain zarr-python).
+    base : the lossless chain the tails follow (codec JSON), None for zopt's default.
+    scheduler : the Dask scheduler the trial tasks run on.
+    """
+
+    readers: frozenset[str] = frozenset()
+    base: tuple[dict[str, Any], ...] | None = None
+    scheduler: str | None = None
+
+
+def choose_tail(src: str, name: str, var: Any, stored: AbsChain | Rounding, spec: Any, inner: tuple[int, ...],
+                trial: TailTrial, lossless: dict[str, list[dict[str, Any]]] | None = None
                 ) -> tuple[str, dict | None, dict | None]:
     """(tail, sampled bytes per tail or None, sampled bytes of each ``lossless`` chain or None) for
     variable ``name`` of ``src`` (``var``: its source variable; ``spec``: its ``LossySpec``;
-    ``chain``: its ``AbsChain``, or for ``rel`` and keepbits None and ``rounding``, a picklable
-    function of a chunk's values and region giving what is stored): the named tail, or the trial
-    over ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk.
-    ``lossless``: ``{candidate: chain}`` of the lossless default (``zopt.planning.candidates``),
-    encoded on the same chunks as they are, so ``lossless_instead`` can tell whether the lossy
-    result stores more (issue 35: a DEM under ``info:0.99`` stored 1.37× its lossless size)."""
+    ``stored``: its ``AbsChain``, or for ``rel`` and keepbits a picklable function of a chunk's
+    values and region giving what is stored): the named tail, or the trial over
+    ``sample_regions`` of the ``inner`` chunk grid, one Dask task per sampled chunk
+    (``trial``: the readers, base chain and scheduler). ``lossless``: ``{candidate: chain}`` of
+    the lossless default (``zopt.planning.candidates``), encoded on the same chunks as they are,
+    so ``lossless_instead`` can tell whether the lossy result stores more (issue 35: a DEM under
+    ``info:0.99`` stored 1.37× its lossless size)."""
     if spec.tail != "auto":
         return spec.tail, None, None
-    if not pack:  # the old ``pack=False`` flag of prepare_lossy
-        return "bytes", None, None
     import uuid
 
     import dask
@@ -233,17 +245,17 @@ def choose_tail(src: str, name: str, var: SourceVariable, chain: AbsChain | None
     from zopt.compat.scheduling import compute
     from zopt.planning.chains import parse_chain
 
-    base = list(base) if base is not None else parse_chain(None)
-    tails = candidates(readers, base, inner, REL_ORDER if rounding is not None else ORDER)
+    base = list(trial.base) if trial.base is not None else parse_chain(None)
+    tails = candidates(trial.readers, base, inner, ORDER if isinstance(stored, AbsChain) else REL_ORDER)
     regions_ = sample_regions(tuple(var.shape), inner)
     lossless = dict(lossless or {})
     if (len(tails) == 1 and not lossless) or not regions_:
         return tails[0], None, None
     token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, chain, tails, base, token, rounding, lossless)
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, stored, tails, base, token, lossless)
              for r in regions_]
     try:
-        sizes = compute(tasks, scheduler, None, token)
+        sizes = compute(tasks, trial.scheduler, None, token)
     finally:
         release_job(token)
     total = {t: sum(s[t] for s in sizes) for t in tails}

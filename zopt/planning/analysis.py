@@ -42,7 +42,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 import xarray as xr
@@ -50,6 +50,7 @@ import zarr
 
 from zopt.codecs.conditional import default_header_bits
 from zopt.compat.zarr_compat import open_array
+from zopt.errors import OptionError
 from zopt.planning.chunk_stats import (
     batch_entropies,
     batch_value_stats,
@@ -59,6 +60,7 @@ from zopt.planning.chunk_stats import (
 )
 from zopt.planning.sampling import (
     ANALYSIS_WINDOWS,
+    RegionSampling,
     analyze_region,
     fill_value_of,
     read_mode,
@@ -68,8 +70,12 @@ from zopt.planning.sampling import (
 from zopt.planning.trials import DEFAULT_CANDIDATES, candidate_codecs
 from zopt.store.raw_read import MIN_WINDOW
 
+if TYPE_CHECKING:
+    from zopt.planning.optimizer import MenuOptions
+
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "SamplingLike",
     "analyze",
     "analyze_array",
     "byte_entropy",
@@ -102,12 +108,26 @@ def _analysis_chunk_shape(array: zarr.Array[Any], chunks: Sequence[int] | None) 
 
     if chunks is not None:
         if len(chunks) != array.ndim:
-            raise ValueError(f"chunks: {tuple(chunks)} has {len(chunks)} entries, the array has {array.ndim} dimensions")
+            raise OptionError("chunks", f"{tuple(chunks)} has {len(chunks)} entries, the array has {array.ndim} dimensions")
         return tuple(int(c) for c in chunks)
     layout = layout_of(array)
     if layout is not None:
         return layout.inner_shape
     return tuple(array.metadata.chunks if hasattr(array.metadata, "chunks") else array.chunks)
+
+
+class SamplingLike(TypedDict, total=False):
+    """``analyze_array``'s keyword options on how chunks are sampled, read and measured (each
+    described there); absent: the default."""
+
+    sample: float | None
+    early_out_entropy: float
+    task_bytes: int
+    windows: int
+    placement: str
+    min_window: int
+    read: str
+    decode_times: bool
 
 
 def analyze_array(
@@ -116,19 +136,10 @@ def analyze_array(
     *,
     codecs: Sequence[dict[str, Any]] | str | None = None,
     chunks: Sequence[int] | None = None,
-    sample: float | None = DEFAULT_SAMPLE,
-    early_out_entropy: float = EARLY_OUT_ENTROPY,
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
-    task_bytes: int = TASK_BYTES,
-    windows: int = ANALYSIS_WINDOWS,
-    placement: str = "spread",
-    min_window: int = MIN_WINDOW,
-    read: str = "auto",
-    decode_times: bool = False,
-    menu: Any = None,
-    budget: Any = None,
-    readers: Any = None,
+    menu: MenuOptions | None = None,
+    **sampling: Unpack[SamplingLike],
 ) -> xr.Dataset:
     """Analyse every chunk of array ``name`` of a Zarr store (see module docstring).
 
@@ -153,9 +164,10 @@ def analyze_array(
     decode_times : also time each mask's decoding (one decode per mask and chunk, about as
         costly again as the trial encodes); needed by the ``fastest_within`` policy. Without
         it ``decode_seconds`` is NaN above mask 0 (attribute ``decode_times`` 0).
-    menu, budget, readers : without ``codecs``, also choose the array's chain from this codec menu
-        (``zopt.planning.candidates``; ``"default"``, ``"archive"`` or candidate names) within ``budget``
-        (``zopt.planning.optimizer``), by one trial task in the same graph; the masks are then measured
+    early_out_entropy : byte entropy (bits per byte) above which a chunk is not trial-encoded;
+    task_bytes : raw bytes a task analyses (about).
+    menu : without ``codecs``, also choose the array's chain from this codec menu
+        (``zopt.planning.optimizer.MenuOptions``: candidates, budget, readers), by one trial task in the same graph; the masks are then measured
         for the chosen chain's ``conditional`` codecs (the default ones when it has none) and the
         choice is the ``menu_choice`` attribute (``MenuChoice.to_json()`` as JSON text).
     Returns an ``xarray.Dataset`` (dims ``chunk_<dim>…``, ``mask``, ``byte``) whose variables are
@@ -173,12 +185,23 @@ def analyze_array(
     from zopt.compat.scheduling import compute
     from zopt.store.shards import layout_of
 
+    unknown = sorted(set(sampling) - set(SamplingLike.__annotations__))
+    if unknown:
+        raise TypeError(f"analyze_array() got an unexpected keyword argument {unknown[0]!r}")
+    sample = sampling.get("sample", DEFAULT_SAMPLE)
+    early_out_entropy = sampling.get("early_out_entropy", EARLY_OUT_ENTROPY)
+    task_bytes = sampling.get("task_bytes", TASK_BYTES)
+    windows = sampling.get("windows", ANALYSIS_WINDOWS)
+    placement = sampling.get("placement", "spread")
+    min_window = sampling.get("min_window", MIN_WINDOW)
+    read = sampling.get("read", "auto")
+    decode_times = sampling.get("decode_times", False)
     if sample is not None and not 0 < sample <= 1:
-        raise ValueError(f"sample: {sample!r} must be a fraction in (0, 1], or None for whole chunks")
+        raise OptionError("sample", f"{sample!r} must be a fraction in (0, 1], or None for whole chunks")
     if read not in READ_MODES:
-        raise ValueError(f"read: {read!r} is not one of {list(READ_MODES)}")
+        raise OptionError("read", f"{read!r} is not one of {list(READ_MODES)}")
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
-        raise ValueError(f"windows: {windows!r} must be an integer >= 1")
+        raise OptionError("windows", f"{windows!r} must be an integer >= 1")
     spec = window_spec(1, windows, placement, min_window)  # checks placement and min_window
     spread = spec[2] if len(spec) > 2 else None
     store = os.fspath(store)
@@ -195,12 +218,12 @@ def analyze_array(
     if menu is not None and codecs is None and analysable(array) is None:  # zopt.planning.optimizer, in this graph
         from zopt.planning.optimizer import analysis_choice, wrapped_codecs_json
 
-        choice = analysis_choice(store, name, array.shape, array.dtype, chunk_shape, menu=menu, budget=budget, readers=readers)
+        choice = analysis_choice(store, name, array.shape, array.dtype, chunk_shape, menu)
         codecs_arg = dask.delayed(wrapped_codecs_json, pure=True)(choice, codecs_json)
+    how = RegionSampling(sample, early_out_entropy, windows, mode, decode_times, spread)
     tasks = [
         dask.delayed(analyze_region, pure=False)(
-            store, name, r, chunk_shape, codecs_arg, sample, early_out_entropy, windows, mode, decode_times, spread,
-            dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
+            store, name, r, chunk_shape, codecs_arg, how, dask_key_name=f"zopt-chunk-analyze-{name}-{i}",
         )
         for i, r in enumerate(regions)
     ]

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from zopt.compat.zarr_compat import CODEC_PACKAGES, missing_codec_package
+from zopt.errors import OptionError
 from zopt.planning.menu import BYTE_LEVEL, WIDE_LEVEL, default_chain
 from zopt.planning.readers import READERS, parse_readers, unreadable
 
@@ -120,7 +121,7 @@ def _blosc(shuffle: str) -> Callable[[np.dtype | None, int], list[dict[str, Any]
 
 def _pcodec(level: int) -> Callable[[np.dtype | None, int], list[dict[str, Any]] | None]:
     def chain(dt: np.dtype | None, itemsize: int) -> list[dict[str, Any]] | None:
-        if not _numeric(dt) or (dt.kind, dt.itemsize) not in _PCODEC_TYPES:
+        if dt is None or not _numeric(dt) or (dt.kind, dt.itemsize) not in _PCODEC_TYPES:
             return None
         return [{"name": "numcodecs.pcodec", "configuration": {"level": level}}]
     return chain
@@ -217,7 +218,7 @@ def candidate(name: str) -> Candidate:
     try:
         return CANDIDATES[name]
     except (KeyError, TypeError):
-        raise ValueError(f"menu: unknown candidate {name!r}; allowed: {list(CANDIDATES)}") from None
+        raise OptionError("menu", f"unknown candidate {name!r}; allowed: {list(CANDIDATES)}") from None
 
 
 def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -234,12 +235,17 @@ def parse_menu(menu: str | Sequence[str] | None) -> tuple[str, ...]:
         menu = [m.strip() for m in menu.split(",") if m.strip()]
     names = tuple(dict.fromkeys(menu))
     if not names:
-        raise ValueError(f"menu: empty; allowed: a menu of {list(MENUS)} or candidate names from {list(CANDIDATES)}")
+        raise OptionError("menu", f"empty; allowed: a menu of {list(MENUS)} or candidate names from {list(CANDIDATES)}")
     for n in names:
         if n not in CANDIDATES:
-            raise ValueError(f"menu: unknown candidate {n!r}; allowed: a menu of {list(MENUS)} or candidate names "
+            raise OptionError("menu", f"unknown candidate {n!r}; allowed: a menu of {list(MENUS)} or candidate names "
                              f"from {list(CANDIDATES)}")
     return names
+
+
+def _named(menu: str | Sequence[str] | None) -> bool:
+    """Whether ``menu`` is a named menu (``MENUS``; None: ``default``), given by name or parsed."""
+    return menu is None or (menu in MENUS if isinstance(menu, str) else tuple(menu) in MENUS.values())
 
 
 def menu_readers(readers: Iterable[str] | str | None, menu: str | Sequence[str] | None = None,
@@ -254,7 +260,7 @@ def menu_readers(readers: Iterable[str] | str | None, menu: str | Sequence[str] 
     given = parse_readers(readers)
     if given or decision_given:
         return effective_readers(given, decision_given)
-    if menu is not None and not (isinstance(menu, str) and menu in MENUS):
+    if not _named(menu):
         return []
     return effective_readers(None)
 
@@ -293,16 +299,16 @@ def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
             continue
         missing = _missing_package(chain)
         if missing is not None:
-            if menu is None or (isinstance(menu, str) and menu in MENUS):
+            if _named(menu):
                 continue  # a named menu goes without it; a candidate asked for by name is refused
-            raise ValueError(f"menu: candidate {name!r} writes codec {missing[0]!r}, whose package {missing[1]!r} is not "
+            raise OptionError("menu", f"candidate {name!r} writes codec {missing[0]!r}, whose package {missing[1]!r} is not "
                              f"installed here (pip install {missing[1]}); every reader needs it too")
         if not set(readers) <= c.readers or unreadable(chain, readers):
             skipped.append(name)
             continue
         out[name] = chain
     if not out:
-        raise ValueError(f"readers: no candidate of the menu {list(parse_menu(menu))} for data type {dtype} is read by "
+        raise OptionError("readers", f"no candidate of the menu {list(names)} for data type {dtype} is read by "
                          f"every reader of {readers} (left out: {skipped}); allowed menus for them: candidates whose "
                          f"readers include them, {[n for n, c in CANDIDATES.items() if set(readers) <= c.readers]}")
     return out

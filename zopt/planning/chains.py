@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
 
 from zopt.codecs.conditional import conditional_codecs_in, with_decision_in
+from zopt.errors import OptionError
 from zopt.io.sources import SourceVariable
 from zopt.planning.menu import default_chain
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from zopt.codecs.decisions import DecisionLike
+    from zopt.io.packing import Repack
+    from zopt.planning.optimizer import MenuChoice, MenuOptions, TrialRun
     from zopt.planning.plan import Plan
 
 __all__ = ["DEFAULT_CHAIN", "chains_to_check", "little_endian_bytes", "menu_chains", "parse_chain", "sized_chain", "split_chain", "split_for",
@@ -45,10 +48,10 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
         try:
             chain = json.loads(chain)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"codecs: not valid JSON: {exc}") from exc
+            raise OptionError("codecs", f"not valid JSON: {exc}") from exc
     if not isinstance(chain, list) or not all(isinstance(c, dict) and "name" in c for c in chain):
-        raise ValueError(
-            "codecs: expected a JSON list of codec objects such as "
+        raise OptionError("codecs",
+            "expected a JSON list of codec objects such as "
             '[{"name": "bytes"}, {"name": "conditional", "configuration": {"codecs": [...]}}]'
         )
     return chain
@@ -82,19 +85,19 @@ def split_chain(chain: list[dict[str, Any]]) -> dict[str, Any]:
         except (KeyError, ValueError):  # unknown: resolve_codec names it below
             cls = None
         if serializer is None and isinstance(cls, type) and issubclass(cls, BytesBytesCodec):
-            raise ValueError(f"codecs: the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
+            raise OptionError("codecs", f"the chain needs an array→bytes codec such as {{\"name\": \"bytes\"}} first; "
                              f"codecs[{i}] {c['name']!r} is a bytes→bytes codec, which comes after it")
         codec = resolve_codec(little_endian_bytes(c), where=f"codecs[{i}]")
         if isinstance(codec, ArrayArrayCodec):
             filters.append(codec)
         elif isinstance(codec, ArrayBytesCodec):
             if serializer is not None:
-                raise ValueError("codecs: the chain has more than one array→bytes codec")
+                raise OptionError("codecs", "the chain has more than one array→bytes codec")
             serializer = codec
         elif isinstance(codec, BytesBytesCodec):
             compressors.append(codec)
     if serializer is None:
-        raise ValueError("codecs: the chain needs an array→bytes codec such as 'bytes'")
+        raise OptionError("codecs", "the chain needs an array→bytes codec such as 'bytes'")
     return {"filters": filters or None, "serializer": serializer, "compressors": compressors or None}
 
 
@@ -117,9 +120,10 @@ def with_decision(array: zarr.Array[Any], decision: DecisionLike, trial_encode: 
     from dataclasses import replace
 
     from zarr.core.array import AsyncArray
+    from zarr.core.metadata import ArrayV3Metadata
 
     meta = array.metadata
-    if not conditional_codecs_in(meta.codecs):
+    if not isinstance(meta, ArrayV3Metadata) or not conditional_codecs_in(meta.codecs):
         raise ValueError(f"array {array.path!r} has no conditional codec to attach a decision to")
     new_meta = replace(meta, codecs=with_decision_in(meta.codecs, decision, trial_encode))
     aa = array._async_array
@@ -177,39 +181,33 @@ def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[s
     return split_chain(default_chain(var.dtype))
 
 
-def menu_chains(src: str, source: dict[str, SourceVariable], names: list[str], layouts: dict, lossy_vars: dict,
-                 codecs: Any, plan: Any, menu: Any, budget: Any, readers: Any, decision: DecisionLike, layout: str,
-                 scheduler: str | None, job_id: str, partial: Any, repacks: dict | None = None,
-                 chosen: dict | None = None) -> dict[str, Any]:
-    """``{name: zopt.planning.optimizer.MenuChoice}`` for the variables whose chain the menu chooses (issue
-    26): without ``codecs`` and plan, every numeric variable that is not lossy, by trial tasks run
-    on ``scheduler`` (``zopt.planning.optimizer.choose_chains``; an explicit ``decision`` keeps the menu to
-    candidates with a mask, ``fixed-slot`` to chains with a size bound); with a plan, the chains
-    it recorded (no trials); a resumed job (``partial``: its store) keeps its first run's chains.
+def menu_chains(src: str, todo: Mapping[str, SourceVariable], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
+                plan: Plan | None, options: MenuOptions | None, *, run: TrialRun,
+                partial: str | os.PathLike[str] | None = None,
+                repacks: Mapping[str, Repack] | None = None) -> dict[str, MenuChoice]:
+    """``{name: zopt.planning.optimizer.MenuChoice}`` of the variables ``todo`` (numeric, not lossy,
+    without a chain given: the caller's choice) whose chain the menu chooses (issue 26): with a
+    plan, the chains it recorded (no trials); a resumed job (``partial``: its store) keeps its
+    first run's chains; else by trial tasks run as ``run`` says
+    (``zopt.planning.optimizer.choose_chains``, ``options``: the menu, budget, readers, and
+    whether an explicit decision keeps the menu to candidates with a mask and ``fixed-slot``
+    to chains with a size bound). ``options`` None: no menu (a chain is given), nothing chosen.
     ``repacks``: ``{name: zopt.io.packing.Repack}`` of files packed differently: the menu of the
     integers, each chain after the re-expression's two codecs (issue 35: the menu chose on the
-    floats and its choice was not written). ``chosen``: choices already made (a lossy variable
-    written lossless), kept as they are. Raises ValueError naming ``budget``, ``menu`` or ``readers``."""
-    from zopt.planning.optimizer import MenuChoice, chains_in_store, choose_chains, parse_budget
+    floats and its choice was not written). Raises ValueError naming ``menu`` or ``readers``."""
+    from zopt.planning.optimizer import DEFAULT_BUDGET, MenuChoice, chains_in_store, choose_chains
 
-    b = parse_budget(budget)  # a bad budget is refused whatever else is given
-    done = dict(chosen or {})
-    todo = [n for n in names if n not in lossy_vars and n not in done and source[n].dtype.kind in "biufc"]
     repacks = {n: r for n, r in (repacks or {}).items() if n in todo}
-    if plan is not None and codecs is None:  # the chains a plan chose (zopt plan create --menu), no trials
-        return {**done, **{n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=b)
-                           for n in todo if n not in repacks and (ap := plan.arrays.get(n)) is not None
-                           and ap.chain is not None}}
-    if codecs is not None or plan is not None or not todo:
-        return done
+    if plan is not None:  # the chains a plan chose (zopt plan create --menu), no trials
+        return {n: MenuChoice(name=str((ap.choice or {}).get("candidate", "plan")), chain=ap.chain, budget=DEFAULT_BUDGET)
+                for n in todo if n not in repacks and (ap := plan.arrays.get(n)) is not None and ap.chain is not None}
+    if options is None or not todo:
+        return {}
     if isinstance(partial, str | os.PathLike):
-        return {**done, **{n: MenuChoice(name="resumed", chain=c, budget=b)
-                           for n, c in chains_in_store(os.fspath(partial), todo).items()}}
-    explicit_decision = not (isinstance(decision, str) and decision == "compress_if_smaller")
+        return {n: MenuChoice(name="resumed", chain=c, budget=options.budget)
+                for n, c in chains_in_store(os.fspath(partial), list(todo)).items()}
     prefixes = {n: (r.filters(), np.dtype(r.int_dtype)) for n, r in repacks.items()}
-    return {**done, **choose_chains(src, {n: source[n] for n in todo}, layouts, menu=menu, budget=b, readers=readers,
-                                    masks_only=explicit_decision, bounded_only=layout == "fixed-slot",
-                                    scheduler=scheduler, token=job_id, prefixes=prefixes)}
+    return choose_chains(src, todo, layouts, options, scheduler=run.scheduler, token=run.token, prefixes=prefixes)
 
 
 def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from zopt.errors import OptionError
+
 if TYPE_CHECKING:
     import xarray as xr
 
@@ -120,7 +122,7 @@ def entropy_estimate(ds: xr.Dataset) -> xr.Dataset:
     codecs = json.loads(ds.attrs["codecs"])
     names = [c["name"] for c in codecs]
     if any(n not in ("shuffle", "zstd", "gzip", "blosc") for n in names):
-        raise ValueError(f"codecs: the entropy estimate knows shuffle and compressors only, got {names}")
+        raise OptionError("codecs", f"the entropy estimate knows shuffle and compressors only, got {names}")
     raw = ds["raw_bytes"].values.astype(np.float64)
     h = ds["entropy"].values.astype(np.float64)
     hp = ds["plane_entropy"].values.astype(np.float64).mean(axis=-1)

@@ -11,22 +11,23 @@ coordinates; ``unused_shape_notes`` refuses named dimensions no variable has.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zopt.codecs.grid import fit_shape
+from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zopt.io.sources import SourceVariable
 
 __all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_shape", "shape_for", "square_chunks",
-           "unused_shape_notes", "variable_layout"]
+           "shape_text", "unused_shape_notes", "variable_layout"]
 
 
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
 
 
-def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = "chunks") -> ShapeSpec:
+def parse_shape(text: str | Sequence[int] | Mapping[str, int] | None, label: str = "chunks") -> ShapeSpec:
     """Parse a chunk or shard shape.
 
     ``"1,32,32"`` → ``(1, 32, 32)`` (for variables with that many dimensions);
@@ -35,24 +36,34 @@ def parse_shape(text: str | Sequence[int] | dict[str, int] | None, label: str = 
     """
     if text is None:
         return None
-    if isinstance(text, dict):
+    items: list[tuple[str | None, Any]]
+    if isinstance(text, Mapping):
         items = list(text.items())
     elif isinstance(text, tuple | list):
         items = [(None, x) for x in text]
     else:
-        items = [tuple(p.split("=", 1)) if "=" in p else (None, p) for p in str(text).split(",")]
+        items = [(k, v) if sep else (None, k) for k, sep, v in (p.partition("=") for p in str(text).split(","))]
     named = {k is not None for k, _ in items}
     if len(named) > 1:
-        raise ValueError(f"{label}: {text!r} mixes named (dim=size) and positional sizes")
+        raise OptionError(label, f"{text!r} mixes named (dim=size) and positional sizes")
     try:
         sizes = [int(v) for _, v in items]
     except ValueError as exc:
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers") from exc
+        raise OptionError(label, f"{text!r}: sizes must be positive integers") from exc
     if any(v < 1 for v in sizes):
-        raise ValueError(f"{label}: {text!r}: sizes must be positive integers")
+        raise OptionError(label, f"{text!r}: sizes must be positive integers")
     if named == {True}:
         return {str(k).strip(): v for (k, _), v in zip(items, sizes, strict=True)}
     return tuple(sizes)
+
+
+def shape_text(spec: ShapeSpec) -> str | None:
+    """A parsed shape as ``parse_shape`` reads it (``"y=32,x=32"``, ``"1,32,32"``), None for None."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        return ",".join(f"{k}={v}" for k, v in spec.items())
+    return ",".join(map(str, spec))
 
 
 def shape_for(spec: ShapeSpec, dims: tuple[str, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -137,7 +148,7 @@ def choose_chunks(
     ndim = len(shape)
     for label, given in (("chunks", chunks), ("shards", shards)):
         if given is not None and len(given) != ndim:
-            raise ValueError(f"{label}: {given} has {len(given)} entries, the array has {ndim} dimensions")
+            raise OptionError(label, f"{given} has {len(given)} entries, the array has {ndim} dimensions")
     if chunks is None:
         # measured on benchmarks/corpus.py (docs/benchmarks.md, issue 26): class maps and masks
         # store 4-11 % smaller in square tiles, shuffled multi-byte fields mostly in long rows
@@ -149,7 +160,7 @@ def choose_chunks(
     if shards is not None:
         small = [i for i, (sh, c, s) in enumerate(zip(shards, chunks, shape, strict=True)) if sh < c and sh < s]
         if small:
-            raise ValueError(f"shards: {tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
+            raise OptionError("shards", f"{tuple(shards)} is smaller than the inner chunks {chunks} in dimension(s) {small}; "
                              "a shard holds whole inner chunks: give shards at least as large as the chunks")
     if shards is None:
         n_inner = max(1, shard_bytes // (itemsize * math.prod(chunks)))
@@ -184,11 +195,11 @@ def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], spec
             unknown = [d for d in spec if d not in dims and d not in (elsewhere or ())]
             if unknown:
                 there = sorted(set(dims) | set(elsewhere or ()))
-                raise ValueError(f"{label}: no rewritten variable has dimension(s) {unknown}; the dimensions are "
+                raise OptionError(label, f"no rewritten variable has dimension(s) {unknown}; the dimensions are "
                                  f"{there}")
         elif not any(source[n].ndim == len(spec) for n in names):
             ndims = sorted({source[n].ndim for n in names})
-            raise ValueError(f"{label}: {','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
+            raise OptionError(label, f"{','.join(map(str, spec))} has {len(spec)} entries, but the rewritten variables "
                              f"have {ndims} dimensions; give sizes by name, e.g. {dims[-1]}=100")
     return []
 

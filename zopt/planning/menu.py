@@ -39,6 +39,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+from zopt.errors import OptionError
 
 __all__ = ["BYTE_LEVEL", "WIDE_LEVEL", "default_chain", "default_codecs"]
 
@@ -52,7 +53,7 @@ def _itemsize(dtype: npt.DTypeLike) -> int:
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError as exc:
-        raise ValueError(f"dtype: {dtype!r} is not a numpy data type") from exc
+        raise OptionError("dtype", f"{dtype!r} is not a numpy data type") from exc
 
 
 def default_codecs(dtype: npt.DTypeLike, level: int | None = None) -> list[dict[str, Any]]:
@@ -64,7 +65,7 @@ def default_codecs(dtype: npt.DTypeLike, level: int | None = None) -> list[dict[
     """
     size = _itemsize(dtype)
     if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 22):
-        raise ValueError(f"level: {level!r} is not a zstd level; allowed: integers 1..22")
+        raise OptionError("level", f"{level!r} is not a zstd level; allowed: integers 1..22")
     if size <= 1:
         return [{"name": "zstd", "configuration": {"level": level or BYTE_LEVEL}}]
     return [{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": level or WIDE_LEVEL}}]

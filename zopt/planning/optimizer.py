@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
+from zopt.errors import OptionError
+
+__all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "MenuOptions", "TrialRun", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
 #: the default speed budget (see module docstring)
@@ -67,9 +69,52 @@ def parse_budget(budget: Any) -> float:
         except ValueError:
             value = None
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
-        raise ValueError(f"budget: {given!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
+        raise OptionError("budget", f"{given!r} is not allowed; allowed: a number > 0 (1 = the default; larger "
                          "favours size, smaller favours encode speed) or 'inf'/'size' (size first)")
     return float(value)
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """Where the menu's trial tasks run: the Dask ``scheduler`` (``zopt.compat.scheduling``) and the
+    job's ``token`` (names the tasks, and the sources they open)."""
+
+    scheduler: str | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True)
+class MenuOptions:
+    """How each variable's chain is chosen from the codec menu, parsed once (``MenuOptions.parse``:
+    ``RecompressJob``, ``zopt.analyze``, ``zopt.xarray.encoding``) and handed down whole.
+
+    menu : candidate names in menu order (``zopt.planning.candidates.parse_menu``).
+    budget : the speed budget, a float > 0 or ``inf`` (``parse_budget``).
+    readers : the readers every candidate must suit (``zopt.planning.candidates.menu_readers``);
+        empty: any reader.
+    masks_only : only candidates keeping the ``conditional`` mask (an explicit decision is honoured).
+    bounded_only : only chains with a known bound on their encoded size (``fixed-slot`` shards).
+    """
+
+    menu: tuple[str, ...]
+    budget: float = DEFAULT_BUDGET
+    readers: frozenset[str] = frozenset()
+    masks_only: bool = False
+    bounded_only: bool = False
+
+    @classmethod
+    def parse(cls, menu: str | Sequence[str] | None = None, budget: float | str | None = None,
+              readers: Iterable[str] | str | None = None, decision_given: bool = False,
+              bounded_only: bool = False) -> MenuOptions:
+        """From what a user gives: a menu name, candidate names (a list or one comma-separated
+        string) or None (``default``); a budget (a number, ``"inf"``/``"size"``, or None: 1);
+        reader names (a list or one comma-separated string). ``decision_given``: an explicit
+        decision (masks only; readers ``zopt`` when none are given). Raises ``OptionError``
+        naming ``menu``, ``budget`` or ``readers``."""
+        from zopt.planning.candidates import menu_readers, parse_menu
+
+        return cls(parse_menu(menu), parse_budget(budget), frozenset(menu_readers(readers, menu, decision_given)),
+                   masks_only=decision_given, bounded_only=bounded_only)
 
 
 def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRIAL_CHUNKS,
@@ -160,7 +205,7 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     b = parse_budget(budget)
     names = list(chains)
     if not names:
-        raise ValueError("menu: no candidate to choose from")
+        raise OptionError("menu", "no candidate to choose from")
     ref = names[0]
     ref_size = max(trials[ref][0], 1) if ref in trials else 1
     ref_time = max(trials[ref][1], 1e-9) if ref in trials else 1e-9
@@ -237,12 +282,12 @@ def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
 
 
 def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None, token: str | None = None,
-                    n: int = TRIAL_CHUNKS) -> dict[str, Any]:
-    """Dask task: read the trial chunks (``trial_chunks``) of variable ``name`` (``shape``, numpy
-    ``dtype``) of ``src``, trial-encode every chain, choose. Returns ``MenuChoice.to_json()``.
-    (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
-    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, n)
+                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
+                    token: str | None = None) -> dict[str, Any]:
+    """Dask task: read the ``TRIAL_CHUNKS`` trial chunks (``trial_chunks``) of variable ``name``
+    (``shape``, numpy ``dtype``) of ``src``, trial-encode every chain, choose. Returns
+    ``MenuChoice.to_json()``. (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
+    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, TRIAL_CHUNKS)
     return choose_task(raw_bytes_of(chunks), [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
@@ -259,55 +304,52 @@ def zarr_data_type(native: np.dtype) -> Any:
     return get_data_type_from_native_dtype(native)
 
 
-def menu_candidates(dtype: Any, menu: Any = None, readers: Any = None, masks_only: bool = False,
-                    bounded_only: bool = False, name: str = "") -> dict[str, list[dict[str, Any]]]:
-    """``{candidate: chain}`` of ``zopt.planning.candidates.menu_for(dtype, menu, readers)`` that keep
-    a per-chunk mask (``masks_only``: an explicit decision) and have a size bound
-    (``bounded_only``: fixed-slot shards). Raises ValueError naming ``menu`` (and variable
-    ``name``) when none is left, or ``budget``/``readers`` as ``menu_for`` does."""
+def menu_candidates(dtype: Any, options: MenuOptions, name: str = "") -> dict[str, list[dict[str, Any]]]:
+    """``{candidate: chain}`` of ``zopt.planning.candidates.menu_for(dtype, options.menu, options.readers)``
+    that keep a per-chunk mask (``options.masks_only``: an explicit decision) and have a size bound
+    (``options.bounded_only``: fixed-slot shards). Raises ValueError naming ``menu`` (and variable
+    ``name``) when none is left, or ``readers`` as ``menu_for`` does."""
     from zopt.planning.candidates import CANDIDATES, menu_for
 
-    every = menu_for(dtype, menu, readers)
-    chains = {k: v for k, v in every.items() if (CANDIDATES[k].keeps_mask or not masks_only)
-              and (CANDIDATES[k].bounded or not bounded_only)}
+    every = menu_for(dtype, options.menu, options.readers)
+    chains = {k: v for k, v in every.items() if (CANDIDATES[k].keeps_mask or not options.masks_only)
+              and (CANDIDATES[k].bounded or not options.bounded_only)}
     if not chains:
         hint = ("; a decision decides the masks of zopt's conditional codec, which only zopt reads: give readers "
-                "'zopt' (--readers zopt) or no decision") if masks_only else ""
-        raise ValueError(f"menu: no candidate of {list(every)} for {name!r} keeps a "
+                "'zopt' (--readers zopt) or no decision") if options.masks_only else ""
+        raise OptionError("menu", f"no candidate of {list(every)} for {name!r} keeps a "
                          "per-chunk mask (an explicit decision needs one) or has a size bound (fixed-slot shards); "
                          f"allowed: {[k for k, c in CANDIDATES.items() if c.keeps_mask and c.bounded]}{hint}")
     return chains
 
 
-def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]], *,
-                  menu: Any = None, budget: Any = None, readers: Any = None, masks_only: bool = False,
-                  bounded_only: bool = False, scheduler: str | None = None, token: str | None = None,
+def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
+                  options: MenuOptions, *, scheduler: str | None = None, token: str | None = None,
                   prefixes: Mapping[str, tuple[list[dict[str, Any]], Any]] | None = None) -> dict[str, MenuChoice]:
     """Choose each variable's chain from the menu: for each variable with more than one applicable
     candidate, a ``trial_chunks`` task, one ``trial_task`` per candidate and a ``choose_task``, all
     run as one Dask graph (``zopt.compat.scheduling.compute``).
 
     variables : ``{name: zopt.io.sources.SourceVariable}`` (shape, numpy dtype); layouts : ``{name:
-    (inner chunk shape, shard shape or None)}``. menu, readers : as for
-    ``zopt.planning.candidates.menu_for``; masks_only : only candidates keeping the ``conditional`` mask
-    (an explicit ``decision`` must be honoured); bounded_only : only chains with a known bound on
-    their encoded size (``fixed-slot`` shards). prefixes : ``{name: (array → array codecs JSON,
-    the data type they give)}``: the menu of that data type, each chain after those codecs, tried
-    on the variable's values (files packed differently, re-expressed as integers:
-    ``zopt.io.packing``; the trials pad and fill with NaN, the re-expression's fill). Raises
-    ValueError naming ``budget``, ``menu`` or ``readers``.
+    (inner chunk shape, shard shape or None)}``. options : the menu, budget and readers, and
+    whether only candidates keeping the ``conditional`` mask (an explicit ``decision``) or with a
+    known bound on their encoded size (``fixed-slot`` shards) apply (``MenuOptions``). prefixes :
+    ``{name: (array → array codecs JSON, the data type they give)}``: the menu of that data type,
+    each chain after those codecs, tried on the variable's values (files packed differently,
+    re-expressed as integers: ``zopt.io.packing``; the trials pad and fill with NaN, the
+    re-expression's fill). Raises ValueError naming ``menu`` or ``readers``.
     """
     import dask
 
     from zopt.compat.scheduling import compute
 
-    b = parse_budget(budget)
+    b = options.budget
     out: dict[str, MenuChoice] = {}
     tasks, pending = [], []
     for name, var in variables.items():
         prefix, dtype = (prefixes or {}).get(name, ([], var.dtype))
         chains = {k: [*prefix, *v] for k, v in
-                  menu_candidates(dtype, menu, readers, masks_only, bounded_only, name).items()}
+                  menu_candidates(dtype, options, name).items()}
         fill = np.nan if prefix else None
         if len(chains) == 1 or var.size == 0:
             first = next(iter(chains))
@@ -347,17 +389,17 @@ def chains_in_store(root: str, names: Sequence[str]) -> dict[str, list[dict[str,
     return out
 
 
-def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int], *,
-                    menu: Any = None, budget: Any = None, readers: Any = None) -> Any:
+def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
+                    options: MenuOptions) -> Any:
     """The menu trial of one analysed array as a Dask ``delayed`` (``menu_trial_task``), or None
     when only one candidate applies (its ``MenuChoice.to_json()`` is then returned as is).
-    Raises ValueError naming ``budget``, ``menu`` or ``readers`` before anything runs."""
+    Raises ValueError naming ``menu`` or ``readers`` before anything runs."""
     import dask
 
     from zopt.planning.candidates import menu_for
 
-    b = parse_budget(budget)
-    chains = menu_for(np.dtype(dtype), menu, readers)
+    b = options.budget
+    chains = menu_for(np.dtype(dtype), options.menu, options.readers)
     if len(chains) == 1:
         first = next(iter(chains))
         return MenuChoice(name=first, chain=chains[first], budget=b).to_json()

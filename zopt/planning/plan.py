@@ -55,7 +55,7 @@ import xarray as xr
 import zarr
 
 from zopt.codecs.decisions import MaskGrid
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 __all__ = ["POLICIES", "ArrayPlan", "Plan", "PlanMismatchError", "make_plan", "policy_masks"]
 
@@ -68,7 +68,7 @@ def _mask_dtype(header_bits: int) -> np.dtype:
     for bits, dt in ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64)):
         if header_bits <= bits:
             return np.dtype(dt)
-    raise ValueError(f"header_bits: {header_bits} > 64 is not supported for plans")
+    raise OptionError("header_bits", f"{header_bits} > 64 is not supported for plans")
 
 
 def fingerprint(digests: np.ndarray, digest_windows: tuple[int, ...] | None = None) -> str:
@@ -215,7 +215,7 @@ class Plan:
     def as_decision(self) -> MaskGrid:
         """The ``MaskGrid`` of a single-array plan (use ``plan[name].as_decision()`` otherwise)."""
         if len(self.arrays) != 1:
-            raise ValueError(f"decision: the plan covers {sorted(self.arrays)}; use plan[name]")
+            raise OptionError("decision", f"the plan covers {sorted(self.arrays)}; use plan[name]")
         return next(iter(self.arrays.values())).as_decision()
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -244,9 +244,9 @@ class Plan:
         try:
             root = zarr.open_group(os.fspath(path), mode="r")
         except Exception as exc:
-            raise ValueError(f"plan: cannot open {os.fspath(path)!r} as a Zarr group: {exc}") from exc
+            raise OptionError("plan", f"cannot open {os.fspath(path)!r} as a Zarr group: {exc}") from exc
         if root.attrs.get("zopt_plan") != 1:
-            raise ValueError(f"plan: {os.fspath(path)!r} is not a zopt plan (no 'zopt_plan' attribute)")
+            raise OptionError("plan", f"{os.fspath(path)!r} is not a zopt plan (no 'zopt_plan' attribute)")
         arrays = {}
         for key, g in _plan_groups(root):
             a = g.attrs
@@ -262,7 +262,7 @@ class Plan:
                 dims=tuple(str(d) for d in a["dims"]) if a.get("dims") is not None else None,
             )
             if ap.fingerprint != a["fingerprint"]:
-                raise ValueError(f"plan: {key!r}: stored fingerprint does not match its digests (corrupt plan)")
+                raise OptionError("plan", f"{key!r}: stored fingerprint does not match its digests (corrupt plan)")
             ap.validate()
             arrays[ap.name] = ap
         return cls(arrays=arrays, policy=root.attrs["policy"], params=dict(root.attrs.get("params", {})),
@@ -357,10 +357,10 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
         used: dict[str, Any] = {"function": getattr(policy, "__qualname__", repr(policy))}
     else:
         if policy not in POLICIES:
-            raise ValueError(f"policy: {policy!r} is not one of {sorted(POLICIES)} (or a function of an analysis row)")
+            raise OptionError("policy", f"{policy!r} is not one of {sorted(POLICIES)} (or a function of an analysis row)")
         unknown = set(params) - set(POLICIES[policy])
         if unknown:
-            raise ValueError(f"policy {policy!r}: unknown parameters {sorted(unknown)}; allowed {sorted(POLICIES[policy])}")
+            raise OptionError("params", label=f"policy {policy!r}", message=f"unknown parameters {sorted(unknown)}; allowed {sorted(POLICIES[policy])}")
         used = {**POLICIES[policy], **params}
         if policy == "compress_if_smaller":
             masks = _compress_if_smaller(sizes, n_codecs)

@@ -36,6 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from zopt.errors import OptionError
 from zopt.planning.menu import BYTE_LEVEL
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"preset: unknown preset {name!r}; allowed: {list(PRESETS)}") from None
+        raise OptionError("preset", f"unknown preset {name!r}; allowed: {list(PRESETS)}") from None
 
 
 def presets() -> list[Preset]:

@@ -29,11 +29,13 @@ info`` end with that line). The tables in ``docs/interop.md`` say what the tests
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zarr.storage import StoreLike
+
+from zopt.errors import OptionError
 
 __all__ = ["DEFAULT_READERS", "READERS", "ZOPT_DATA_TYPES", "check_readers", "effective_readers", "parse_readers",
            "array_codecs", "reader_line", "reads_repacking", "store_arrays", "store_readers", "unreadable"]
@@ -68,13 +70,20 @@ ZOPT_DATA_TYPES: frozenset[str] = _zopt_data_types()
 def parse_readers(readers: Iterable[str] | str | None) -> list[str]:
     """Reader names from a list or one comma-separated string (None or empty: ``[]``). Raises
     ValueError naming ``readers`` and the allowed names for an unknown one."""
-    if isinstance(readers, str):
+    if isinstance(readers, str):  # the one place reader text is split
         readers = [r.strip() for r in readers.split(",") if r.strip()]
-    out = list(readers or ())
+    out = sorted(readers) if isinstance(readers, Set) else list(readers or ())
     bad = [r for r in out if r not in READERS]
     if bad:
-        raise ValueError(f"readers: {bad} are not among {sorted(READERS)}")
+        raise OptionError("readers", f"{bad} are not among {sorted(READERS)}")
     return out
+
+
+def _names_of(readers: Collection[str]) -> list[str]:
+    """Parsed reader names in a stable order; a string is refused (``parse_readers`` parses text)."""
+    if isinstance(readers, str):
+        raise TypeError(f"readers: {readers!r} is text; give reader names (zopt.planning.readers.parse_readers)")
+    return sorted(readers) if isinstance(readers, Set) else list(readers)
 
 
 def effective_readers(readers: Iterable[str] | str | None, decision_given: bool = False) -> list[str]:
@@ -104,27 +113,25 @@ def _reads(reader: str, name: str) -> bool:
     return name in known or (reader.startswith("zarr-python") and name.startswith("numcodecs."))
 
 
-def unreadable(chain: Sequence[dict[str, Any]], readers: Iterable[str] | str) -> list[tuple[str, str]]:
+def unreadable(chain: Sequence[dict[str, Any]], readers: Collection[str]) -> list[tuple[str, str]]:
     """``[(reader, codec name)]`` for each codec of ``chain`` (codec JSON, shards included) a
-    reader cannot read. Raises ValueError naming
-    ``readers`` for an unknown reader."""
-    readers = parse_readers(readers)
+    reader of ``readers`` (names of ``READERS``, parsed: ``parse_readers``) cannot read."""
+    readers = _names_of(readers)
     return [(r, n) for r in readers for n in dict.fromkeys(_names(chain)) if not _reads(r, n)]
 
 
-def reads_repacking(readers: Iterable[str] | str | None) -> bool:
-    """Whether every reader of ``readers`` reads ``scale_offset`` + ``cast_value`` (files packed
-    differently are re-expressed with them, ``zopt.io.packing``; else written as their floats)."""
+def reads_repacking(readers: Collection[str]) -> bool:
+    """Whether every reader of ``readers`` (parsed names) reads ``scale_offset`` + ``cast_value`` (files
+    packed differently are re-expressed with them, ``zopt.io.packing``; else written as their floats)."""
     chain = [{"name": "scale_offset"}, {"name": "cast_value"}]
-    return not unreadable(chain, parse_readers(readers))
+    return not unreadable(chain, readers)
 
 
-def check_readers(chains: Mapping[str, Sequence[dict[str, Any]]], readers: Iterable[str] | str | None) -> None:
+def check_readers(chains: Mapping[str, Sequence[dict[str, Any]]], readers: Collection[str]) -> None:
     """Raise ValueError when a variable's chain (``{variable: codec JSON list}``, the inner chain
     when sharded: every reader reads ``sharding_indexed``) holds a codec one of ``readers``
-    (names, or one comma-separated string) cannot read, naming the variable, the codec and the
-    reader."""
-    readers = parse_readers(readers)
+    (parsed names, ``parse_readers``) cannot read, naming the variable, the codec and the reader."""
+    readers = _names_of(readers)
     if not readers:
         return
     for var, chain in chains.items():
@@ -133,7 +140,7 @@ def check_readers(chains: Mapping[str, Sequence[dict[str, Any]]], readers: Itera
             what = "; ".join(f"{r} cannot read {n!r}" for r, n in missing)
             hint = (" (zarr-python reads them from 3.2 on: --readers zarr-python-3.2)"
                     if {n for _, n in missing} <= {"scale_offset", "cast_value"} else "")
-            raise ValueError(f"readers: the chain of {var!r} is not readable by every reader asked for ({what}){hint}; "
+            raise OptionError("readers", f"the chain of {var!r} is not readable by every reader asked for ({what}){hint}; "
                              "choose codecs they read (docs/lossy.md, 'Readers'), e.g. --codecs "
                              "'[{\"name\": \"bytes\"}, {\"name\": \"zstd\", \"configuration\": {\"level\": 3}}]' and keepbits/info rather than abs")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,11 +15,12 @@ import zarr
 
 from zopt.codecs.chain import chunk_spec
 from zopt.compat.zarr_compat import open_array
+from zopt.errors import OptionError
 from zopt.planning.chunk_stats import batch_entropies, batch_value_stats, chunk_digest
 from zopt.planning.trials import Trials
 from zopt.store.raw_read import MIN_WINDOW
 
-__all__ = ["ANALYSIS_WINDOWS", "PLACEMENTS", "analyze_region", "fill_value_of", "read_mode", "task_regions", "window_spec"]
+__all__ = ["ANALYSIS_WINDOWS", "PLACEMENTS", "RegionSampling", "analyze_region", "fill_value_of", "read_mode", "task_regions", "window_spec"]
 
 #: sample windows per chunk (``zopt.store.raw_read.analysis_windows``), each at least ``MIN_WINDOW``
 #: bytes: enough to see a feature of a tenth of the chunk's rows (sea ice at one pole), few enough
@@ -34,32 +36,47 @@ def window_spec(fraction: int, windows: int, placement: str, min_window: int = M
     ones: the arguments of ``analysis_windows`` (and a plan's ``digest_windows``). Raises
     ValueError for another placement or a ``min_window`` that is not a positive multiple of 64."""
     if placement not in PLACEMENTS:
-        raise ValueError(f"placement: {placement!r} is not one of {list(PLACEMENTS)}")
+        raise OptionError("placement", f"{placement!r} is not one of {list(PLACEMENTS)}")
     if isinstance(min_window, bool) or not isinstance(min_window, int) or min_window < 64 or min_window % 64:
-        raise ValueError(f"min_window: {min_window!r} must be a positive multiple of 64 bytes")
+        raise OptionError("min_window", f"{min_window!r} must be a positive multiple of 64 bytes")
     return (fraction, windows) if placement == "ends" else (fraction, windows, min_window)
 
 
-def analyze_region(
-    store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
-    sample: float | None, early_out: float, windows: int = ANALYSIS_WINDOWS, read: str = "full",
-    decode_times: bool = False, min_window: int | None = MIN_WINDOW,
-) -> dict[str, Any]:
-    """Dask task: analyse the chunks of one region (whole chunks). Returns the region's chunk-grid
-    coordinates (``"index"``, int ``(n, ndim)``) and one array per dataset variable, row ``k``
-    for chunk ``index[k]``.
+@dataclass(frozen=True)
+class RegionSampling:
+    """How ``analyze_region`` samples, reads and measures the chunks of its region
+    (``zopt.planning.analysis.analyze_array`` makes it from its options).
 
-    read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample
-    windows of the chunks inside the array with ``RawChunkReader`` (the digests then cover
-    the windows, see ``analyze_array``).
+    sample : fraction of each chunk trial-encoded (0 < sample <= 1), None for whole chunks.
+    early_out : byte entropy (bits per byte) above which a chunk is not trial-encoded.
     windows, min_window : where the sample windows lie (``zopt.store.raw_read.analysis_windows``:
-    spread through the chunk, or its ends with ``min_window=None``).
+        spread through the chunk, or its ends with ``min_window=None``).
+    read : ``"full"`` reads whole chunks through zarr; ``"windows"`` reads only the sample windows
+        of the chunks inside the array with ``RawChunkReader`` (the digests then cover the windows).
+    decode_times : also time each mask's decoding.
+    """
+
+    sample: float | None
+    early_out: float
+    windows: int = ANALYSIS_WINDOWS
+    read: str = "full"
+    decode_times: bool = False
+    min_window: int | None = MIN_WINDOW
+
+
+def analyze_region(store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
+                   how: RegionSampling) -> dict[str, Any]:
+    """Dask task: analyse the chunks of one region (whole chunks), sampled and read as ``how``
+    says. Returns the region's chunk-grid coordinates (``"index"``, int ``(n, ndim)``) and one
+    array per dataset variable, row ``k`` for chunk ``index[k]`` (see ``analyze_array``).
     """
     from zopt.codecs.grid import is_fill, padded
     from zopt.compat.zarr_compat import resolve_codec
     from zopt.store.checked_read import read_region
     from zopt.store.raw_read import RawChunkReader, analysis_windows, sampled_bytes
 
+    sample, early_out, windows, read, min_window = how.sample, how.early_out, how.windows, how.read, how.min_window
+    decode_times = how.decode_times
     array = open_array(store, path=name, mode="r")
     root = store if isinstance(store, str) and os.path.isdir(store) else None  # corrupt chunks named with it
     meta = array.metadata
@@ -157,13 +174,13 @@ def read_mode(read: str, sample: float | None, store: str, array: zarr.Array[Any
     if read == "full" or (read == "auto" and sample is None):
         return "full"
     if sample is None:
-        raise ValueError("read: 'windows' needs a sample fraction (sample=None analyses whole chunks)")
+        raise OptionError("read", "'windows' needs a sample fraction (sample=None analyses whole chunks)")
     reader = RawChunkReader.open(store, array)
     if reader is not None and reader.fits_windows(chunk_shape):
         return "windows"
     if read == "windows":
-        raise ValueError(
-            "read: 'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
+        raise OptionError("read",
+            "'windows' needs a raw-stored source in a local directory store (codecs [bytes], or "
             "sharding_indexed with inner codecs [bytes]) whose stored chunks are multiples of the analysed "
             f"chunk shape {chunk_shape}; use read='full' or 'auto'"
         )

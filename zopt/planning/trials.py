@@ -27,7 +27,7 @@ DEFAULT_CANDIDATES: list[dict[str, Any]] = [
 ]
 
 
-def candidate_codecs(array: zarr.Array[Any], codecs: Sequence[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], int]:
+def candidate_codecs(array: zarr.Array[Any], codecs: Sequence[dict[str, Any]] | str | None) -> tuple[list[dict[str, Any]], int]:
     """The wrapped codec list (JSON) and ``header_bits`` to analyse for ``array``.
 
     Given ``codecs`` win; else the array's first ``conditional`` codec; else ``DEFAULT_CANDIDATES``.

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 if TYPE_CHECKING:
     from zarr.abc.store import Store
 
+from zopt.errors import OptionError
+
 __all__ = ["check_endpoint_types", "endpoint_text", "is_store", "store_is_zarr", "written_output"]
 
 
@@ -50,12 +52,12 @@ def check_endpoint_types(src: Any, dst: Any, concat_dim: str | None) -> None:
     from zopt.compat.icechunk_compat import is_icechunk
 
     if not (isinstance(dst, str | os.PathLike) or is_store(dst) or is_icechunk(dst)):
-        raise ValueError(f"dst: a {type(dst).__name__} is not a destination; give what recompress takes: a path "
-                         "(str or os.PathLike[str]), an fsspec or icechunk:// URL, a zarr Store or an icechunk.Repository")
+        raise OptionError("dst", f"a {type(dst).__name__} is not a destination; give what recompress takes: a path "
+                         "(str or os.PathLike), an fsspec or icechunk:// URL, a zarr Store or an icechunk.Repository")
     several = concat_dim is not None and isinstance(src, list | tuple) and src
     if not (isinstance(src, str | os.PathLike) or is_icechunk(src)
             or several and all(isinstance(x, str | os.PathLike) for x in src)):
-        raise ValueError(f"src: a {type(src).__name__} is not a source; give a path or URL (str or os.PathLike[str]), "
+        raise OptionError("src", f"a {type(src).__name__} is not a source; give a path or URL (str or os.PathLike), "
                          "or with concat_dim a glob or a non-empty list of them")
 
 

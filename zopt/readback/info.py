@@ -25,7 +25,7 @@ from zarr.core.metadata import ArrayV3Metadata
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
 from zopt.compat.zarr_compat import chunk_shape_of
-from zopt.errors import ChunkDecodeError
+from zopt.errors import ChunkDecodeError, OptionError
 from zopt.io.sources import arrays_in
 from zopt.store.files import TMP_MARK, chunk_files
 from zopt.store.shards import (
@@ -103,7 +103,7 @@ def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array[An
         p: a for p, a in node.members(max_depth=None) if isinstance(a, zarr.Array)}
     missing = [n for n in names or () if n not in found]
     if missing:
-        raise ValueError(f"arrays: {missing} not in the store; it has {sorted(found)}")
+        raise OptionError("arrays", f"{missing} not in the store; it has {sorted(found)}")
     return [found[n] for n in names] if names else [found[k] for k in sorted(found)]
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.io.source_kinds import Source
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
 from zopt.readback.endpoints import (
@@ -312,7 +313,7 @@ def verify(
     if not is_icechunk(dst) and not (store_is_zarr(dst) if is_store(dst) else is_zarr(dst)):
         if not is_store(dst):
             raise not_a_store(dst, "dst")  # names the Zarr stores inside a folder
-        raise ValueError(f"dst: {endpoint_text(dst)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+        raise OptionError("dst", f"{endpoint_text(dst)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 
     skipped = (check_store(src, skip_broken) if not combined and not is_icechunk(src) and not is_store(src)
@@ -337,13 +338,13 @@ def verify(
         if arrays:
             unknown = [n for n in arrays if n not in theirs and n not in ours]
             if unknown:
-                raise ValueError(f"arrays: {unknown} are in neither store; {dst!r} has {sorted(ours)}")
+                raise OptionError("arrays", f"{unknown} are in neither store; {dst!r} has {sorted(ours)}")
             names = sorted(dict.fromkeys(arrays))
         else:
             names = sorted({*ours, *theirs})
         unknown = sorted(set(bounds or {}) - set(ours))
         if unknown:
-            raise ValueError(f"--bound: {unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
+            raise OptionError("bound", label="--bound", message=f"{unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
         if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences

@@ -33,7 +33,7 @@ import numpy as np
 
 from zopt.codecs.decisions import sample_windows
 from zopt.compat.zarr_compat import chunk_shape_of, endian_of, item_size_of, regular_chunk_shape
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 if TYPE_CHECKING:
     import zarr
@@ -206,7 +206,7 @@ class RawChunkReader:
         """
         c, s, item = tuple(int(x) for x in chunk_shape), self.stored_shape, self.itemsize
         if not self.fits_windows(c):
-            raise ValueError(f"chunk_shape: {c} does not divide the stored chunk shape {s}")
+            raise OptionError("chunk_shape", f"{c} does not divide the stored chunk shape {s}")
         n = len(chunk_indices)
         spans = analysis_windows(math.prod(c) * item, fraction, windows, min_window)
         width = sum(length for _, length in spans)

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zopt.errors import OptionError
 from zopt.store.files import atomic_write
 from zopt.store.shards import EMPTY, PAD_LIMIT, ShardLayout
 
@@ -170,7 +171,7 @@ def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str,
     from zopt.store.shards import read_index
 
     if not grace >= 0:
-        raise ValueError(f"grace: {grace!r} must be a number of seconds >= 0")
+        raise OptionError("grace", f"{grace!r} must be a number of seconds >= 0")
     holes = []
     for path, layout, key in shards:
         if os.path.exists(path) and slack(read_index(path, layout, key), layout, os.path.getsize(path)) > 0:
