@@ -3,6 +3,9 @@
 
 - ``write_region``: one chunk of an unsharded array, through zarr;
 - ``write_packed_shard``: one whole shard, encoded and written packed (``layout="compact"``);
+- ``encode_shard_part`` + ``assemble_shard``: a packed shard split below the shard (issue 34, G4;
+  ``zopt.job.work.encode_parts``): slabs of its inner chunks encoded by tasks that write nothing,
+  then one task packs them and writes the shard as ``write_packed_shard`` does;
 - ``write_slot_part`` + ``finalize_shard``: part of a shard into its fixed slots, then its index
   and the rename into place (``layout="fixed-slot"``);
 - ``rewrite_shard_in_place``, ``rewrite_chunk_in_place``: ``recompress_in_place``'s units.
@@ -51,7 +54,7 @@ from zopt.store.shards import (
 )
 
 __all__ = [
-    "Recorder", "ShardJob", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
+    "Recorder", "ShardJob", "assemble_shard", "encode_shard_part", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
     "write_packed_shard", "write_region", "write_slot_part",
 ]
 
@@ -337,7 +340,22 @@ def batch_masks(batches: list[EncodedBatch]) -> collections.Counter:
 def write_packed_shard(job: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
                         ) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
-    batches = list(job.encode_batches(shard_coords, None, limit=False))
+    return assemble_shard(job, shard_coords, encode_shard_part(job, shard_coords, None), marker=marker)
+
+
+def encode_shard_part(job: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> list[EncodedBatch]:
+    """Dask task (compact layout, a split shard): the encoded inner chunks of part ``[start, stop)``
+    of the shard's first split axis (None: the whole shard), as ``EncodedBatch``es in shard order.
+    Writes nothing (a rerun gives the same batches); the batches own their memory."""
+    return list(job.encode_batches(shard_coords, part, limit=False))
+
+
+def assemble_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
+                   ) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): pack the shard's encoded ``parts`` (in order) and write it,
+    atomically (a rerun writes the same bytes again); then its journal ``marker``. Returns the
+    conditional masks' counts and the chunks stored."""
+    batches = [b for part in parts for b in part]
     job.write_packed(shard_coords, pack_batches(job.layout, batches))
     result = batch_masks(batches), sum(len(b) for b in batches)
     if marker is not None:
