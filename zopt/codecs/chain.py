@@ -165,7 +165,7 @@ class ChunkEncoder:
             None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
         ]
         self._decoders: list[Any] | None = None  # made on the first decode: most encoders never decode
-        self._native, self._direct = _direct_array_bytes(self.array_array, self.array_bytes[0], spec)
+        self._native, self._direct, self._direct_kind = _direct_array_bytes(self.array_array, self.array_bytes[0], spec)
         self._conditional_encoders()
 
     def _conditional_encoders(self) -> None:
@@ -244,6 +244,21 @@ class ChunkEncoder:
         return EncodedChunk(data, masks)
 
     @property
+    def native_dtype(self) -> np.dtype:
+        """The numpy type of the chunks this encoder takes (the spec's data type)."""
+        return np.dtype(self.spec.dtype.to_native_dtype())
+
+    @property
+    def direct_kind(self) -> str | None:
+        """``"bytes"`` or ``"pcodec"`` when the array→bytes step runs without zarr's buffer objects
+        (see ``_direct_array_bytes``), else None."""
+        return self._direct_kind
+
+    def encode_direct(self, chunk: np.ndarray) -> np.ndarray:
+        """The array→bytes step alone on ``chunk`` (native type; requires ``direct_kind``): 1-D uint8."""
+        return self._direct(chunk)
+
+    @property
     def array_bytes_codec(self) -> Any:
         """The array→bytes codec (e.g. ``bytes``, ``packbits``)."""
         return self.array_bytes[0]
@@ -318,9 +333,9 @@ class ChunkEncoder:
         return data, tuple(masks)
 
 
-def _direct_array_bytes(array_array: list, array_bytes: ArrayBytesCodec, spec: ArraySpec) -> tuple[np.dtype | None, Any]:
-    """``(native dtype, f(chunk) -> 1-D uint8)`` for chains whose array→bytes step needs none of
-    zarr's buffer objects (issue 34: they cost ~20 µs of GIL per chunk), else ``(None, None)``.
+def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) -> tuple[np.dtype | None, Any, str | None]:
+    """``(native dtype, f(chunk) -> 1-D uint8, kind)`` for chains whose array→bytes step needs none
+    of zarr's buffer objects (issue 34: they cost ~20 µs of GIL per chunk), else ``(None, None, None)``.
 
     - ``bytes`` little-endian (or 1-byte) on a little-endian machine, no array→array codec, a
       plain numpy number type: the chunk's own bytes in C order (a view when it is C-contiguous),
@@ -335,21 +350,21 @@ def _direct_array_bytes(array_array: list, array_bytes: ArrayBytesCodec, spec: A
     from zopt.dtypes.ml import MLDType
 
     if array_array or isinstance(spec.dtype, MLDType | MLComplex):
-        return None, None
+        return None, None, None
     try:
         native = np.dtype(spec.dtype.to_native_dtype())
     except Exception:  # noqa: BLE001 - a data type without a numpy equivalent
-        return None, None
+        return None, None, None
     if native.kind not in "biufc" or native.byteorder not in "=<|" or sys.byteorder != "little":
-        return None, None
+        return None, None, None
     if isinstance(array_bytes, ZarrBytesCodec):
         if native.itemsize > 1 and endian_text(array_bytes.endian) not in (None, "little"):
-            return None, None
+            return None, None, None
 
         def raw(chunk: np.ndarray) -> np.ndarray:
             return (chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)).reshape(-1).view(np.uint8)
 
-        return native, raw
+        return native, raw, "bytes"
     nc = numcodec_of(array_bytes) if isinstance(array_bytes, ArrayBytesCodec) else None
     if nc is not None and type(nc).__name__ == "PCodec" and type(nc).__module__ == "numcodecs.pcodec":
         from pcodec import standalone
@@ -361,8 +376,8 @@ def _direct_array_bytes(array_array: list, array_bytes: ArrayBytesCodec, spec: A
             flat = (chunk if chunk.flags.c_contiguous and chunk.flags.aligned else np.require(chunk, requirements="CA")).reshape(-1)
             return np.frombuffer(compress(flat, config), dtype=np.uint8)
 
-        return native, pco
-    return None, None
+        return native, pco, "pcodec"
+    return None, None, None
 
 
 def _codec_name(codec: object) -> str:

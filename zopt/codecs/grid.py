@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-__all__ = ["fit_shape", "is_fill", "padded", "regions"]
+__all__ = ["fill_rows", "fit_shape", "is_fill", "padded", "regions"]
 
 
 def _uint_view(a: np.ndarray) -> np.ndarray:
@@ -29,6 +29,23 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     if chunk.size and chunk.dtype == fill.dtype and chunk[(0,) * chunk.ndim].tobytes() != fill.tobytes():
         return False
     return bool(np.all(_uint_view(chunk) == _uint_view(fill)))
+
+
+def fill_rows(stack: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """``is_fill`` of every chunk of ``stack`` (``(n, *chunk shape)``, ``fill``'s type) as a bool
+    ``(n,)`` array: the first elements compared in one call, the whole chunk only where it matches."""
+    n = len(stack)
+    if n == 0 or stack[0].size == 0:
+        return np.ones(n, dtype=bool)
+    flat = _uint_view(stack.reshape(n, -1))
+    bits = _uint_view(fill.reshape(1))[0]
+    first = flat[:, 0] == bits
+    if first.ndim > 1:  # items of no unsigned type: (n, itemsize) bytes
+        first = first.all(axis=1)
+    out = np.zeros(n, dtype=bool)
+    for k in np.flatnonzero(first).tolist():
+        out[k] = bool(np.all(flat[k] == bits))
+    return out
 
 
 def padded(values: np.ndarray, shape: tuple[int, ...], fill: np.ndarray) -> np.ndarray:

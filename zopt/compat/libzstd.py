@@ -16,6 +16,13 @@ once per process and is False (callers then use numcodecs) when the symbols are 
 library is another version than numcodecs reports, or the bytes differ.
 
 Contexts live as long as their thread (freed with its thread-local storage).
+
+Batches (issue 34, part 2): after a call that touches a megabyte the interpreter's own data is out
+of the CPU cache, so every return to Python costs ~10-20 µs of GIL. ``compress_rows`` compresses
+the rows of a 2-D array into frames placed back to back in one buffer, a loop with nothing but the
+foreign call in it; ``decompress_frames`` decodes the frames of many chunks laid back to back with
+one foreign call (zstd decodes concatenated frames in one go), after checking that each piece is
+exactly one frame declaring the chunk's size (which zstd then enforces).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["available", "compress", "compress_bound", "decompress_into"]
+__all__ = ["available", "compress", "compress_bound", "compress_rows", "decompress_frames", "decompress_into"]
 
 _lock = threading.Lock()
 _lib: Any = None  # the loaded library, False when unavailable, None before the first check
@@ -55,12 +62,23 @@ def _load() -> Any:
         ("ZSTD_isError", ctypes.c_uint, [size_t]),
         ("ZSTD_getErrorName", ctypes.c_char_p, [size_t]),
         ("ZSTD_maxCLevel", ctypes.c_int, []),
+        ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, [cvp, size_t]),
+        ("ZSTD_findFrameCompressedSize", size_t, [cvp, size_t]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     if lib.ZSTD_versionNumber() != nz.VERSION_NUMBER:
         return False
     lib.max_level = lib.ZSTD_maxCLevel()
+    # the batch loops' functions take addresses as size_t (the same registers as pointers):
+    # ctypes converts a Python int to c_size_t about twice as fast as to c_void_p, which is
+    # what runs between one chunk's compression and the next (issue 34)
+    word = size_t if ctypes.sizeof(size_t) == ctypes.sizeof(vp) else vp
+    lib.loop = {}
+    for name, res, n in (("ZSTD_compress2", size_t, 5), ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, 2),
+                         ("ZSTD_findFrameCompressedSize", size_t, 2)):
+        fn = ctypes.CFUNCTYPE(res, *[word] * n)((name, lib))
+        lib.loop[name] = fn
     return lib
 
 
@@ -175,3 +193,59 @@ def decompress_into(blob: Any, out: np.ndarray, nbytes: int | None = None) -> in
     if nbytes is not None and got != nbytes:
         raise ValueError(f"zstd frame holds {got} bytes of content, expected {nbytes}")
     return got
+
+
+def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """One zstd frame per row of ``rows`` (2-D C-contiguous uint8 ``(n, width)``), each the bytes
+    of ``numcodecs.zstd.compress(row, level, checksum)``, back to back in one 1-D uint8 array and
+    each preceded by ``head`` bytes left for the caller (uninitialised). Returns ``(data, ends)``:
+    chunk ``k`` (head and frame) is ``data[ends[k - 1]:ends[k]]`` (``ends[-1]`` is 0), ``ends``
+    int64 ``(n,)``. The GIL is released for each frame. Call only after ``available()`` returned
+    True. Raises RuntimeError on a zstd error.
+    """
+    if not rows.flags.c_contiguous:  # the loop walks the rows by address
+        rows = np.ascontiguousarray(rows)
+    n, width = rows.shape
+    cap = compress_bound(width)
+    out = np.empty(n * (head + cap), dtype=np.uint8)
+    lib = _lib
+    fn, ctx = lib.loop["ZSTD_compress2"], _cctx(level, checksum)
+    dst, src = _address(out) + head, _address(rows) if rows.size else 0
+    ends: list[int] = []
+    append = ends.append
+    off = 0
+    for _ in range(n):  # nothing else in this loop: Python runs cold after each frame
+        size = fn(ctx, dst + off, cap, src, width)
+        if size > cap:
+            _check(lib, size, "compression")
+        off += size + head
+        append(off)
+        src += width
+    out.resize(off, refcheck=False)  # realloc: shrinks in place
+    return out, np.array(ends, dtype=np.int64)
+
+
+def decompress_frames(blob: np.ndarray, ends: np.ndarray, out: np.ndarray, nbytes: int) -> bool:
+    """Decode ``len(ends)`` zstd frames laid back to back in ``blob`` (1-D uint8; frame ``k`` is
+    ``blob[ends[k - 1]:ends[k]]``) into ``out`` (C-contiguous, writable, ``len(ends) * nbytes``
+    bytes) with one call that releases the GIL. Returns False, leaving ``out`` undefined, unless
+    every piece is exactly one frame declaring ``nbytes`` bytes of content and all of them decode;
+    the caller then decodes chunk by chunk to name the one at fault.
+    """
+    lib = _lib
+    n = len(ends)
+    if n == 0 or out.nbytes != n * nbytes:
+        return n == 0
+    base = _address(blob)
+    content, frame = lib.loop["ZSTD_getFrameContentSize"], lib.loop["ZSTD_findFrameCompressedSize"]
+    start = 0
+    for end in ends.tolist():
+        if content(base + start, end - start) != nbytes or frame(base + start, end - start) != end - start:
+            return False
+        start = end
+    ctx = getattr(_local, "dctx", None)
+    if ctx is None:
+        ctx = _local.dctx = _Context(lib, False)
+    # zstd checks each frame's decoded size against the size its header declares
+    got = lib.ZSTD_decompressDCtx(ctx.ptr, _address(out), out.nbytes, base, start)
+    return got == out.nbytes

@@ -1,7 +1,8 @@
 """The Dask graph of a recompress job, built from its checked plan of work, and its run.
 
 One graph layer per packed array (``zopt.job.graph.shard_tasks``), a writer per chunk for unsharded
-arrays, writers + a finalize per fixed-slot shard; keys are named by ``zopt.job.graph``.
+arrays, writers + a finalize per fixed-slot shard, encoders + an assembly per packed shard split
+below the shard (``zopt.job.work.encode_parts``); keys are named by ``zopt.job.graph``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from zopt.job.graph import job_key, shard_tasks, unit_key
 from zopt.job.reports import ArrayReport
 from zopt.job.tasks import (
     ShardJob,
+    assemble_shard,
+    encode_shard_part,
     finalize_shard,
     rewrite_chunk_in_place,
     rewrite_shard_in_place,
@@ -58,11 +61,19 @@ def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: 
             continue
         shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job,
                              w.chunk_key_encoding, w.plan, target.store, lossy.get(name))
-        if w.layout == "compact":  # one graph layer for the array's shards (zopt.job.graph)
+        if w.layout == "compact" and not w.parts:  # one graph layer for the array's shards (zopt.job.graph)
             units = [(unit_key("shard", name, coords, job), coords, marker(coords)) for coords in w.pending]
             tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job), units))
             continue
         shared = dask.delayed(shard_job, traverse=False, name=job_key(name, job))
+        if w.layout == "compact":  # split below the shard: encoders, then one assembly writing the shard
+            for coords in w.pending:
+                parts = [dask.delayed(encode_shard_part, pure=False)(shared, coords, p,
+                                                                      dask_key_name=unit_key("part", name, coords, job, p[0]))
+                         for p in w.parts]
+                tasks.append((name, dask.delayed(assemble_shard, pure=False)(
+                    shared, coords, *parts, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job))))
+            continue
         for coords in w.pending:
             writes = [dask.delayed(write_slot_part, pure=False)(shared, coords, p,
                                                                  dask_key_name=unit_key("slots", name, coords, job, p[0]))

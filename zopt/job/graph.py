@@ -36,7 +36,7 @@ def shard_tasks(func: Callable, job: object, job_key: str, units: Iterable[tuple
 
 
 def unit_key(kind: str, name: str, coords: tuple[int, ...], job: str, suffix: object = None) -> str:
-    """The Dask key of the ``kind`` task (``chunk``, ``shard``, ``slots``, ``inplace``) of write
+    """The Dask key of the ``kind`` task (``chunk``, ``shard``, ``slots``, ``part``, ``inplace``) of write
     unit ``coords`` of array ``name`` in job ``job``; ``suffix`` tells apart a unit's several tasks."""
     key = f"zopt-{kind}-{name}-{'.'.join(map(str, coords))}-{job}"
     return key if suffix is None else f"{key}-{suffix}"

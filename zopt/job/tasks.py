@@ -3,6 +3,9 @@
 
 - ``write_region``: one chunk of an unsharded array, through zarr;
 - ``write_packed_shard``: one whole shard, encoded and written packed (``layout="compact"``);
+- ``encode_shard_part`` + ``assemble_shard``: a packed shard split below the shard (issue 34, G4;
+  ``zopt.job.work.encode_parts``): slabs of its inner chunks encoded by tasks that write nothing,
+  then one task packs them and writes the shard as ``write_packed_shard`` does;
 - ``write_slot_part`` + ``finalize_shard``: part of a shard into its fixed slots, then its index
   and the rename into place (``layout="fixed-slot"``);
 - ``rewrite_shard_in_place``, ``rewrite_chunk_in_place``: ``recompress_in_place``'s units.
@@ -15,7 +18,9 @@ codecs.
 from __future__ import annotations
 
 import collections
+import math
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr
 
-from zopt.codecs.chain import ChunkEncoder, chunk_spec
+from zopt.codecs.batch import GROUP_BYTES, BatchEncoder, EncodedBatch
+from zopt.codecs.chain import ChunkEncoder, EncodedChunk, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.codecs.decisions import Decision
-from zopt.codecs.grid import is_fill, padded
+from zopt.codecs.grid import fill_rows, is_fill, padded
 from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array
 from zopt.io.sources import read_source
@@ -40,7 +46,7 @@ from zopt.store.shards import (
     ShardLayout,
     finalize_slots,
     is_packed,
-    pack_parts,
+    pack_batches,
     read_shard,
     tmp_path,
     write_packed,
@@ -51,7 +57,7 @@ if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
 
 __all__ = [
-    "Recorder", "ShardJob", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
+    "Recorder", "ShardJob", "assemble_shard", "encode_shard_part", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
     "write_packed_shard", "write_region", "write_slot_part",
 ]
 
@@ -162,25 +168,28 @@ class ShardJob:
             key = "/".join(p for p in (self.shard_dir, self.chunk_key_encoding.encode_chunk_key(shard_coords)) if p)
             put_shard(self.store, key, data)
 
-    def _encoding(self) -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None]:
-        """The inner chunks' encoder (with the decision attached), their native type, the fill value
-        and the reader of aligned source chunks (or None): made once per process and job (issue 34:
-        opening the source array and building the chain cost milliseconds of GIL per shard)."""
-        def make() -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None]:
+    def _encoding(self) -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None, BatchEncoder | None]:
+        """The inner chunks' encoder (with the decision attached), their native type, the fill value,
+        the reader of aligned source chunks (or None) and the batch encoder (or None): made once per
+        process and job (issue 34: opening the source array and building the chain cost
+        milliseconds of GIL per shard)."""
+        def make() -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None, BatchEncoder | None]:
             layout = self.layout
             encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
             native = encoder.spec.dtype.to_native_dtype()
             fill = np.asarray(layout.fill_value, dtype=native)
-            # issue 19: source chunks that are the inner chunks are decoded one by one into a reused buffer
-            return encoder, native, fill, AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+            # issue 19: source chunks that are the inner chunks are decoded straight into the chunk buffers
+            direct = AlignedChunkReader.open(self.src, self.name, layout.inner_shape, native)
+            # plans and lossy modes look at every chunk alone: those chunks are encoded one by one
+            batch = BatchEncoder.of(encoder) if self.plan is None and self.lossy is None else None
+            return encoder, native, fill, direct, batch
 
         if not isinstance(self.src, str):  # e.g. several files combined (zopt.io.multi)
             return make()
         return _targets.get(self.job, (self.src, self.name, self.shard_dir, "encode"), make)
 
-    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
-        """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
-        and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
+    def _region(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> tuple[list[slice], int]:
+        """The array region of a shard (or of part ``[start, stop)`` of its first split axis) and that axis."""
         layout = self.layout
         region = list(layout.shard_region(shard_coords, self.shape))
         axis = split_axis(layout)
@@ -188,8 +197,69 @@ class ShardJob:
             lo = region[axis].start + part[0] * layout.inner_shape[axis]
             hi = min(region[axis].start + part[1] * layout.inner_shape[axis], self.shape[axis])
             region[axis] = slice(lo, hi)
+        return region, axis
+
+    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+        """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
+        and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
+        for batch in self.encode_batches(shard_coords, part, limit):
+            for i, data, masks in batch.chunks():
+                yield i, EncodedChunk(data, masks)
+
+    def encode_batches(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+        """``encode``'s chunks as ``EncodedBatch``es, in shard order: about ``GROUP_BYTES`` of
+        chunks per batch, each step of the chain once per batch (issue 34, part 2), where the
+        chain has a batch encoder; else one batch of chunks encoded one by one."""
+        encoder, native, fill, direct, batch = self._encoding()
+        if batch is None:
+            yield EncodedBatch.of_chunks(list(self._encode_each(shard_coords, part, limit)))
+            return
+        layout = self.layout
+        region, axis = self._region(shard_coords, part)
+        lo, hi = region[axis].start, region[axis].stop
+        items = [it for it in layout.inner_chunk_items(shard_coords, self.shape) if lo <= it[2][axis].start < hi]
+        if not items:  # a part beyond the array's edge
+            return
+        inner = layout.inner_shape
+        slot = layout.slot_size if limit else None
+        per = max(1, GROUP_BYTES // max(1, math.prod(inner) * native.itemsize))
+        tiles = None if direct is not None else self._tiles(region, native, fill)
+        for g in range(0, len(items), per):
+            group = items[g : g + per]
+            if tiles is None:
+                stack = _stack(len(group), inner, native)
+                direct.read_many([it[1] for it in group], stack, fill)
+                for k, (_, _, chunk_region, full) in enumerate(group):
+                    if not full:  # the source's edge chunk: the part outside the array is the fill value
+                        _blank_outside(stack[k], chunk_region, fill)
+            else:
+                stack = tiles[g : g + len(group)]
+            empty = fill_rows(stack, fill)
+            if empty.any():
+                keep = np.flatnonzero(~empty)
+                stack, group = stack[keep], [group[k] for k in keep.tolist()]
+            yield batch.encode(stack, [it[0] for it in group], [it[1] for it in group], limit=slot)
+
+    def _tiles(self, region: list[slice], native: np.dtype, fill: np.ndarray) -> np.ndarray:
+        """The region's inner chunks as one C-contiguous ``(n, *inner shape)`` array in C order
+        (edge chunks padded with the fill value): read, then one transposing copy."""
+        inner = self.layout.inner_shape
+        data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
+        grid = [-(-(r.stop - r.start) // c) for r, c in zip(region, inner, strict=True)]
+        if any(g * c != s for g, c, s in zip(grid, inner, data.shape, strict=True)):
+            full = np.full([g * c for g, c in zip(grid, inner, strict=True)], fill, dtype=native)
+            full[tuple(slice(0, s) for s in data.shape)] = data
+            data = full
+        split = [d for g, c in zip(grid, inner, strict=True) for d in (g, c)]
+        order = [*range(0, 2 * len(inner), 2), *range(1, 2 * len(inner), 2)]
+        return np.ascontiguousarray(data.reshape(split).transpose(order)).reshape(-1, *inner)
+
+    def _encode_each(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+        """``encode`` chunk by chunk: chains without a batch encoder, plans and lossy modes."""
+        layout = self.layout
+        region, axis = self._region(shard_coords, part)
         origin = [r.start for r in region]
-        encoder, native, fill, direct = self._encoding()
+        encoder, native, fill, direct, _ = self._encoding()
         if direct is None:
             data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
         slot = layout.slot_size if limit else None
@@ -222,16 +292,59 @@ class ShardJob:
             yield i, encoded
 
 
+_stacks = threading.local()
+
+
+def _stack(n: int, shape: tuple[int, ...], native: np.dtype) -> np.ndarray:
+    """This thread's buffer for ``n`` chunks of ``shape`` and type ``native``, reused from batch to batch."""
+    nbytes = n * math.prod(shape) * native.itemsize
+    buf = getattr(_stacks, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _stacks.buf = np.empty(nbytes, dtype=np.uint8)
+    return buf[:nbytes].view(native).reshape(n, *shape)
+
+
+def _blank_outside(chunk: np.ndarray, region: tuple[slice, ...], fill: np.ndarray) -> None:
+    """Set the part of ``chunk`` beyond its clipped array ``region`` to ``fill``."""
+    for d, r in enumerate(region):
+        chunk[(slice(None),) * d + (slice(r.stop - r.start, None),)] = fill
+
+
 def masks_of(encoded: list) -> collections.Counter:
     return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
+
+
+def batch_masks(batches: list[EncodedBatch]) -> collections.Counter:
+    """``masks_of`` for batches."""
+    masks: collections.Counter = collections.Counter()
+    for b in batches:
+        if b.masks is not None and len(b):
+            values, counts = np.unique(b.masks, return_counts=True)
+            masks.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))
+    return masks
 
 
 def write_packed_shard(job: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
                         ) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
-    encoded = list(job.encode(shard_coords, None, limit=False))
-    job.write_packed(shard_coords, pack_parts(job.layout, ((i, e.data) for i, e in encoded)))
-    result = masks_of(encoded), len(encoded)
+    return assemble_shard(job, shard_coords, encode_shard_part(job, shard_coords, None), marker=marker)
+
+
+def encode_shard_part(job: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> list[EncodedBatch]:
+    """Dask task (compact layout, a split shard): the encoded inner chunks of part ``[start, stop)``
+    of the shard's first split axis (None: the whole shard), as ``EncodedBatch``es in shard order.
+    Writes nothing (a rerun gives the same batches); the batches own their memory."""
+    return list(job.encode_batches(shard_coords, part, limit=False))
+
+
+def assemble_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
+                   ) -> tuple[collections.Counter, int]:
+    """Dask task (compact layout): pack the shard's encoded ``parts`` (in order) and write it,
+    atomically (a rerun writes the same bytes again); then its journal ``marker``. Returns the
+    conditional masks' counts and the chunks stored."""
+    batches = [b for part in parts for b in part]
+    job.write_packed(shard_coords, pack_batches(job.layout, batches))
+    result = batch_masks(batches), sum(len(b) for b in batches)
     if marker is not None:
         mark(marker, *result)
     return result

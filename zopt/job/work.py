@@ -8,7 +8,13 @@ array's chunk and shard shapes and its target metadata (made in memory, see
 (shards, or chunks when unsharded) left to do, slot parts, task count and projected memory per
 task, raising for a plan made for other arrays and for a fixed-slot chain without a size bound.
 ``Work.over_memory`` names an array whose tasks would exceed ``max_memory``. Nothing here
-imports Dask or writes: ``--dry-run`` is this object, reported.
+writes: ``--dry-run`` is this object, reported.
+
+Granularity (issue 34, G4): a job with fewer pending shards than ``TASKS_PER_WORKER`` × the
+workers would leave workers idle at its end (a one-shard array is one task whatever the cluster),
+so each packed shard is then split below the shard: ``encode_parts`` gives slabs of inner-chunk
+rows (as fixed-slot writers take), each encoded by its own task, and one assembly task per shard
+packs the parts and writes the shard (``zopt.job.tasks.encode_shard_part``, ``assemble_shard``).
 """
 
 from __future__ import annotations
@@ -33,14 +39,18 @@ from zopt.store.journal import Journal
 from zopt.store.shards import ShardLayout, layout_of
 
 __all__ = [
-    "LAYOUTS", "SLOT_TASK_BYTES", "ArrayWork", "Work", "build_work", "layouts_for",
-    "plan_for", "projected_task_bytes", "slot_parts", "split_axis",
+    "LAYOUTS", "MIN_PART_BYTES", "SLOT_TASK_BYTES", "TASKS_PER_WORKER", "ArrayWork", "Work", "build_work",
+    "default_workers", "encode_parts", "layouts_for", "plan_for", "projected_task_bytes", "slot_parts", "split_axis",
 ]
 
 #: shard layouts ``recompress`` writes (see ``zopt.store.shards``)
 LAYOUTS = ("compact", "fixed-slot")
 #: default raw bytes per fixed-slot writer task
 SLOT_TASK_BYTES = 16 * 1024 * 1024
+#: packed shards are split when the job has fewer pending shards than this many per worker (G4)
+TASKS_PER_WORKER = 4
+#: raw bytes below which a shard part is not worth a task of its own
+MIN_PART_BYTES = 4 * 1024 * 1024
 
 
 def split_axis(layout: ShardLayout) -> int:
@@ -61,6 +71,30 @@ def slot_parts(layout: ShardLayout, parts: int | None) -> list[tuple[int, int]]:
     parts = max(1, min(parts, n_rows))
     bounds = np.linspace(0, n_rows, parts + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def encode_parts(layout: ShardLayout, pending: int, workers: int) -> list[tuple[int, int]]:
+    """The slabs of inner-chunk rows (``slot_parts``) a packed shard is encoded in when the job has
+    ``pending`` shards left for ``workers`` workers: none (one task per shard) when ``pending`` is at
+    least ``TASKS_PER_WORKER * workers``; else enough parts per shard for that many tasks, each at
+    least one row of inner chunks and about ``MIN_PART_BYTES`` of raw data."""
+    if pending <= 0 or pending >= TASKS_PER_WORKER * workers:
+        return []
+    rows = layout.chunks_per_shard[split_axis(layout)]
+    itemsize = layout.inner_encoder().spec.dtype.to_native_dtype().itemsize
+    shard_bytes = math.prod(layout.shard_shape) * itemsize
+    parts = min(rows, math.ceil(TASKS_PER_WORKER * workers / pending), max(1, shard_bytes // MIN_PART_BYTES))
+    return slot_parts(layout, parts) if parts > 1 else []
+
+
+def default_workers() -> int:
+    """The workers of Dask's local schedulers: ``num_workers`` of Dask's configuration, else the
+    CPU count (also the estimate used for a cluster, whose size is known only once connected)."""
+    import os
+
+    import dask.config
+
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
 
 
 def projected_task_bytes(array: zarr.Array[Any], shard_layout: ShardLayout | None, layout: str, slot_parts_: int | None) -> int:
@@ -140,7 +174,7 @@ class ArrayWork:
     shard_layout: ShardLayout | None
     chunk_key_encoding: Any  # the target array's zarr ChunkKeyEncoding
     plan: Any  # zopt.planning.plan.ArrayPlan, checked against this array, or None
-    parts: list[tuple[int, int]]  # fixed-slot: the slabs of inner-chunk rows each writer task takes
+    parts: list[tuple[int, int]]  # fixed-slot, or a packed shard split (G4): the slabs of inner-chunk rows each task takes
     projected_task_bytes: int
     units: int
     pending: list[tuple[int, ...]]
@@ -153,7 +187,8 @@ class ArrayWork:
 
     @property
     def tasks(self) -> int:
-        """Dask tasks of this array in this run (a fixed-slot shard: its writers + a finalize)."""
+        """Dask tasks of this array in this run (a fixed-slot shard: its writers + a finalize; a
+        split packed shard: its encoders + an assembly)."""
         return len(self.pending) * (1 + len(self.parts))
 
     def region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
@@ -178,11 +213,13 @@ class Work:
 def build_work(names: Sequence[str], source: dict[str, SourceVariable],
                layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], targets: dict[str, Any], *,
                layout: str = "compact", slot_parts_: int | None = None, plan: Plan | None = None,
-               done: Callable[[str], dict] | None = None) -> Work:
+               done: Callable[[str], dict] | None = None, workers: int | None = None) -> Work:
     """The plan of work for arrays ``names``: ``targets`` holds each one's target zarr array
     (its metadata, in memory), ``done(name)`` the journal markers of units an interrupted run
-    finished. Raises PlanMismatchError (``plan_for``) and ValueError for a fixed-slot chain
-    without a size bound, before anything is written."""
+    finished, ``workers`` the workers that will run it (default ``default_workers()``): packed
+    shards are split below the shard when the job's pending shards are too few for them
+    (``encode_parts``). Raises PlanMismatchError (``plan_for``) and ValueError for a fixed-slot
+    chain without a size bound, before anything is written."""
     arrays = {}
     for name in names:
         inner, shard = layouts[name]
@@ -207,4 +244,10 @@ def build_work(names: Sequence[str], source: dict[str, SourceVariable],
                 w.resumed_masks.update(found[0])
                 w.resumed_chunks += found[1]
         arrays[name] = w
+    packed = [w for w in arrays.values() if w.layout == "compact"]
+    pending = sum(len(w.pending) for w in arrays.values())
+    if packed:
+        workers = workers or default_workers()
+        for w in packed:
+            w.parts = encode_parts(w.shard_layout, pending, workers)
     return Work(arrays)

@@ -59,6 +59,7 @@ __all__ = [
     "read_shard",
     "remove_temp_files",
     "write_all",
+    "pack_batches",
     "write_packed",
     "write_slots",
 ]
@@ -350,6 +351,25 @@ def pack_parts(layout: ShardLayout, chunks: Iterable[tuple[int, np.ndarray | byt
     table[where, 0] = layout.data_offset + np.cumsum(sizes) - sizes
     index = memoryview(layout.encode_index(table))
     parts = [d for _, d in items]
+    return [index, *parts] if layout.index_location == "start" else [*parts, index]
+
+
+def pack_batches(layout: ShardLayout, batches: Sequence[Any]) -> list[memoryview] | None:
+    """``pack_parts`` for ``zopt.codecs.batch.EncodedBatch``es in shard order: the index and each
+    batch's bytes as they are (one piece per batch where its chunks lie back to back, issue 34), or
+    None when no chunk is stored."""
+    batches = [b for b in batches if len(b)]
+    if not batches:
+        return None
+    sizes = np.concatenate([b.sizes for b in batches]).astype(np.uint64)
+    where = np.concatenate([b.positions for b in batches]).astype(np.intp)
+    if where.size > 1 and not (np.diff(where) > 0).all():
+        raise ValueError("pack_batches: the batches' chunks are not in shard order")
+    table = np.full((layout.n_inner, 2), EMPTY, dtype=np.uint64)
+    table[where, 1] = sizes
+    table[where, 0] = layout.data_offset + np.cumsum(sizes) - sizes
+    index = memoryview(layout.encode_index(table))
+    parts = [p for b in batches for p in b.parts()]
     return [index, *parts] if layout.index_location == "start" else [*parts, index]
 
 
