@@ -163,6 +163,7 @@ class ShardJob:
     plan: Any = None  # zopt.planning.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
     lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
+    copy: Any = None  # zopt.store.reshard.ChunkCopier: the source's encoded chunks copied, not re-encoded
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
@@ -196,6 +197,9 @@ class ShardJob:
         """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
         and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
         layout = self.layout
+        if self.copy is not None:  # issue 34 G5: the source's checked chunk bytes (zopt.store.reshard)
+            yield from self.copy.chunks(layout, shard_coords, self.shape, part, split_axis(layout))
+            return
         region = list(layout.shard_region(shard_coords, self.shape))
         axis = split_axis(layout)
         if part is not None:
