@@ -164,7 +164,8 @@ def test_resumed_after_sigkill(tmp_path):
 def test_conditional_chain_of_a_sharded_zopt_store_copied(tmp_path):
     classic = [BYTES, {"name": "conditional", "configuration": {"codecs": [{"name": "shuffle"}, ZSTD]}}]
     first = tmp_path / "first.zarr"
-    recompress(_source(tmp_path), first, codecs=classic, chunks=INNER, shards=(16, 32, 8))
+    before = recompress(_source(tmp_path), first, codecs=classic, chunks=INNER, shards=(16, 32, 8))
     report = recompress(first, tmp_path / "dst.zarr", codecs=classic, chunks=INNER, shards=SHARDS)
     assert report.arrays[0].copied
+    assert report.arrays[0].masks == before.arrays[0].masks and sum(before.arrays[0].masks.values()) == 24  # headers read
     _check_copied(first, tmp_path / "dst.zarr")

@@ -7,7 +7,8 @@ target is, byte for byte, a chunk the source already stores: ``ChunkCopier.chunk
 bytes (one file per chunk, or ranges of the source shards through their checked index) and the
 shard writers (``zopt.job.tasks``) pack them into the same layout as the encoding path, with the
 same journal markers. Nothing is decoded and encoded again; missing source chunks stay missing
-(the fill value).
+(the fill value). Where the chain's last codec (before a ``crc32c``) is ``conditional``, each
+chunk's mask is read from its header, so the report's mask histogram is the usual one.
 
 How the bytes are checked on the way (a corrupt chunk is a ``ChunkDecodeError`` naming the chunk
 key and the source store; nothing corrupt is published):
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from zopt.codecs.chain import ChunkEncoder, EncodedChunk
+from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in, parse_header
 from zopt.compat.zarr_compat import regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 from zopt.store.shards import EMPTY, ShardLayout, layout_of, read_index
@@ -73,6 +75,9 @@ class ChunkCopier:
     source_layout : the source's ``ShardLayout``, or None when its chunks are files of their own.
     key_encoding : the source's zarr ``ChunkKeyEncoding`` (of its chunks, or of its shards).
     check : ``"crc32c"`` or ``"sampled decode"``.
+    header : ``(header_bits, number of codecs)`` of the chain's ``conditional`` codec when it is the
+    last codec (before a ``crc32c``), so that each stored chunk starts with its header: every
+    chunk's mask is read from it for the report (and its reserved bits checked); else None.
     Build with ``open``; picklable (sent to distributed workers with the shard job).
     """
 
@@ -81,6 +86,7 @@ class ChunkCopier:
     source_layout: ShardLayout | None
     key_encoding: Any
     check: str
+    header: tuple[int, int] | None = None
 
     @classmethod
     def open(cls, src: Any, name: str, target: ShardLayout) -> ChunkCopier | None:
@@ -111,8 +117,13 @@ class ChunkCopier:
                 return None
         if inner != tuple(target.inner_shape) or not same_chain(codecs, tuple(target.inner_codecs)):
             return None
-        check = "crc32c" if codecs and isinstance(codecs[-1], Crc32cCodec) else "sampled decode"
-        return cls(os.fspath(src), name, source_layout, meta.chunk_key_encoding, check)
+        crc = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
+        outer = codecs[-2 if crc else -1] if len(codecs) > (1 if crc else 0) else None
+        header = None
+        if isinstance(outer, ConditionalCodec) and len(conditional_codecs_in(codecs)) == 1:
+            header = (outer.header_bits, len(outer.codecs))
+        return cls(os.fspath(src), name, source_layout, meta.chunk_key_encoding, "crc32c" if crc else "sampled decode",
+                   header)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, self.name, *key.split("/"))
@@ -122,7 +133,7 @@ class ChunkCopier:
 
     def chunks(self, layout: ShardLayout, shard_coords: tuple[int, ...], shape: tuple[int, ...],
                rows: tuple[int, int] | None = None, axis: int = 0) -> Iterator[tuple[int, EncodedChunk]]:
-        """``(i, EncodedChunk)`` (no masks) for the inner chunks of target shard ``shard_coords``
+        """``(i, EncodedChunk)`` (with its mask where ``header`` is known) for the inner chunks of target shard ``shard_coords``
         (``layout``, array ``shape``) the source stores, checked; with ``rows`` only those whose
         position along ``axis`` in the shard is in ``[rows[0], rows[1])``.
 
@@ -143,7 +154,15 @@ class ChunkCopier:
                 continue
             data, key, inner = found
             self._check(layout, data, key, inner, bound, sample=i % SAMPLE_STRIDE == 0)
-            yield i, EncodedChunk(data, ())
+            yield i, EncodedChunk(data, self._masks(data, key, inner))
+
+    def _masks(self, data: np.ndarray, key: str, inner: tuple[int, ...] | None) -> tuple[int, ...]:
+        if self.header is None:
+            return ()
+        try:
+            return (parse_header(data, *self.header),)
+        except ValueError as exc:  # reserved bits set, or shorter than the header
+            raise ChunkDecodeError(key, inner, exc, codec="conditional", store=self.root) from exc
 
     def _read(self, index: tuple[int, ...], tables: dict) -> tuple[np.ndarray, str, tuple[int, ...] | None] | None:
         """The stored bytes of source chunk ``index`` (None when absent), its key and inner position."""
