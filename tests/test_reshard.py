@@ -84,7 +84,7 @@ def test_chunk_files_copied_into_shards_bit_for_bit(tmp_path, layout):
                         checksum=False)
     (rep,) = report.arrays
     assert rep.copied and rep.chunks_written == len(_source_chunks(src))
-    assert any("v: copied encoded chunks" in n and "one in 8 decoded" in n for n in report.notes)
+    assert any("v: copied encoded chunks" in n and "zstd frame header checked and one in 8 decoded" in n for n in report.notes)
     _check_copied(src, tmp_path / "dst.zarr")
     if layout == "compact":
         for p in (q for q in (tmp_path / "dst.zarr" / "v" / "c").rglob("*") if q.is_file()):
@@ -169,3 +169,14 @@ def test_conditional_chain_of_a_sharded_zopt_store_copied(tmp_path):
     assert report.arrays[0].copied
     assert report.arrays[0].masks == before.arrays[0].masks and sum(before.arrays[0].masks.values()) == 24  # headers read
     _check_copied(first, tmp_path / "dst.zarr")
+
+
+def test_zstd_frame_of_another_size_outside_the_sample_refused(tmp_path):
+    """A valid zstd frame holding half a chunk decodes without error: its header's content size
+    names it, on every chunk, not only the sampled ones."""
+    import numcodecs
+
+    src = _source(tmp_path)
+    (src / "v" / "c" / "1" / "1" / "0").write_bytes(numcodecs.Zstd(level=3).encode(np.arange(1024, dtype="f4")))
+    with pytest.raises(ChunkDecodeError, match=r"v/c/1/1/0.*zstd frame holds 4096 bytes, a chunk 8192"):
+        recompress(src, tmp_path / "dst.zarr", codecs=[BYTES, ZSTD], chunks=INNER, shards=SHARDS)

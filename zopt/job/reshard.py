@@ -37,6 +37,6 @@ def choose_copies(job: Any, src: Any, work: Any, lossy_vars: dict[str, Any], pla
         if w.copy is not None:
             checks.setdefault(w.copy.check, []).append(name or "the root array")
     words = {"crc32c": "every chunk's crc32c checked",
-             "sampled decode": "every chunk's size checked and one in 8 decoded (zopt.store.reshard)"}
+             "sampled decode": "every chunk's size and zstd frame header checked and one in 8 decoded (zopt.store.reshard)"}
     return [f"{', '.join(names)}: copied encoded chunks into the shards (inner chunks and chain equal the source's: "
             f"nothing decoded and encoded again; {words[check]})" for check, names in checks.items()]

@@ -16,7 +16,10 @@ key and the source store; nothing corrupt is published):
 - **crc32c**: when the chain ends with ``crc32c`` (``--checksum``), every chunk's checksum is
   verified (about 10 GB/s: a full check at no visible cost);
 - **sampled decode** otherwise: every chunk is checked to be non-empty and no longer than the
-  chain's bound on one encoded chunk (where the chain has one), and one chunk in ``SAMPLE_STRIDE``
+  chain's bound on one encoded chunk (where the chain has one); where the chain's last codec is
+  ``zstd``, every chunk's frame header is read (RFC 8878 §3.1.1: the magic number, and the
+  content size it records against one chunk's bytes where the codecs before zstd keep the size:
+  ``bytes``, ``shuffle``), so a frame of another chunk size is refused; and one chunk in ``SAMPLE_STRIDE``
   (positions ``0, 8, 16, …`` of each target shard, in C order) is decoded whole through the
   chain. Decoding every chunk would cost about what the decode half of a recompress costs and
   the copy would lose most of its speed; a chain's codecs (zstd, blosc, pcodec) each fail on
@@ -44,7 +47,7 @@ from zopt.compat.zarr_compat import regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 from zopt.store.shards import EMPTY, ShardLayout, layout_of, read_index
 
-__all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain"]
+__all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain", "zstd_content_size"]
 
 #: with no crc32c in the chain, one chunk in this many (per target shard) is decoded whole
 SAMPLE_STRIDE = 8
@@ -53,6 +56,27 @@ SAMPLE_STRIDE = 8
 def same_chain(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """True when two zarr codec lists have the same JSON (names and every configuration field)."""
     return len(a) == len(b) and all(x.to_dict() == y.to_dict() for x, y in zip(a, b, strict=True))
+
+
+ZSTD_MAGIC = 0xFD2FB528
+
+
+def zstd_content_size(data: np.ndarray) -> int | None:
+    """The decompressed size a zstd frame's header records (RFC 8878 §3.1.1.1), or None when it
+    records none. ``data``: 1-D uint8, the frame. Raises ValueError when it does not start with
+    a zstd frame header."""
+    if data.size < 6 or int.from_bytes(data[:4].tobytes(), "little") != ZSTD_MAGIC:
+        raise ValueError("not a zstd frame (no magic number)")
+    fhd = int(data[4])
+    fcs_flag, single, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if size == 0:
+        return None
+    if data.size < pos + size:
+        raise ValueError("zstd frame header cut short")
+    value = int.from_bytes(data[pos:pos + size].tobytes(), "little")
+    return value + 256 if size == 2 else value
 
 
 @functools.lru_cache(maxsize=16)
@@ -78,6 +102,8 @@ class ChunkCopier:
     header : ``(header_bits, number of codecs)`` of the chain's ``conditional`` codec when it is the
     last codec (before a ``crc32c``), so that each stored chunk starts with its header: every
     chunk's mask is read from it for the report (and its reserved bits checked); else None.
+    zstd : None, or when the chain's last codec (before a ``crc32c``) is ``zstd``: the bytes of one
+    chunk where the codecs before it keep the size, else -1 (frame header read, size not known).
     Build with ``open``; picklable (sent to distributed workers with the shard job).
     """
 
@@ -87,6 +113,7 @@ class ChunkCopier:
     key_encoding: Any
     check: str
     header: tuple[int, int] | None = None
+    zstd: int | None = None  # the chain's last codec (before a crc32c) is zstd: -1, or the bytes each frame holds
 
     @classmethod
     def open(cls, src: Any, name: str, target: ShardLayout) -> ChunkCopier | None:
@@ -94,7 +121,7 @@ class ChunkCopier:
         type, fill value, inner chunk shape (regular grid) and inner codec JSON, chunked or
         sharded; otherwise None (the job encodes as usual)."""
         import zarr
-        from zarr.codecs import Crc32cCodec
+        from zarr.codecs import Crc32cCodec, ZstdCodec
 
         if not isinstance(src, str) or "://" in src or not os.path.isfile(os.path.join(src, name, "zarr.json")):
             return None
@@ -122,8 +149,12 @@ class ChunkCopier:
         header = None
         if isinstance(outer, ConditionalCodec) and len(conditional_codecs_in(codecs)) == 1:
             header = (outer.header_bits, len(outer.codecs))
+        zstd = None
+        if isinstance(outer, ZstdCodec):
+            keep = all(type(c).__name__ in ("BytesCodec", "ShuffleCodec") for c in codecs[: -2 if crc else -1])
+            zstd = int(np.prod(inner)) * native.itemsize if keep else -1
         return cls(os.fspath(src), name, source_layout, meta.chunk_key_encoding, "crc32c" if crc else "sampled decode",
-                   header)
+                   header, zstd)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, self.name, *key.split("/"))
@@ -205,6 +236,14 @@ class ChunkCopier:
             raise bad("0 bytes stored")
         if bound is not None and data.size > bound:
             raise bad(f"{data.size} bytes, more than the chain's bound of {bound} on one encoded chunk")
+        if self.zstd is not None:
+            frame = data[:-4] if self.check == "crc32c" else data
+            try:
+                size = zstd_content_size(frame)
+            except ValueError as exc:
+                raise bad(str(exc), codec="zstd") from exc
+            if size is not None and self.zstd >= 0 and size != self.zstd:
+                raise bad(f"zstd frame holds {size} bytes, a chunk {self.zstd}", codec="zstd")
         if self.check == "crc32c":
             import google_crc32c
 
