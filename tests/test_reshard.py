@@ -180,3 +180,12 @@ def test_zstd_frame_of_another_size_outside_the_sample_refused(tmp_path):
     (src / "v" / "c" / "1" / "1" / "0").write_bytes(numcodecs.Zstd(level=3).encode(np.arange(1024, dtype="f4")))
     with pytest.raises(ChunkDecodeError, match=r"v/c/1/1/0.*zstd frame holds 4096 bytes, a chunk 8192"):
         recompress(src, tmp_path / "dst.zarr", codecs=[BYTES, ZSTD], chunks=INNER, shards=SHARDS)
+
+
+def test_raw_chunk_file_of_the_wrong_length_refused_outside_the_sample(tmp_path):
+    src = tmp_path / "raw.zarr"
+    zarr.open_group(src, mode="w").create_array("v", shape=(72, 80, 8), chunks=INNER, dtype="f4", fill_value=0,
+                                                compressors=None)[...] = _values()
+    (src / "v" / "c" / "1" / "1" / "0").write_bytes(b"short")
+    with pytest.raises(ChunkDecodeError, match=r"v/c/1/1/0.*5 bytes, a chunk of this chain 8192"):
+        recompress(src, tmp_path / "dst.zarr", codecs=[BYTES], chunks=INNER, shards=SHARDS)

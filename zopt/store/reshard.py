@@ -16,7 +16,8 @@ key and the source store; nothing corrupt is published):
 - **crc32c**: when the chain ends with ``crc32c`` (``--checksum``), every chunk's checksum is
   verified (about 10 GB/s: a full check at no visible cost);
 - **sampled decode** otherwise: every chunk is checked to be non-empty and no longer than the
-  chain's bound on one encoded chunk (where the chain has one); where the chain's last codec is
+  chain's bound on one encoded chunk (where the chain has one; exactly one chunk's bytes for a chain
+  that keeps the size, ``[bytes]``, ``[bytes, shuffle]``); where the chain's last codec is
   ``zstd``, every chunk's frame header is read (RFC 8878 §3.1.1: the magic number, and the
   content size it records against one chunk's bytes where the codecs before zstd keep the size:
   ``bytes``, ``shuffle``), so a frame of another chunk size is refused; and one chunk in ``SAMPLE_STRIDE``
@@ -114,6 +115,7 @@ class ChunkCopier:
     check: str
     header: tuple[int, int] | None = None
     zstd: int | None = None  # the chain's last codec (before a crc32c) is zstd: -1, or the bytes each frame holds
+    exact: int | None = None  # every codec keeps the size (``bytes``, ``shuffle``, ``crc32c``): each chunk's bytes
 
     @classmethod
     def open(cls, src: Any, name: str, target: ShardLayout) -> ChunkCopier | None:
@@ -153,8 +155,11 @@ class ChunkCopier:
         if isinstance(outer, ZstdCodec):
             keep = all(type(c).__name__ in ("BytesCodec", "ShuffleCodec") for c in codecs[: -2 if crc else -1])
             zstd = int(np.prod(inner)) * native.itemsize if keep else -1
+        exact = None
+        if all(type(c).__name__ in ("BytesCodec", "ShuffleCodec") for c in codecs[: -1 if crc else None]):
+            exact = int(np.prod(inner)) * native.itemsize + (4 if crc else 0)
         return cls(os.fspath(src), name, source_layout, meta.chunk_key_encoding, "crc32c" if crc else "sampled decode",
-                   header, zstd)
+                   header, zstd, exact)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, self.name, *key.split("/"))
@@ -234,6 +239,8 @@ class ChunkCopier:
 
         if data.size == 0:
             raise bad("0 bytes stored")
+        if self.exact is not None and data.size != self.exact:
+            raise bad(f"{data.size} bytes, a chunk of this chain {self.exact}")
         if bound is not None and data.size > bound:
             raise bad(f"{data.size} bytes, more than the chain's bound of {bound} on one encoded chunk")
         if self.zstd is not None:
