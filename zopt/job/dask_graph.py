@@ -60,7 +60,7 @@ def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: 
                     lossy=lossy.get(name), dask_key_name=unit_key("chunk", name, coords, job))))
             continue
         shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job,
-                             w.chunk_key_encoding, w.plan, target.store, lossy.get(name))
+                             w.chunk_key_encoding, w.plan, target.store, lossy.get(name), w.copy)
         if w.layout == "compact" and not w.parts:  # one graph layer for the array's shards (zopt.job.graph)
             units = [(unit_key("shard", name, coords, job), coords, marker(coords)) for coords in w.pending]
             tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job), units))

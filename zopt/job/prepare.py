@@ -43,6 +43,7 @@ from zopt.io.sources import (
 from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
+from zopt.job.reshard import choose_copies
 from zopt.job.targets import TargetSpec, stored_bytes_of, target_arrays
 from zopt.job.work import ArrayWork, build_work, layouts_for
 from zopt.notes import Note, as_note
@@ -296,6 +297,7 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     journal = target.journal
     p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
                         slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
+    p.notes.extend(choose_copies(job, src, p.work, p.lossy_vars, plan))  # issue 34 G5
     _note_unsharded_options(job, p)
     limit = job.max_memory
     over = p.work.over_memory(limit)
@@ -362,7 +364,7 @@ def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> Arr
         chunks=math.prod(math.ceil(s / c) for s, c in zip(var.shape, w.inner, strict=True)),
         chunks_written=w.resumed_chunks, logical_bytes=int(var.size * var.dtype.itemsize), stored_before=stored_before,
         layout=w.layout, projected_task_bytes=w.projected_task_bytes, units=w.units, units_resumed=w.units_resumed,
-        tasks=w.tasks,
+        tasks=w.tasks, copied=w.copy is not None,
     )
     rep.masks.update(w.resumed_masks)
     return rep

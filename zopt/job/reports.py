@@ -30,6 +30,7 @@ class ArrayReport:
     units: int = 0  # write units (shards; chunks when unsharded), each one marked done in the journal
     units_resumed: int = 0  # units an interrupted run of the same job had finished: skipped
     tasks: int = 0  # Dask tasks of this array in this run
+    copied: bool = False  # its shards hold the source's encoded chunks, copied (zopt.store.reshard)
 
     @property
     def ratio(self) -> float:

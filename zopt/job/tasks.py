@@ -155,6 +155,7 @@ class ShardJob:
     plan: Any = None  # zopt.planning.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
     lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
+    copy: Any = None  # zopt.store.reshard.ChunkCopier: the source's encoded chunks copied, not re-encoded
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
@@ -210,6 +211,10 @@ class ShardJob:
         """``encode``'s chunks as ``EncodedBatch``es, in shard order: about ``GROUP_BYTES`` of
         chunks per batch, each step of the chain once per batch (issue 34, part 2), where the
         chain has a batch encoder; else one batch of chunks encoded one by one."""
+        if self.copy is not None:  # issue 34 G5: the source's checked chunk bytes (zopt.store.reshard)
+            yield EncodedBatch.of_chunks(list(self.copy.chunks(self.layout, shard_coords, self.shape, part,
+                                                               split_axis(self.layout))))
+            return
         encoder, native, fill, direct, batch = self._encoding()
         if batch is None:
             yield EncodedBatch.of_chunks(list(self._encode_each(shard_coords, part, limit)))

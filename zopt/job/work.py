@@ -180,6 +180,7 @@ class ArrayWork:
     pending: list[tuple[int, ...]]
     resumed_masks: collections.Counter[int] = field(default_factory=collections.Counter)  # of units already done
     resumed_chunks: int = 0
+    copy: Any = None  # zopt.store.reshard.ChunkCopier: encoded source chunks copied into the shards (issue 34 G5)
 
     @property
     def units_resumed(self) -> int:

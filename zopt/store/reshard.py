@@ -1,0 +1,267 @@
+"""Re-sharding without recompressing: a source array's encoded chunks copied into the target's shards.
+
+When a target array's inner chunks and inner codec chain equal the source array's chunks and
+chain (issue 34 G5) — a local Zarr v3 source of many small chunk files sharded with the same
+codecs, or a sharded source re-sharded with the same inner chunks — every inner chunk of the
+target is, byte for byte, a chunk the source already stores: ``ChunkCopier.chunks`` reads those
+bytes (one file per chunk, or ranges of the source shards through their checked index) and the
+shard writers (``zopt.job.tasks``) pack them into the same layout as the encoding path, with the
+same journal markers. Nothing is decoded and encoded again; missing source chunks stay missing
+(the fill value). Where the chain's last codec (before a ``crc32c``) is ``conditional``, each
+chunk's mask is read from its header, so the report's mask histogram is the usual one.
+
+How the bytes are checked on the way (a corrupt chunk is a ``ChunkDecodeError`` naming the chunk
+key and the source store; nothing corrupt is published):
+
+- **crc32c**: when the chain ends with ``crc32c`` (``--checksum``), every chunk's checksum is
+  verified (about 10 GB/s: a full check at no visible cost);
+- **sampled decode** otherwise: every chunk is checked to be non-empty and no longer than the
+  chain's bound on one encoded chunk (where the chain has one; exactly one chunk's bytes for a chain
+  that keeps the size, ``[bytes]``, ``[bytes, shuffle]``); where the chain's last codec is
+  ``zstd``, every chunk's frame header is read (RFC 8878 §3.1.1: the magic number, and the
+  content size it records against one chunk's bytes where the codecs before zstd keep the size:
+  ``bytes``, ``shuffle``), so a frame of another chunk size is refused; and one chunk in ``SAMPLE_STRIDE``
+  (positions ``0, 8, 16, …`` of each target shard, in C order) is decoded whole through the
+  chain. Decoding every chunk would cost about what the decode half of a recompress costs and
+  the copy would lose most of its speed; a chain's codecs (zstd, blosc, pcodec) each fail on
+  most corruptions of their frame, so a sample finds a store damaged in bulk (a bad disk, a
+  truncated copy), and ``zopt verify SRC DST`` decodes every chunk on both sides where a full
+  check is wanted. Write with ``--checksum`` to have every chunk checked.
+
+Spec: Zarr v3 core, ``sharding_indexed`` (the chunk bytes of a shard are the inner chain's
+encoding of each inner chunk, exactly what an unsharded array with that chain stores per chunk).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zopt.codecs.chain import ChunkEncoder, EncodedChunk
+from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in, parse_header
+from zopt.compat.zarr_compat import regular_chunk_shape
+from zopt.errors import ChunkDecodeError
+from zopt.store.shards import EMPTY, ShardLayout, layout_of, read_index
+
+__all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain", "zstd_content_size"]
+
+#: with no crc32c in the chain, one chunk in this many (per target shard) is decoded whole
+SAMPLE_STRIDE = 8
+
+
+def same_chain(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """True when two zarr codec lists have the same JSON (names and every configuration field)."""
+    return len(a) == len(b) and all(x.to_dict() == y.to_dict() for x, y in zip(a, b, strict=True))
+
+
+ZSTD_MAGIC = 0xFD2FB528
+
+
+def zstd_content_size(data: np.ndarray) -> int | None:
+    """The decompressed size a zstd frame's header records (RFC 8878 §3.1.1.1), or None when it
+    records none. ``data``: 1-D uint8, the frame. Raises ValueError when it does not start with
+    a zstd frame header."""
+    if data.size < 6 or int.from_bytes(data[:4].tobytes(), "little") != ZSTD_MAGIC:
+        raise ValueError("not a zstd frame (no magic number)")
+    fhd = int(data[4])
+    fcs_flag, single, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if size == 0:
+        return None
+    if data.size < pos + size:
+        raise ValueError("zstd frame header cut short")
+    value = int.from_bytes(data[pos:pos + size].tobytes(), "little")
+    return value + 256 if size == 2 else value
+
+
+@functools.lru_cache(maxsize=16)
+def _encoder(layout: ShardLayout) -> ChunkEncoder:
+    return layout.inner_encoder()
+
+
+def _encoder_of(layout: ShardLayout) -> ChunkEncoder:
+    try:  # built once per process and layout
+        return _encoder(layout)
+    except TypeError:  # an unhashable codec
+        return layout.inner_encoder()
+
+
+@dataclass(frozen=True)
+class ChunkCopier:
+    """Copies one source array's encoded chunks into target shards (see module docstring).
+
+    root, name : the local source store and the array's path in it.
+    source_layout : the source's ``ShardLayout``, or None when its chunks are files of their own.
+    key_encoding : the source's zarr ``ChunkKeyEncoding`` (of its chunks, or of its shards).
+    check : ``"crc32c"`` or ``"sampled decode"``.
+    header : ``(header_bits, number of codecs)`` of the chain's ``conditional`` codec when it is the
+    last codec (before a ``crc32c``), so that each stored chunk starts with its header: every
+    chunk's mask is read from it for the report (and its reserved bits checked); else None.
+    zstd : None, or when the chain's last codec (before a ``crc32c``) is ``zstd``: the bytes of one
+    chunk where the codecs before it keep the size, else -1 (frame header read, size not known).
+    Build with ``open``; picklable (sent to distributed workers with the shard job).
+    """
+
+    root: str
+    name: str
+    source_layout: ShardLayout | None
+    key_encoding: Any
+    check: str
+    header: tuple[int, int] | None = None
+    zstd: int | None = None  # the chain's last codec (before a crc32c) is zstd: -1, or the bytes each frame holds
+    exact: int | None = None  # every codec keeps the size (``bytes``, ``shuffle``, ``crc32c``): each chunk's bytes
+
+    @classmethod
+    def open(cls, src: Any, name: str, target: ShardLayout) -> ChunkCopier | None:
+        """A copier when array ``name`` of the local Zarr v3 store ``src`` has the target's data
+        type, fill value, inner chunk shape (regular grid) and inner codec JSON, chunked or
+        sharded; otherwise None (the job encodes as usual)."""
+        import zarr
+        from zarr.codecs import Crc32cCodec, ZstdCodec
+
+        if not isinstance(src, str) or "://" in src or not os.path.isfile(os.path.join(src, name, "zarr.json")):
+            return None
+        try:
+            array = zarr.open_array(src, path=name, mode="r")
+        except Exception:  # noqa: BLE001 - anything zarr cannot open is encoded the general way
+            return None
+        from zarr.core.metadata import ArrayV3Metadata
+
+        meta = array.metadata
+        if not isinstance(meta, ArrayV3Metadata) or meta.data_type != target.dtype:
+            return None
+        native = meta.data_type.to_native_dtype()
+        if np.asarray(meta.fill_value, native).tobytes() != np.asarray(target.fill_value, native).tobytes():
+            return None  # a missing chunk would read as another value
+        source_layout = layout_of(array)
+        if source_layout is None:
+            inner, codecs = regular_chunk_shape(meta), tuple(meta.codecs)
+        else:
+            inner, codecs = source_layout.inner_shape, source_layout.inner_codecs
+            if regular_chunk_shape(meta) is None:
+                return None
+        if inner != tuple(target.inner_shape) or not same_chain(codecs, tuple(target.inner_codecs)):
+            return None
+        crc = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
+        outer = codecs[-2 if crc else -1] if len(codecs) > (1 if crc else 0) else None
+        header = None
+        if isinstance(outer, ConditionalCodec) and len(conditional_codecs_in(codecs)) == 1:
+            header = (outer.header_bits, len(outer.codecs))
+        zstd = None
+        if isinstance(outer, ZstdCodec):
+            keep = all(type(c).__name__ in ("BytesCodec", "ShuffleCodec") for c in codecs[: -2 if crc else -1])
+            zstd = int(np.prod(inner)) * native.itemsize if keep else -1
+        exact = None
+        if all(type(c).__name__ in ("BytesCodec", "ShuffleCodec") for c in codecs[: -1 if crc else None]):
+            exact = int(np.prod(inner)) * native.itemsize + (4 if crc else 0)
+        return cls(os.fspath(src), name, source_layout, meta.chunk_key_encoding, "crc32c" if crc else "sampled decode",
+                   header, zstd, exact)
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, self.name, *key.split("/"))
+
+    def _where(self, key: str) -> str:
+        return f"{self.name}/{key}" if self.name else key
+
+    def chunks(self, layout: ShardLayout, shard_coords: tuple[int, ...], shape: tuple[int, ...],
+               rows: tuple[int, int] | None = None, axis: int = 0) -> Iterator[tuple[int, EncodedChunk]]:
+        """``(i, EncodedChunk)`` (with its mask where ``header`` is known) for the inner chunks of target shard ``shard_coords``
+        (``layout``, array ``shape``) the source stores, checked; with ``rows`` only those whose
+        position along ``axis`` in the shard is in ``[rows[0], rows[1])``.
+
+        Raises ChunkDecodeError naming the source chunk key (and the inner chunk of a source
+        shard) and the source store; ShardIndexError for a corrupt source shard index.
+        """
+        try:
+            bound = layout.slot_size
+        except ValueError:
+            bound = None
+        tables: dict[tuple[int, ...], tuple[np.ndarray, str]] = {}
+        cps = layout.chunks_per_shard
+        for i, index, _, _ in layout.inner_chunk_items(shard_coords, shape):
+            if rows is not None and not rows[0] <= index[axis] - shard_coords[axis] * cps[axis] < rows[1]:
+                continue
+            found = self._read(index, tables)
+            if found is None:
+                continue
+            data, key, inner = found
+            self._check(layout, data, key, inner, bound, sample=i % SAMPLE_STRIDE == 0)
+            yield i, EncodedChunk(data, self._masks(data, key, inner))
+
+    def _masks(self, data: np.ndarray, key: str, inner: tuple[int, ...] | None) -> tuple[int, ...]:
+        if self.header is None:
+            return ()
+        try:
+            return (parse_header(data, *self.header),)
+        except ValueError as exc:  # reserved bits set, or shorter than the header
+            raise ChunkDecodeError(key, inner, exc, codec="conditional", store=self.root) from exc
+
+    def _read(self, index: tuple[int, ...], tables: dict[tuple[int, ...], Any]) -> tuple[np.ndarray, str, tuple[int, ...] | None] | None:
+        """The stored bytes of source chunk ``index`` (None when absent), its key and inner position."""
+        sl = self.source_layout
+        if sl is None:
+            key = self.key_encoding.encode_chunk_key(index)
+            try:
+                with open(self._path(key), "rb") as f:
+                    return np.frombuffer(f.read(), dtype=np.uint8), self._where(key), None
+            except FileNotFoundError:
+                return None
+        cps = sl.chunks_per_shard
+        shard = tuple(c // n for c, n in zip(index, cps, strict=True))
+        inner = tuple(c % n for c, n in zip(index, cps, strict=True))
+        if shard not in tables:
+            key = self.key_encoding.encode_chunk_key(shard)
+            try:
+                tables[shard] = (read_index(self._path(key), sl, self._where(key)), key)
+            except FileNotFoundError:
+                tables[shard] = (None, key)
+        table, key = tables[shard]
+        if table is None:
+            return None
+        offset, nbytes = table[int(np.ravel_multi_index(inner, cps))]
+        if offset == EMPTY:
+            return None
+        fd = os.open(self._path(key), os.O_RDONLY)
+        try:
+            data = os.pread(fd, int(nbytes), int(offset))
+        finally:
+            os.close(fd)
+        return np.frombuffer(data, dtype=np.uint8), self._where(key), inner
+
+    def _check(self, layout: ShardLayout, data: np.ndarray, key: str, inner: tuple[int, ...] | None,
+               bound: int | None, sample: bool) -> None:
+        def bad(why: str, codec: str | None = None) -> ChunkDecodeError:
+            return ChunkDecodeError(key, inner, why, codec=codec, store=self.root)
+
+        if data.size == 0:
+            raise bad("0 bytes stored")
+        if self.exact is not None and data.size != self.exact:
+            raise bad(f"{data.size} bytes, a chunk of this chain {self.exact}")
+        if bound is not None and data.size > bound:
+            raise bad(f"{data.size} bytes, more than the chain's bound of {bound} on one encoded chunk")
+        if self.zstd is not None:
+            frame = data[:-4] if self.check == "crc32c" else data
+            try:
+                size = zstd_content_size(frame)
+            except ValueError as exc:
+                raise bad(str(exc), codec="zstd") from exc
+            if size is not None and self.zstd >= 0 and size != self.zstd:
+                raise bad(f"zstd frame holds {size} bytes, a chunk {self.zstd}", codec="zstd")
+        if self.check == "crc32c":
+            import google_crc32c
+
+            if data.size < 4 or google_crc32c.value(data[:-4].tobytes()) != int.from_bytes(data[-4:].tobytes(), "little"):
+                raise bad("stored checksum does not match the chunk's bytes", codec="crc32c")
+            return
+        if sample:
+            try:
+                _encoder_of(layout).decode(data, key=key, inner=inner)
+            except ChunkDecodeError as exc:
+                raise exc.in_store(key, inner, self.root) from exc
+
