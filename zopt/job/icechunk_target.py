@@ -44,8 +44,9 @@ from zopt.store.journal import ResumeMismatchError
 from zopt.store.lock import StoreLockedError, running_on_this_host
 
 if TYPE_CHECKING:
-    from zopt.codecs.decisions import DecisionLike
-    from zopt.job.destinations import Opening, WriteRun
+    from zopt.codecs.decisions import (
+        DecisionLike,  # (not zopt.job.destinations' Opening, WriteRun: it imports this module)
+    )
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
@@ -70,7 +71,7 @@ class IcechunkTarget:
         return icc.is_icechunk(dst)
 
     @classmethod
-    def open(cls, dst: Any, opening: Opening) -> IcechunkTarget:
+    def open(cls, dst: Any, opening: Any) -> IcechunkTarget:
         """``RepositoryNotFoundError`` for a missing repository or branch; an existing store on the
         branch replaced only with ``opening.overwrite``; nothing written."""
         return cls(dst, opening.overwrite)
@@ -133,10 +134,10 @@ class IcechunkTarget:
         create_target(spec, self.root)
         self.journal.begin(fp, job_id, layouts)
 
-    def tasks(self, run: WriteRun) -> list[tuple[str, Any]]:
+    def tasks(self, run: Any) -> list[tuple[str, Any]]:
         return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
 
-    def write(self, run: WriteRun) -> float:
+    def write(self, run: Any) -> float:
         """Waves of forked sessions, each merged and committed (``run``)."""
         return self.run(run.work, run.src, run.decision, run.job_id, run.lossy, run.reports, run.scheduler,
                         run.progress)

@@ -12,14 +12,20 @@ is not equal and so never copied.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zopt.store.reshard import ChunkCopier
+
+if TYPE_CHECKING:
+    from zopt.io.source_kinds import Source
+    from zopt.job.options import RecompressJob
+    from zopt.job.work import Work
+    from zopt.planning.plan import Plan
 
 __all__ = ["choose_copies"]
 
 
-def choose_copies(job: Any, src: Any, work: Any, lossy_vars: dict[str, Any], plan: Any) -> list[str]:
+def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[str, Any], plan: Plan | None) -> list[str]:
     """Give each ``work`` array (``zopt.job.work.ArrayWork``) that can be copied its ``copy``;
     returns the notes naming them and the check made on the way (none when no array is copied).
 

@@ -42,13 +42,14 @@ from typing import Any
 
 import numpy as np
 
+from zopt.codecs.bounded import zstd_content_size  # RFC 8878 §3.1.1.1, as bounded decodes check it
 from zopt.codecs.chain import ChunkEncoder, EncodedChunk
 from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in, parse_header
 from zopt.compat.zarr_compat import regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 from zopt.store.shards import EMPTY, ShardLayout, layout_of, read_index
 
-__all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain", "zstd_content_size"]
+__all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain"]
 
 #: with no crc32c in the chain, one chunk in this many (per target shard) is decoded whole
 SAMPLE_STRIDE = 8
@@ -57,27 +58,6 @@ SAMPLE_STRIDE = 8
 def same_chain(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """True when two zarr codec lists have the same JSON (names and every configuration field)."""
     return len(a) == len(b) and all(x.to_dict() == y.to_dict() for x, y in zip(a, b, strict=True))
-
-
-ZSTD_MAGIC = 0xFD2FB528
-
-
-def zstd_content_size(data: np.ndarray) -> int | None:
-    """The decompressed size a zstd frame's header records (RFC 8878 §3.1.1.1), or None when it
-    records none. ``data``: 1-D uint8, the frame. Raises ValueError when it does not start with
-    a zstd frame header."""
-    if data.size < 6 or int.from_bytes(data[:4].tobytes(), "little") != ZSTD_MAGIC:
-        raise ValueError("not a zstd frame (no magic number)")
-    fhd = int(data[4])
-    fcs_flag, single, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
-    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
-    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
-    if size == 0:
-        return None
-    if data.size < pos + size:
-        raise ValueError("zstd frame header cut short")
-    value = int.from_bytes(data[pos:pos + size].tobytes(), "little")
-    return value + 256 if size == 2 else value
 
 
 @functools.lru_cache(maxsize=16)
