@@ -90,13 +90,13 @@ class _DatasetSource(CombinedSource):
             if enc.dtype.kind in _KINDS:
                 self._encoded[str(name)] = enc
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
         return {n: SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in self._encoded.items()}
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
         return np.asarray(self._encoded[name][region].values)
 
-    def template(self, token: str | None = None) -> xr.Dataset:  # pragma: no cover - a job's, not encoding's
+    def template(self, job_id: str | None = None) -> xr.Dataset:  # pragma: no cover - a job's, not encoding's
         raise NotImplementedError
 
 
@@ -191,7 +191,7 @@ def encoding(
 
         from zopt.planning.optimizer import choose_chains
 
-        choices = choose_chains(source, todo, layouts, options, token=uuid.uuid4().hex[:12])
+        choices = choose_chains(source, todo, layouts, options, job_id=uuid.uuid4().hex[:12])
         for name, choice in choices.items():
             chain = sized_chain(choice.chain, variables[name].dtype)
             set_element_size(chain, variables[name].dtype.itemsize)

@@ -41,21 +41,21 @@ class SchedulerUnreachableError(ZoptError, OSError):
     """The ``dask.distributed`` scheduler at the given address did not answer."""
 
 
-def _executing(token: str, dask_worker: Worker | None = None) -> list[str]:
+def _executing(job_id: str, dask_worker: Worker | None = None) -> list[str]:
     """Keys of this job's tasks still executing on one worker (run there by ``Client.run``, which
     passes ``dask_worker``; none outside a worker)."""
     if dask_worker is None:
         return []
     state = dask_worker.state
     running = set(state.executing) | set(getattr(state, "long_running", ()))
-    return [str(ts.key) for ts in running if token in str(ts.key)]
+    return [str(ts.key) for ts in running if job_id in str(ts.key)]
 
 
-def _drain(client: Client, token: str, timeout: float = DRAIN_TIMEOUT) -> None:
-    """Wait until no worker executes a task of job ``token``."""
+def _drain(client: Client, job_id: str, timeout: float = DRAIN_TIMEOUT) -> None:
+    """Wait until no worker executes a task of job ``job_id``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = client.run(_executing, token)
+        busy = client.run(_executing, job_id)
         if not any(busy.values()):
             return
         time.sleep(0.05)
@@ -76,8 +76,8 @@ def _current_client(address: str) -> Any:
     return client
 
 
-def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -> list:
-    """Compute ``tasks`` (Dask delayed objects whose keys contain ``token``) on the cluster at
+def compute_on_cluster(tasks: list, address: str, ctx: Any, job_id: str | None) -> list:
+    """Compute ``tasks`` (Dask delayed objects whose keys contain ``job_id``) on the cluster at
     ``address`` inside the context manager ``ctx`` (a progress bar, whose ``advance`` is called as each
     task finishes). Returns their results in order. Raises SchedulerUnreachableError if the scheduler
     does not answer within ``CONNECT_TIMEOUT`` seconds; re-raises a task's error after every task
@@ -123,9 +123,9 @@ def compute_on_cluster(tasks: list, address: str, ctx: Any, token: str | None) -
             return results
         except BaseException:
             client.cancel(list(running.futures))
-            if token:
-                _drain(client, token)
+            if job_id:
+                _drain(client, job_id)
             raise
         finally:
-            if token:
-                client.run(release_job, token)
+            if job_id:
+                client.run(release_job, job_id)

@@ -42,7 +42,7 @@ def scheduler_option(ctx: click.Context, param: click.Parameter, value: str | No
     return value
 
 
-def compute(tasks: list, scheduler: str | None, progress, token: str | None = None) -> list:
+def compute(tasks: list, scheduler: str | None, progress, job_id: str | None = None) -> list:
     """Run Dask ``tasks`` (delayed objects) and return their results in order.
 
     scheduler : ``"threads"`` (default), ``"processes"``, ``"synchronous"`` or a
@@ -50,7 +50,7 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
     progress : a callable ``progress(n_tasks)`` returning a context manager (zopt's progress
         bar), or None. If the context manager has ``watch_keys(keys)``, it is given the Dask keys
         of ``tasks`` (the tasks whose completion is progress; intermediate tasks such as a
-        shard's slot writers are not among them). token : the job's id, whose open sources every worker closes at the end.
+        shard's slot writers are not among them). job_id : the job's id, whose open sources every worker closes at the end.
 
     On failure the tasks still running finish before the error propagates, so a caller's
     cleanup never races a late write.
@@ -66,7 +66,7 @@ def compute(tasks: list, scheduler: str | None, progress, token: str | None = No
     if scheduler and "://" in scheduler:
         from zopt.compat.cluster import compute_on_cluster
 
-        return compute_on_cluster(tasks, scheduler, ctx, token)
+        return compute_on_cluster(tasks, scheduler, ctx, job_id)
     if hasattr(ctx, "watch_keys"):
         ctx.watch_keys(frozenset(str(t.key) for t in tasks))
     get = local_scheduler(scheduler or "threads")

@@ -1,9 +1,9 @@
 """Local netCDF4/HDF5 files opened with netCDF4 directly, kept open per process and job.
 
 ``zopt.io.multi`` reads 10^3–10^5 small files: there the cost is the opens, and netCDF4 opens a
-file about six times faster than ``xarray.open_dataset``. Handles are kept per ``(path, token)``
+file about six times faster than ``xarray.open_dataset``. Handles are kept per ``(path, job_id)``
 in a ``JobCache`` (``MAX_OPEN`` of them, about 0.7 MB of HDF5 caches each) and closed by
-``zopt.compat.job_cache.release_job(token)`` at the job's end (on every worker too). Every call into
+``zopt.compat.job_cache.release_job(job_id)`` at the job's end (on every worker too). Every call into
 netCDF4 holds xarray's HDF5 lock: the library is not thread-safe, and xarray's own reads take
 the same lock.
 """
@@ -37,15 +37,15 @@ def _hdf5_lock() -> Any:
     return HDF5_LOCK
 
 
-def _nc_handle(path: str, token: str | None) -> Any:
+def _nc_handle(path: str, job_id: str | None) -> Any:
     """A local netCDF4/HDF5 file opened with netCDF4 (no scaling, no masking), kept per ``(path,
-    token)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
+    job_id)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
     netCDF4 directly opens a file about 6× faster than ``xarray.open_dataset`` (the summaries
     and reads of 10^4 files are mostly opens). Call with the HDF5 lock held (an evicted handle
     is closed in this call)."""
     if loc.is_url(path) or not os.path.isfile(path):
         return None
-    return _nc.get(token, path, lambda: _open_nc(path))
+    return _nc.get(job_id, path, lambda: _open_nc(path))
 
 
 def _open_nc(path: str) -> Any:
@@ -65,28 +65,28 @@ def _open_nc(path: str) -> Any:
 _nc: JobCache[Any] = JobCache("netCDF4 files", MAX_OPEN, close=lambda nc: nc.close(), release_lock=_hdf5_lock)
 
 
-def read_file(path: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+def read_file(path: str, name: str, region: tuple[slice, ...], job_id: str | None) -> np.ndarray:
     """``region`` of variable ``name`` of one file, as stored (netCDF4 directly, else ``read_source``)."""
     with _hdf5_lock():
-        nc = _nc_handle(path, token)
+        nc = _nc_handle(path, job_id)
         if nc is not None:
             return np.asarray(nc.variables[name][region if region else ...])
-    return np.asarray(read_source(path, name, region, token))
+    return np.asarray(read_source(path, name, region, job_id))
 
 
-def file_variables(path: str, token: str) -> tuple[dict[str, tuple[Any, ...]], dict[str, int]]:
+def file_variables(path: str, job_id: str) -> tuple[dict[str, tuple[Any, ...]], dict[str, int]]:
     """``({name: (dims, dtype, shape, attrs, read)}, {dim: size})`` of one file, as xarray's
     ``decode_cf=False`` view gives them (netCDF4 directly when it can; ``read()`` loads the values)."""
     with _hdf5_lock():
-        nc = _nc_handle(path, token)
+        nc = _nc_handle(path, job_id)
         if nc is not None:
             out = {}
             for name, v in nc.variables.items():
                 dtype = np.dtype(object) if v.dtype is str else np.dtype(v.dtype)
                 attrs = {k: v.getncattr(k) for k in v.ncattrs()}
                 out[name] = (tuple(v.dimensions), dtype, tuple(v.shape), attrs,
-                             lambda name=name: read_file(path, name, (), token))
+                             lambda name=name: read_file(path, name, (), job_id))
             return out, {d: len(x) for d, x in nc.dimensions.items()}
-    ds = open_dataset(path, token)
+    ds = open_dataset(path, job_id)
     return ({str(n): (tuple(map(str, v.dims)), v.dtype, tuple(v.shape), dict(v.attrs), lambda v=v: np.asarray(v.values))
              for n, v in ds.variables.items()}, {str(d): int(n) for d, n in ds.sizes.items()})

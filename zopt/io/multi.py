@@ -148,7 +148,7 @@ class MultiSource(CombinedSource):
         """Every file's path, size, modification time and sampled bytes, and the table naming them."""
         return SourceIdentity(self.text, self.identity, self.table)
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
         out = {}
         for name, e in self.schema.items():
             dims = tuple(e["dims"])
@@ -157,14 +157,14 @@ class MultiSource(CombinedSource):
             out[name] = SourceVariable(shape, dtype, dims)
         return out
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
         """The values of ``region`` of ``name``: from the files it covers along ``dim`` (re-expressed
         for a repacked variable), from the first file for a variable without ``dim``."""
         dims = tuple(self.schema[name]["dims"])
         if name == self.dim and self.coord is not None and name not in self.repacks:  # read by the summaries
             return np.asarray(self.coord[region])
         if self.dim not in dims:
-            return read_file(self.files[0], name, region, token)
+            return read_file(self.files[0], name, region, job_id)
         axis = dims.index(self.dim)
         lo, hi = region[axis].start or 0, region[axis].stop
         hi = self.length if hi is None else hi
@@ -176,19 +176,19 @@ class MultiSource(CombinedSource):
                 break
             sub = list(region)
             sub[axis] = slice(max(lo, a) - a, min(hi, b) - a)
-            values = read_file(self.files[i], name, tuple(sub), token)
+            values = read_file(self.files[i], name, tuple(sub), job_id)
             if name in self.repacks:
                 values = self.repacks[name].decode(i, values)
             parts.append(values)
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
-    def template(self, token: str | None = None) -> xr.Dataset:
+    def template(self, job_id: str | None = None) -> xr.Dataset:
         """The combined dataset, lazy: the first file's variables without ``dim`` and attributes, each
         variable along ``dim`` a ``dask.array.empty`` of the combined shape (the coordinate with its
         values); a repacked variable as its float type without the packing attributes."""
         import dask.array as da
 
-        first = open_dataset(self.files[0], token)
+        first = open_dataset(self.files[0], job_id)
         out = xr.Dataset(attrs=dict(first.attrs))
         for name, var in first.variables.items():
             if self.dim not in var.dims:
@@ -231,10 +231,10 @@ def _check_number(path: str, name: str, key: str, attrs: dict[str, Any]) -> None
                          "CF packing needs a number; fix the attribute first")
 
 
-def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
+def _summary(path: str, dim: str, job_id: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
     """``(schema key, schema JSON, length along dim, coordinate values or None, {variable: packing})``
     of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
-    variables, sizes = file_variables(path, token)
+    variables, sizes = file_variables(path, job_id)
     if dim not in sizes:
         raise OptionError("src", f"{path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
     schema: dict[str, Any] = {}
@@ -266,7 +266,7 @@ def _summary(path: str, dim: str, token: str) -> tuple[str, str, int, Any, dict[
     return key, json.dumps(schema), int(sizes[dim]), coord, packing  # json: the file's variable order
 
 
-def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
+def _summarize_batch(paths: list[str], dim: str, job_id: str) -> dict[str, Any]:
     """The summaries of ``paths``, columnar: each distinct schema once, per file a schema index, a
     length, its coordinate values (one array for the batch), its packing if any; one digest of
     the batch's paths, sizes, modification times and sampled bytes, and one per file; its bytes."""
@@ -277,7 +277,7 @@ def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
     nbytes = 0
     try:
         for i, path in enumerate(paths):
-            key, text, length, coord, packs = _summary(path, dim, token)
+            key, text, length, coord, packs = _summary(path, dim, job_id)
             if key not in schemas:
                 schemas[key] = text
                 keys.append(key)
@@ -292,7 +292,7 @@ def _summarize_batch(paths: list[str], dim: str, token: str) -> dict[str, Any]:
             ids.append(hashlib.blake2b(line, digest_size=8).hexdigest())
             nbytes += loc.total_bytes(path)
     finally:
-        release_job(token)
+        release_job(job_id)
     return {"keys": keys, "schemas": schemas, "kind": np.array(kind, np.int32), "n": np.array(n, np.int64),
             "coords": np.concatenate(coords) if coords else np.zeros(0), "has_coord": np.array(has_coord),
             "packing": packing, "identity": h.hexdigest(), "ids": ids, "bytes": nbytes}
@@ -389,13 +389,13 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
     if groups:
         raise OptionError("src", f"{files[0]} has groups {groups}, which combining files would drop: "
                          "give files without groups")
-    token = f"summary-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_summarize_batch, pure=False)(files[i:i + BATCH], concat_dim, token)
+    job_id = f"summary-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_summarize_batch, pure=False)(files[i:i + BATCH], concat_dim, job_id)
              for i in range(0, len(files), BATCH)]
     try:
-        s = _Summaries(compute(tasks, scheduler, None, token))
+        s = _Summaries(compute(tasks, scheduler, None, job_id))
     finally:
-        release_job(token)
+        release_job(job_id)
     first = int(np.flatnonzero(s.kind != 0)[0]) if (s.kind != 0).any() else None
     if first is not None:
         a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
@@ -427,10 +427,10 @@ def _identity(files: list[str], scheduler: str | None) -> str:
 
     from zopt.compat.scheduling import compute
 
-    token = f"identity-{uuid.uuid4().hex[:12]}"
+    job_id = f"identity-{uuid.uuid4().hex[:12]}"
     tasks = [dask.delayed(_identify_batch, pure=False)(files[i:i + BATCH]) for i in range(0, len(files), BATCH)]
     h = hashlib.blake2b(digest_size=16)
-    for digest in compute(tasks, scheduler, None, token):
+    for digest in compute(tasks, scheduler, None, job_id):
         h.update(digest.encode())
     return h.hexdigest()
 

@@ -92,15 +92,15 @@ class Source(Protocol):
         """Bytes of the files it reads (the report's source bytes)."""
         ...
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
         """``{name: SourceVariable}``: shape, numpy dtype and dimension names of each variable."""
         ...
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
         """The values of ``region`` of variable ``name``, as stored (no CF decoding)."""
         ...
 
-    def template(self, token: str | None = None) -> xr.Dataset:
+    def template(self, job_id: str | None = None) -> xr.Dataset:
         """The whole source as a lazy Dataset (no CF decoding): attributes, coordinates, encodings."""
         ...
 
@@ -177,13 +177,13 @@ class CombinedSource:
     def zarr_store(self) -> Any:
         return None
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
         raise NotImplementedError
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
         raise NotImplementedError
 
-    def template(self, token: str | None = None) -> xr.Dataset:
+    def template(self, job_id: str | None = None) -> xr.Dataset:
         raise NotImplementedError
 
     def identify(self, names: Sequence[str]) -> SourceIdentity:

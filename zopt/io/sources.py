@@ -6,10 +6,10 @@ v3 arrays, read through zarr.
 
 The tasks of one job running in one process share one open file (opening a netCDF file per
 task is slow). The cache key is the source's resolved path, its identity on disk (size and
-modification time of the file, or of a Zarr store's metadata files) and the job's token, so a
+modification time of the file, or of a Zarr store's metadata files) and the job's id, so a
 source changed between two jobs in the same process (a notebook re-run, a long-lived
 ``tcp://`` worker) is opened again, never served stale. The caches are ``JobCache``s:
-``zopt.compat.job_cache.release_job(token)`` closes a job's datasets when it ends (on distributed
+``zopt.compat.job_cache.release_job(job_id)`` closes a job's datasets when it ends (on distributed
 workers too), so no file stays open or locked.
 
 ``arrays_in(store, names)`` lists the Zarr arrays of a local store (analysis, info, compaction).
@@ -109,12 +109,12 @@ def source_identity(src: str) -> tuple:
     return (path, tuple(stats))
 
 
-def open_dataset(src: str, token: str | None = None) -> xr.Dataset:
+def open_dataset(src: str, job_id: str | None = None) -> xr.Dataset:
     """Open the path or URL ``src`` (Zarr v2/v3 store or netCDF/HDF5 file) lazily, without CF decoding
-    (``PathSource.template``; any source: ``open_source(src).template(token)``).
+    (``PathSource.template``; any source: ``open_source(src).template(job_id)``).
 
-    Cached per process under the source's identity (``source_identity``) and ``token`` (a job's
-    id: ``zopt.compat.job_cache.release_job(token)`` closes what the job opened). Raises FileNotFoundError if ``src``
+    Cached per process under the source's identity (``source_identity``) and ``job_id`` (a job's
+    id: ``zopt.compat.job_cache.release_job(job_id)`` closes what the job opened). Raises FileNotFoundError if ``src``
     does not exist. A ``CombinedSource``: its combined template (lazy, nothing cached).
     """
     if not loc.exists(src):
@@ -123,7 +123,7 @@ def open_dataset(src: str, token: str | None = None) -> xr.Dataset:
     # one open at a time: netCDF4/HDF5 crash (SIGSEGV) when two threads open a file at once, and
     # a thread that waited here finds the dataset the first one opened instead of a second copy
     with _open_lock:
-        return _datasets.get(token, key, lambda: _open(src))
+        return _datasets.get(job_id, key, lambda: _open(src))
 
 
 def _open(src: str) -> xr.Dataset:
@@ -287,19 +287,19 @@ def arrays_in(store: str | os.PathLike[str], names: Sequence[str] | None = None)
 
 
 def source_variables(src: str | Source, group: zarr.Group | None = None,
-                     token: str | None = None) -> dict[str, SourceVariable]:
-    """The variables of ``src`` (a path or URL, or any ``Source``: ``open_source(src).variables(token)``):
+                     job_id: str | None = None) -> dict[str, SourceVariable]:
+    """The variables of ``src`` (a path or URL, or any ``Source``: ``open_source(src).variables(job_id)``):
     a Zarr v3 group's top-level arrays, read from their metadata (arrays without
     ``dimension_names`` get ``dim_0``, ``dim_1``, … as the analysis names them), or, for Zarr v2
     and netCDF/HDF5, the variables xarray sees (``open_dataset``). ``group``: the group already
-    opened from the path ``src``, if the caller has it; ``token``: the job's id (see
+    opened from the path ``src``, if the caller has it; ``job_id``: the job's id (see
     ``open_dataset``). Raises FileNotFoundError if ``src`` does not exist."""
     if group is not None:
-        return _path_variables(str(src), group, token)
-    return open_source(src).variables(token)
+        return _path_variables(str(src), group, job_id)
+    return open_source(src).variables(job_id)
 
 
-def _path_variables(src: str, group: zarr.Group | None, token: str | None) -> dict[str, SourceVariable]:
+def _path_variables(src: str, group: zarr.Group | None, job_id: str | None) -> dict[str, SourceVariable]:
     if not loc.exists(src):
         raise FileNotFoundError(f"source {src!r} does not exist")
     group = group if group is not None else zarr_v3_group(src)
@@ -316,22 +316,22 @@ def _path_variables(src: str, group: zarr.Group | None, token: str | None) -> di
                 str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
             for name, a in arrays
         }
-    ds = open_dataset(src, token)
+    ds = open_dataset(src, job_id)
     return {str(n): SourceVariable(tuple(v.shape), v.dtype, tuple(map(str, v.dims))) for n, v in ds.variables.items()}
 
 
-def read_source(src: str | Source, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+def read_source(src: str | Source, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
     """The values of ``region`` of variable ``name`` of ``src`` (no CF decoding), as numpy:
-    ``open_source(src).read(name, region, token)`` (``PathSource.read``, ``MultiSource.read``, …)."""
-    return open_source(src).read(name, region, token)
+    ``open_source(src).read(name, region, job_id)`` (``PathSource.read``, ``MultiSource.read``, …)."""
+    return open_source(src).read(name, region, job_id)
 
 
-def _read_path(src: str, name: str, region: tuple[slice, ...], token: str | None) -> np.ndarray:
+def _read_path(src: str, name: str, region: tuple[slice, ...], job_id: str | None) -> np.ndarray:
     """``PathSource.read``: a raw-stored array of a local Zarr v3 store is read with positional reads of
     just the covered rows of each stored chunk (``zopt.store.raw_read``), any other Zarr v3 array
     through zarr with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a
-    torn read retried once), anything else through xarray (``open_dataset(src, token)``)."""
-    array, reader = _zarr_source(src, name, token)
+    torn read retried once), anything else through xarray (``open_dataset(src, job_id)``)."""
+    array, reader = _zarr_source(src, name, job_id)
     if reader is not None:
         return reader.read_region(region, array.fill_value)
     if array is not None and array.metadata.zarr_format == 3:
@@ -340,15 +340,15 @@ def _read_path(src: str, name: str, region: tuple[slice, ...], token: str | None
         return read_region(array, region, src if os.path.isdir(src) else None)
     if array is not None and not name:  # a root array: no xarray view
         return np.asarray(array[region])
-    return open_dataset(src, token)[name].variable[region].values
+    return open_dataset(src, job_id)[name].variable[region].values
 
 
-def _zarr_source(src: str, name: str, token: str | None) -> tuple[Any, Any]:
+def _zarr_source(src: str, name: str, job_id: str | None) -> tuple[Any, Any]:
     """``(zarr array, RawChunkReader or None)`` of variable ``name`` of a Zarr source, or ``(None,
-    None)`` for another source; opened once per process for a job (``token``: ``release_job`` forgets it)."""
-    if token is None:
+    None)`` for another source; opened once per process for a job (``job_id``: ``release_job`` forgets it)."""
+    if job_id is None:
         return _open_zarr_source(src, name)
-    return _arrays.get(token, (src, name), lambda: _open_zarr_source(src, name))
+    return _arrays.get(job_id, (src, name), lambda: _open_zarr_source(src, name))
 
 
 def _open_zarr_source(src: str, name: str) -> tuple[Any, Any]:
@@ -423,14 +423,14 @@ class PathSource(str):
     def total_bytes(self) -> int:
         return loc.total_bytes(self)
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
-        return _path_variables(self, None, token)
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
+        return _path_variables(self, None, job_id)
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
-        return _read_path(self, name, region, token)
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
+        return _read_path(self, name, region, job_id)
 
-    def template(self, token: str | None = None) -> xr.Dataset:
-        return open_dataset(self, token)
+    def template(self, job_id: str | None = None) -> xr.Dataset:
+        return open_dataset(self, job_id)
 
     def identify(self, names: Sequence[str]) -> SourceIdentity:
         return SourceIdentity(str(self))

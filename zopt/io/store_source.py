@@ -50,7 +50,7 @@ class StoreSource:
     def total_bytes(self) -> int:
         return 0  # not measured: keys of a store (an Icechunk snapshot) have no files to add up
 
-    def variables(self, token: str | None = None) -> dict[str, SourceVariable]:
+    def variables(self, job_id: str | None = None) -> dict[str, SourceVariable]:
         """The root group's arrays (``dim_0``… for arrays without dimension names), or a root array's."""
         node = zarr.open(self.store, mode="r")
         arrays = [("", node)] if isinstance(node, zarr.Array) else list(node.arrays())
@@ -59,10 +59,10 @@ class StoreSource:
                 (a.metadata.dimension_names if a.metadata.zarr_format == 3 else None) or (None,) * a.ndim)))
             for name, a in arrays}
 
-    def read(self, name: str, region: tuple[slice, ...], token: str | None = None) -> np.ndarray:
+    def read(self, name: str, region: tuple[slice, ...], job_id: str | None = None) -> np.ndarray:
         return np.asarray(open_array(self.store, path=name, mode="r")[region])
 
-    def template(self, token: str | None = None) -> xr.Dataset:
+    def template(self, job_id: str | None = None) -> xr.Dataset:
         return xr.open_dataset(self.store, engine="zarr", consolidated=False, decode_cf=False, mask_and_scale=False,
                                decode_times=False, chunks=None)
 

@@ -51,43 +51,43 @@ def _sync(coro: Coroutine[Any, Any, Any]) -> Any:
 _WRITING: set[str] = set()
 
 
-def mark_unfinished(store: Store, job: str, src: str, yielded: bool = False) -> None:
-    """Put the marker at the root of zarr Store ``store`` for job ``job`` reading ``src``; the job
+def mark_unfinished(store: Store, job_id: str, src: str, yielded: bool = False) -> None:
+    """Put the marker at the root of zarr Store ``store`` for job ``job_id`` reading ``src``; the job
     counts as writing (``check_not_running``) until ``done_writing(job)``. ``yielded``: the job put
     its marker and nothing else, then found another job writing the store, and leaves it to that
     job (whose ``remove_unfinished`` accepts such a marker)."""
     from zarr.core.buffer import default_buffer_prototype
 
     if not yielded:
-        _WRITING.add(job)
-    record = {"job": job, "src": src, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        _WRITING.add(job_id)
+    record = {"job": job_id, "src": src, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "host": socket.gethostname(), "pid": os.getpid(), **({"yielded": True} if yielded else {})}
     _sync(store.set(UNFINISHED_KEY, default_buffer_prototype().buffer.from_bytes(json.dumps(record).encode())))
 
 
-def remove_unfinished(store: Store, job: str | None, where: str) -> None:
-    """Delete the marker of job ``job`` (None: a job that yielded the store, whose marker is never
+def remove_unfinished(store: Store, job_id: str | None, where: str) -> None:
+    """Delete the marker of job ``job_id`` (None: a job that yielded the store, whose marker is never
     its own): its last write. ``StoreTakenOverError`` (one line naming the
     store ``where`` and the other job) when the marker is not this job's: another job cleared the
     store meanwhile, so this job's writes may be gone."""
     record = read_unfinished(store)
-    if not owns(record, job) and not (record or {}).get("yielded"):
+    if not owns(record, job_id) and not (record or {}).get("yielded"):
         other = "its marker is gone (that job published)" if record is None else \
             "it holds " + ", ".join(f"{k} {record[k]}" for k in ("job", "started", "host", "pid") if k in record)
         raise StoreTakenOverError(
-            f"dst {where}: another zopt job cleared the store while this one (job {job}) was writing it: {other}; "
+            f"dst {where}: another zopt job cleared the store while this one (job {job_id}) was writing it: {other}; "
             "this job's output is not published and the store is left to that job: run one job at a time per store")
     _sync(store.delete(UNFINISHED_KEY))
 
 
-def done_writing(job: str | None) -> None:
+def done_writing(job_id: str | None) -> None:
     """Job ``job`` of this process has ended (published, failed or refused by ``before_publish``)."""
-    _WRITING.discard(job)
+    _WRITING.discard(job_id)
 
 
-def owns(record: dict[str, Any] | None, job: str | None) -> bool:
-    """Whether the marker ``record`` (``read_unfinished``) is job ``job``'s."""
-    return job is not None and record is not None and record.get("job") == job
+def owns(record: dict[str, Any] | None, job_id: str | None) -> bool:
+    """Whether the marker ``record`` (``read_unfinished``) is job ``job_id``'s."""
+    return job_id is not None and record is not None and record.get("job") == job_id
 
 
 def check_not_running(store: Store | str | os.PathLike[str], where: str) -> None:

@@ -128,8 +128,8 @@ def compact(
     t0 = time.perf_counter()
     store = os.fspath(store)
     report = CompactReport(store=store)
-    job = uuid.uuid4().hex[:12]
-    with store_lock(store, job) as tmp_dir:
+    job_id = uuid.uuid4().hex[:12]
+    with store_lock(store, job_id) as tmp_dir:
         tasks, shards = [], []
         for array in arrays_in(store, arrays):
             layout = layout_of(array)
@@ -141,14 +141,14 @@ def compact(
                 report.notes.append(unchecked_note(entry.name))
             for coords, path in chunk_files(store, array):
                 key = os.path.relpath(path, store)
-                name = f"zopt-shard-compact-{entry.name}-{'.'.join(map(str, coords))}-{job}"
+                name = f"zopt-shard-compact-{entry.name}-{'.'.join(map(str, coords))}-{job_id}"
                 shards.append((entry, str(path), layout, key))
                 tasks.append(dask.delayed(_compact_one, pure=False)(str(path), layout, key, str(tmp_dir), dask_key_name=name))
         results = compute(tasks, scheduler, progress)
         holes = [s for s, res in zip(shards, results, strict=True) if res["shrink"]]
         if holes:
             time.sleep(grace)
-            compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job}")
+            compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job_id}")
                       for _, p, lay, key in holes], scheduler, None)
     if not report.arrays:
         report.notes.append(f"nothing to compact: {'none of the arrays named' if arrays else f'no array of {store}'} "

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
 
 
-def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
+def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
     """``(array name, Delayed)`` for every write unit left in ``work``, writing into ``target``
     (``zopt.job.targets``); each unit marks itself done in the target's journal, if any."""
     import dask
@@ -56,30 +56,30 @@ def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job: 
         if w.layout == "unsharded":
             for coords in w.pending:
                 tasks.append((name, dask.delayed(write_region, pure=False)(
-                    src, name, target.root, w.region(coords), decision, w.plan, job, marker=marker(coords),
-                    lossy=lossy.get(name), dask_key_name=unit_key("chunk", name, coords, job))))
+                    src, name, target.root, w.region(coords), decision, w.plan, job_id, marker=marker(coords),
+                    lossy=lossy.get(name), dask_key_name=unit_key("chunk", name, coords, job_id))))
             continue
-        shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job,
+        shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job_id,
                              w.chunk_key_encoding, w.plan, target.store, lossy.get(name), w.copy)
         if w.layout == "compact" and not w.parts:  # one graph layer for the array's shards (zopt.job.graph)
-            units = [(unit_key("shard", name, coords, job), coords, marker(coords)) for coords in w.pending]
-            tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job), units))
+            units = [(unit_key("shard", name, coords, job_id), coords, marker(coords)) for coords in w.pending]
+            tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job_id), units))
             continue
-        shared = dask.delayed(shard_job, traverse=False, name=job_key(name, job))
+        shared = dask.delayed(shard_job, traverse=False, name=job_key(name, job_id))
         if w.layout == "compact":  # split below the shard: encoders, then one assembly writing the shard
             for coords in w.pending:
                 parts = [dask.delayed(encode_shard_part, pure=False)(shared, coords, p,
-                                                                      dask_key_name=unit_key("part", name, coords, job, p[0]))
+                                                                      dask_key_name=unit_key("part", name, coords, job_id, p[0]))
                          for p in w.parts]
                 tasks.append((name, dask.delayed(assemble_shard, pure=False)(
-                    shared, coords, *parts, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job))))
+                    shared, coords, *parts, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job_id))))
             continue
         for coords in w.pending:
             writes = [dask.delayed(write_slot_part, pure=False)(shared, coords, p,
-                                                                 dask_key_name=unit_key("slots", name, coords, job, p[0]))
+                                                                 dask_key_name=unit_key("slots", name, coords, job_id, p[0]))
                       for p in w.parts]
             tasks.append((name, dask.delayed(finalize_shard, pure=False)(
-                shared, coords, *writes, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job))))
+                shared, coords, *writes, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job_id))))
     return tasks
 
 
@@ -90,7 +90,7 @@ class InPlaceRun:
 
     store: str
     decision: Any
-    job: str
+    job_id: str
     tmp_dir: str
     resume: InPlaceJournal
 
@@ -105,7 +105,7 @@ def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_lay
     task, and its masks and chunks go into ``report``; every other task writes its marker after
     its rename.
     """
-    store, decision, job, tmp_dir, resume = run.store, run.decision, run.job, run.tmp_dir, run.resume
+    store, decision, job_id, tmp_dir, resume = run.store, run.decision, run.job_id, run.tmp_dir, run.resume
     import dask
 
     tasks, shards = [], []
@@ -113,12 +113,12 @@ def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_lay
         write, first = rewrite_chunk_in_place, (store, name)
     else:
         write, first = rewrite_shard_in_place, (dask.delayed(
-            ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job,
+            ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
                      array.metadata.chunk_key_encoding, plan),
-            traverse=False, name=job_key(name, job),
+            traverse=False, name=job_key(name, job_id),
         ),)
     extra = (decision, plan) if shard_layout is None else ()
-    after = (job,) if shard_layout is None else ()  # an unsharded array is opened once per process and job
+    after = (job_id,) if shard_layout is None else ()  # an unsharded array is opened once per process and job
     done = resume.done(name)
     for coords in np.ndindex(*array.cdata_shape):
         key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
@@ -132,19 +132,19 @@ def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_lay
             else:
                 tasks.append((name, dask.delayed(resume.task, pure=False)(
                     write, path, resume.marker(name, coords), *first, coords, *extra, tmp_dir, *after,
-                    dask_key_name=unit_key("inplace", name, coords, job))))
+                    dask_key_name=unit_key("inplace", name, coords, job_id))))
             if shard_layout is not None:
                 shards.append((path, shard_layout, key))
     return tasks, shards
 
 
 def run_writes(tasks: list, reports: dict[str, ArrayReport], measure: Callable[[str], tuple[int, int]],
-               scheduler: str | None, progress: Any, token: str | None = None) -> float:
+               scheduler: str | None, progress: Any, job_id: str | None = None) -> float:
     """Compute ``(array name, write task)`` pairs, add each task's ``(masks, chunks written)`` to
     its array's report, then measure (``measure(name)``: apparent and allocated bytes) what every
     array stores. Returns the graph's wall time in seconds."""
     t_graph = time.perf_counter()
-    results = compute([t for _, t in tasks], scheduler, progress, token)
+    results = compute([t for _, t in tasks], scheduler, progress, job_id)
     graph_seconds = time.perf_counter() - t_graph
     for (name, _), (masks, n) in zip(tasks, results, strict=True):
         reports[name].masks.update(masks)

@@ -256,7 +256,7 @@ class LocalTarget:
 
     def write(self, run: WriteRun) -> float:
         seconds = run_writes(self.tasks(run), run.reports, self.stored_sizes, run.scheduler, run.progress,
-                             token=run.job_id)
+                             job_id=run.job_id)
         self.after_writes()
         return seconds
 
@@ -301,7 +301,7 @@ class StoreTarget:
     replaced (it cleared the store) fails at its end instead of publishing, and leaves the store to it."""
 
     journal = None
-    job: str | None = None  # the job id of the marker, once put
+    job_id: str | None = None  # the job id of the marker, once put
     positional = False
     consolidates = True
 
@@ -351,7 +351,7 @@ class StoreTarget:
         other = read_unfinished(self.store)  # cleared above: a marker now is a job that began since
         if other is not None:
             raise self.taken_over(other)
-        self.job, self.src = job_id, src_text
+        self.job_id, self.src = job_id, src_text
         mark_unfinished(self.store, job_id, src_text)
         if _sync_exists(self.store, "zarr.json"):  # another job put its marker and metadata in the same moments
             raise self.taken_over(read_unfinished(self.store), only_marker=True)
@@ -370,10 +370,10 @@ class StoreTarget:
         job. ``only_marker``: the other job's root metadata appeared after this job's marker (so after
         its clear), and this job wrote nothing else: its marker is marked yielded, and the other job
         publishes as usual (``zopt.io.unfinished.remove_unfinished``)."""
-        mine = owns(other, self.job)
-        if only_marker and mine and self.job is not None:  # mine: the marker names this job
-            mark_unfinished(self.store, self.job, self.src, yielded=True)
-        self.job = None  # nothing of the store is this job's to clear or unmark
+        mine = owns(other, self.job_id)
+        if only_marker and mine and self.job_id is not None:  # mine: the marker names this job
+            mark_unfinished(self.store, self.job_id, self.src, yielded=True)
+        self.job_id = None  # nothing of the store is this job's to clear or unmark
         who = "" if not other or mine else " (" + ", ".join(f"{k} {other[k]}" for k in ("job", "started", "host", "pid")
                                                             if k in other) + ")"
         return StoreTakenOverError(f"dst {self.text}: another zopt job{who} began writing the store in the same "
@@ -385,7 +385,7 @@ class StoreTarget:
 
     def write(self, run: WriteRun) -> float:
         return run_writes(self.tasks(run), run.reports, self.stored_sizes, run.scheduler, run.progress,
-                          token=run.job_id)
+                          job_id=run.job_id)
 
     def stored_sizes(self, name: str) -> tuple[int, int]:
         return stored_sizes(self.store, name)
@@ -397,10 +397,10 @@ class StoreTarget:
         return self.store
 
     def publish(self) -> None:
-        remove_unfinished(self.store, self.job, self.text)  # written in place: the marker goes last, if still ours
+        remove_unfinished(self.store, self.job_id, self.text)  # written in place: the marker goes last, if still ours
 
     def discard(self) -> None:
-        if owns(read_unfinished(self.store), self.job):  # never another job's store, written or being written
+        if owns(read_unfinished(self.store), self.job_id):  # never another job's store, written or being written
             self._clear()
 
     def gone(self, exc: BaseException) -> None:
@@ -408,7 +408,7 @@ class StoreTarget:
 
     def end(self) -> None:
         """The job has ended, however: its marker, if left, is no longer a live job's in this process."""
-        done_writing(self.job)
+        done_writing(self.job_id)
 
     def _clear(self) -> None:
         from zarr.core.sync import sync

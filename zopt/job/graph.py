@@ -18,14 +18,14 @@ from typing import Any
 __all__ = ["job_key", "shard_tasks", "unit_key"]
 
 
-def shard_tasks(func: Callable, job: object, job_key: str, units: Iterable[tuple[str, tuple[int, ...], str | None]]
+def shard_tasks(func: Callable, unit: object, job_key: str, units: Iterable[tuple[str, tuple[int, ...], str | None]]
                 ) -> list:
     """``Delayed`` objects computing ``func(job, coords, marker)`` for each ``(key, coords, marker)``
     of ``units``, in order, sharing one graph layer that holds ``job`` under ``job_key``."""
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
 
-    layer: dict[str, Any] = {job_key: job}
+    layer: dict[str, Any] = {job_key: unit}
     keys = []
     for key, coords, marker in units:
         layer[key] = (func, job_key, coords, marker)  # the job's key is replaced by the job; coords stay a tuple
@@ -35,13 +35,13 @@ def shard_tasks(func: Callable, job: object, job_key: str, units: Iterable[tuple
     return [Delayed(k, graph, layer=name) for k in keys]
 
 
-def unit_key(kind: str, name: str, coords: tuple[int, ...], job: str, suffix: object = None) -> str:
+def unit_key(kind: str, name: str, coords: tuple[int, ...], job_id: str, suffix: object = None) -> str:
     """The Dask key of the ``kind`` task (``chunk``, ``shard``, ``slots``, ``part``, ``inplace``) of write
-    unit ``coords`` of array ``name`` in job ``job``; ``suffix`` tells apart a unit's several tasks."""
-    key = f"zopt-{kind}-{name}-{'.'.join(map(str, coords))}-{job}"
+    unit ``coords`` of array ``name`` in job ``job_id``; ``suffix`` tells apart a unit's several tasks."""
+    key = f"zopt-{kind}-{name}-{'.'.join(map(str, coords))}-{job_id}"
     return key if suffix is None else f"{key}-{suffix}"
 
 
-def job_key(name: str, job: str) -> str:
-    """The Dask key holding the description shared by the tasks of array ``name`` in job ``job``."""
-    return f"zopt-job-{name}-{job}"
+def job_key(name: str, job_id: str) -> str:
+    """The Dask key holding the description shared by the tasks of array ``name`` in job ``job_id``."""
+    return f"zopt-job-{name}-{job_id}"

@@ -271,8 +271,8 @@ class IcechunkTarget:
                 "nothing was published: run the job again on the new tip")
 
     # -- the job's commits ------------------------------------------------------------------
-    def record_job(self, fp: dict[str, Any] | None, job: str, layouts: dict[str, Any]) -> None:
-        self.record = {"format": _FORMAT, "fingerprint": fp, "job": job, "base": self.base, "branch": self.branch,
+    def record_job(self, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
+        self.record = {"format": _FORMAT, "fingerprint": fp, "job": job_id, "base": self.base, "branch": self.branch,
                        "pid": os.getpid(), "host": socket.gethostname(),  # a live job is not resumed by another
                        "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()},
                        "done": {}, "complete": False}
@@ -294,7 +294,7 @@ class IcechunkTarget:
             raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
         return session
 
-    def run(self, work: Work, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any],
+    def run(self, work: Work, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any],
             reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
         """Write every pending unit of ``work`` in waves of ``WAVE_UNITS`` (each merged and committed),
         the last one marked complete; one progress bar (``progress(n_units)``) over all waves.
@@ -303,7 +303,7 @@ class IcechunkTarget:
         bar = progress(len(units)) if progress is not None and units else None
         try:
             with bar if bar is not None else contextlib.nullcontext():
-                seconds = self._waves(units, work, src, decision, job, lossy, reports, scheduler, bar)
+                seconds = self._waves(units, work, src, decision, job_id, lossy, reports, scheduler, bar)
         except Exception as exc:  # e.g. a task writing into a session another job's branch changed under it
             if isinstance(exc, WorkBranchChangedError) or self._mine():
                 raise
@@ -318,7 +318,7 @@ class IcechunkTarget:
         self.session = None  # --verify and publish read the committed snapshot
         return seconds
 
-    def _waves(self, units: list, work: Work, src: str, decision: DecisionLike, job: str, lossy: dict[str, Any],
+    def _waves(self, units: list, work: Work, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any],
                reports: dict[str, ArrayReport], scheduler: str | None, bar: Any) -> float:
         import time
 
@@ -329,10 +329,10 @@ class IcechunkTarget:
             wave = units[start:start + WAVE_UNITS]
             fork = self.session.fork()
             tasks = [dask.delayed(_write_unit, pure=False)(
-                _unit_job(work, name, coords, src, decision, job, lossy), fork, coords,
-                dask_key_name=unit_key("ice", name, coords, job)) for name, coords in wave]
+                _unit_job(work, name, coords, src, decision, job_id, lossy), fork, coords,
+                dask_key_name=unit_key("ice", name, coords, job_id)) for name, coords in wave]
             t0 = time.perf_counter()
-            results = compute(tasks, scheduler, None if bar is None else lambda n: _WaveBar(bar), job)
+            results = compute(tasks, scheduler, None if bar is None else lambda n: _WaveBar(bar), job_id)
             seconds += time.perf_counter() - t0
             self.session.merge(*(f for _, _, f in results))
             for (name, coords), (masks, n, _) in zip(wave, results, strict=True):
@@ -366,12 +366,12 @@ class _WaveBar:
             self.bar.advance(n)
 
 
-def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: DecisionLike, job: str,
+def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: DecisionLike, job_id: str,
               lossy: dict[str, Any]) -> tuple:
     w = work.arrays[name]
     if w.layout == "unsharded":
-        return ("region", src, name, w.region(coords), decision, w.plan, job, lossy.get(name))
-    return ("shard", ShardJob(src, name, name, w.shard_layout, w.shape, decision, job, w.chunk_key_encoding, w.plan,
+        return ("region", src, name, w.region(coords), decision, w.plan, job_id, lossy.get(name))
+    return ("shard", ShardJob(src, name, name, w.shard_layout, w.shape, decision, job_id, w.chunk_key_encoding, w.plan,
                               None, lossy.get(name)))
 
 
@@ -382,8 +382,8 @@ def _write_unit(unit: tuple, fork: Any, coords: tuple[int, ...]) -> tuple[collec
     if unit[0] == "shard":
         masks, n = write_packed_shard(dataclasses.replace(unit[1], store=mine.store), coords)
     else:
-        _, src, name, region, decision, plan, job, lossy = unit
-        masks, n = write_region(src, name, mine.store, region, decision, plan, job, lossy=lossy)
+        _, src, name, region, decision, plan, job_id, lossy = unit
+        masks, n = write_region(src, name, mine.store, region, decision, plan, job_id, lossy=lossy)
     return masks, n, mine
 
 
@@ -446,8 +446,8 @@ class _CommitJournal:
                 f"({record.get('base')} → {t.base}); delete branch {t.work_branch!r} to start over")
         journal.check(record, fp, dst)
 
-    def begin(self, fp: dict[str, Any] | None, job: str, layouts: dict[str, Any]) -> None:
-        self.target.record_job(fp, job, layouts)
+    def begin(self, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
+        self.target.record_job(fp, job_id, layouts)
 
     def marker(self, name: str, coords: Any) -> None:
         return None

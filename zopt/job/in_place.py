@@ -131,7 +131,7 @@ def recompress_in_place(
             array_tasks, array_shards = in_place_tasks(run, name, array, shard_layout, plans[name], reports[name])
             tasks += array_tasks
             shards += array_shards
-        graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, token=job_id)
+        graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, job_id=job_id)
         if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
             for name, rep in reports.items():
                 rep.stored_after, rep.allocated_after = stored_sizes(store, name)

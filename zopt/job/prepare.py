@@ -124,7 +124,7 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[st
     skipped = check_store(where, job.skip_broken) if where is not None and is_zarr(where) else []
     if skipped:
         notes.append(Note(f"skipped arrays with broken metadata: {skipped}", "skipped"))
-    p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the token of the sources opened
+    p = Prepared(job_id=uuid.uuid4().hex[:12],  # names temp files and tasks; the key of the sources it opens
                   src=src, source_group=zarr_v3_group(where), root_meta=root_array_metadata(where),
                   children=children_to_copy(where, target.store_of(), plan), notes=notes, skipped=skipped)
     p.plan = plan
@@ -290,7 +290,7 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     if job.want_checksum:  # sharded arrays: crc32c at the end of the inner chain
         p.splits = {n: with_checksum(sp) if p.layouts[n][1] is not None else sp for n, sp in p.splits.items()}
     p.spec = TargetSpec(src, p.source_group, p.source, p.names, p.layouts, p.splits, root_meta=p.root_meta,
-                        token=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
+                        job_id=p.job_id, attrs={n: lv.attributes() for n, lv in p.lossy_vars.items()},
                         fills={**{n: lv.fill_value for n, lv in p.lossy_vars.items()}, **{n: np.nan for n in floats}})
     p.planned = target_arrays(p.spec)
     _check_units(src, p.source, p.layouts)

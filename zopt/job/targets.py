@@ -60,7 +60,7 @@ class TargetSpec:
     """What the target store holds: the source (``src``, its Zarr v3 root group or None, its
     variables), the variables rewritten (``names``), their ``layouts`` (``{name: (inner chunk
     shape, shard shape or None)}``) and codecs (``splits``: each one's codecs split as
-    ``zarr.create_array`` takes them); ``root_meta`` for a store whose root is an array; ``token``
+    ``zarr.create_array`` takes them); ``root_meta`` for a store whose root is an array; ``job_id``
     the job's; ``attrs`` extra attributes and ``fills`` fill values per variable (``zopt.lossy``)."""
 
     src: Any  # a zopt.io.source_kinds.Source: a path (PathSource, a str) where source_group or root_meta is set
@@ -70,7 +70,7 @@ class TargetSpec:
     layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]
     splits: dict[str, dict[str, Any]]
     root_meta: dict | None = None
-    token: str | None = None
+    job_id: str | None = None
     attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
     fills: dict[str, Any] = field(default_factory=dict)
 
@@ -91,7 +91,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
     rewritten arrays' metadata only (``target_arrays``), nothing else copied.
     """
     src, names, layouts, splits, attrs = spec.src, spec.names, spec.layouts, spec.splits, spec.attrs
-    source_group, token, fills = spec.source_group, spec.token, spec.fills
+    source_group, job_id, fills = spec.source_group, spec.job_id, spec.fills
     if spec.root_meta is not None:
         arr = zarr.open_array(src, mode="r")
         if not names:
@@ -123,7 +123,7 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         return
     import dask.array as da
 
-    ds = open_source(src).template(token)  # a Source: one file, several files combined
+    ds = open_source(src).template(job_id)  # a Source: one file, several files combined
     if only_rewritten:  # xarray encodes variable by variable: the rewritten ones alone give the same metadata
         ds = ds[list(names)]
         ds = ds.drop_vars([c for c in ds.coords if c not in names])

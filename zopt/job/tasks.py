@@ -87,26 +87,26 @@ _MAX_TARGETS = 16
 _targets: JobCache[Any] = JobCache("target arrays", _MAX_TARGETS)
 
 
-def _target_array(dst: Any, name: str, job: str | None) -> zarr.Array[Any]:
+def _target_array(dst: Any, name: str, job_id: str | None) -> zarr.Array[Any]:
     """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
     local directory (its metadata does not change while the job writes chunks; a retried task
     finds the same array)."""
     def make() -> zarr.Array[Any]:
         return zarr.open_array(dst, path=name, mode="r+")
 
-    if not isinstance(dst, str) or job is None:
+    if not isinstance(dst, str) or job_id is None:
         return make()
-    return _targets.get(job, (dst, name, "write"), make)
+    return _targets.get(job_id, (dst, name, "write"), make)
 
 
 def write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: DecisionLike, plan: Any = None, token: str | None = None,
+    src: str, name: str, dst: str, region: tuple[slice, ...], decision: DecisionLike, plan: Any = None, job_id: str | None = None,
     marker: str | None = None,
     lossy: Any = None,
 ) -> tuple[collections.Counter, int]:
     """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
-    data = read_source(src, name, region, token)
-    array = _target_array(dst, name, token)
+    data = read_source(src, name, region, job_id)
+    array = _target_array(dst, name, job_id)
     if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         data = lossy.prepare(index, data, f"chunk {index}")
@@ -150,7 +150,7 @@ class ShardJob:
     layout: ShardLayout
     shape: tuple[int, ...]
     decision: Any
-    job: str  # identifies this run's temporary shard files and its open sources (zopt.io.sources)
+    job_id: str  # identifies this run's temporary shard files and its open sources (zopt.io.sources)
     chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
     plan: Any = None  # zopt.planning.plan.ArrayPlan: its masks decide, its digests check the content
     store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
@@ -187,7 +187,7 @@ class ShardJob:
 
         if not isinstance(self.src, str):  # e.g. several files combined (zopt.io.multi)
             return make()
-        return _targets.get(self.job, (self.src, self.name, self.shard_dir, "encode"), make)
+        return _targets.get(self.job_id, (self.src, self.name, self.shard_dir, "encode"), make)
 
     def _region(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> tuple[list[slice], int]:
         """The array region of a shard (or of part ``[start, stop)`` of its first split axis) and that axis."""
@@ -249,7 +249,7 @@ class ShardJob:
         """The region's inner chunks as one C-contiguous ``(n, *inner shape)`` array in C order
         (edge chunks padded with the fill value): read, then one transposing copy."""
         inner = self.layout.inner_shape
-        data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
+        data = np.asarray(read_source(self.src, self.name, tuple(region), self.job_id)).astype(native, copy=False)
         grid = [-(-(r.stop - r.start) // c) for r, c in zip(region, inner, strict=True)]
         if any(g * c != s for g, c, s in zip(grid, inner, data.shape, strict=True)):
             full = np.full([g * c for g, c in zip(grid, inner, strict=True)], fill, dtype=native)
@@ -266,7 +266,7 @@ class ShardJob:
         origin = [r.start for r in region]
         encoder, native, fill, direct, _ = self._encoding()
         if direct is None:
-            data = np.asarray(read_source(self.src, self.name, tuple(region), self.job)).astype(native, copy=False)
+            data = np.asarray(read_source(self.src, self.name, tuple(region), self.job_id)).astype(native, copy=False)
         slot = layout.slot_size if limit else None
         lo, hi = region[axis].start, region[axis].stop
         plan, lossy = self.plan, self.lossy
@@ -329,48 +329,48 @@ def batch_masks(batches: list[EncodedBatch]) -> collections.Counter:
     return masks
 
 
-def write_packed_shard(job: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
+def write_packed_shard(unit: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
                         ) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
-    return assemble_shard(job, shard_coords, encode_shard_part(job, shard_coords, None), marker=marker)
+    return assemble_shard(unit, shard_coords, encode_shard_part(unit, shard_coords, None), marker=marker)
 
 
-def encode_shard_part(job: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> list[EncodedBatch]:
+def encode_shard_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> list[EncodedBatch]:
     """Dask task (compact layout, a split shard): the encoded inner chunks of part ``[start, stop)``
     of the shard's first split axis (None: the whole shard), as ``EncodedBatch``es in shard order.
     Writes nothing (a rerun gives the same batches); the batches own their memory."""
-    return list(job.encode_batches(shard_coords, part, limit=False))
+    return list(unit.encode_batches(shard_coords, part, limit=False))
 
 
-def assemble_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
+def assemble_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
                    ) -> tuple[collections.Counter, int]:
     """Dask task (compact layout): pack the shard's encoded ``parts`` (in order) and write it,
     atomically (a rerun writes the same bytes again); then its journal ``marker``. Returns the
     conditional masks' counts and the chunks stored."""
     batches = [b for part in parts for b in part]
-    job.write_packed(shard_coords, pack_batches(job.layout, batches))
+    unit.write_packed(shard_coords, pack_batches(unit.layout, batches))
     result = batch_masks(batches), sum(len(b) for b in batches)
     if marker is not None:
         mark(marker, *result)
     return result
 
 
-def write_slot_part(job: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
+def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
     """Dask task (fixed-slot layout): encode part of a shard and write it into its slots."""
-    encoded = list(job.encode(shard_coords, part, limit=True))
-    tmp = tmp_path(job.path(shard_coords), job.job)
-    written = write_slots(tmp, job.layout, ((i, e.data) for i, e in encoded))
+    encoded = list(unit.encode(shard_coords, part, limit=True))
+    tmp = tmp_path(unit.path(shard_coords), unit.job_id)
+    written = write_slots(tmp, unit.layout, ((i, e.data) for i, e in encoded))
     return masks_of(encoded), written
 
 
-def finalize_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
+def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
                     ) -> tuple[collections.Counter, int]:
     """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
-    path = job.path(shard_coords)
+    path = unit.path(shard_coords)
     written = [w for _, ws in parts for w in ws]
-    tmp = tmp_path(path, job.job)
+    tmp = tmp_path(path, unit.job_id)
     if written:
-        finalize_slots(tmp, path, job.layout, written)
+        finalize_slots(tmp, path, unit.layout, written)
     else:
         Path(tmp).unlink(missing_ok=True)
         Path(path).unlink(missing_ok=True)
@@ -382,20 +382,20 @@ def finalize_shard(job: ShardJob, shard_coords: tuple[int, ...], *parts, marker:
     return masks, len(written)
 
 
-def rewrite_shard_in_place(job: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
+def rewrite_shard_in_place(unit: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
     """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.store.rewrite``,
     phase A), unless it holds exactly those chunks packed already (a retried task)."""
-    path = job.path(shard_coords)
-    key = os.path.relpath(path, job.src)
-    old, blob = read_shard(path, job.layout, key)
-    encoded = list(job.encode(shard_coords, None, limit=False))
+    path = unit.path(shard_coords)
+    key = os.path.relpath(path, unit.src)
+    old, blob = read_shard(path, unit.layout, key)
+    encoded = list(unit.encode(shard_coords, None, limit=False))
     chunks = {i: e.data.tobytes() for i, e in encoded}
-    if not (is_packed(old, job.layout) and same_chunks(blob, old, chunks)):
-        rewrite_shard(path, job.layout, chunks, tmp_dir, old, len(blob))
+    if not (is_packed(old, unit.layout) and same_chunks(blob, old, chunks)):
+        rewrite_shard(path, unit.layout, chunks, tmp_dir, old, len(blob))
     return masks_of(encoded), len(encoded)
 
 
-def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array[Any], ChunkEncoder]:
+def _in_place_array(store: str, name: str, job_id: str | None) -> tuple[zarr.Array[Any], ChunkEncoder]:
     """Array ``name`` of ``store`` opened for reading and its chunks' encoder, once per process
     and job (an in-place job changes chunk files, never the metadata)."""
     def make() -> tuple[zarr.Array[Any], ChunkEncoder]:
@@ -403,14 +403,14 @@ def _in_place_array(store: str, name: str, job: str | None) -> tuple[zarr.Array[
         spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
         return array, ChunkEncoder(array.metadata.codecs, spec)
 
-    return make() if job is None else _targets.get(job, (store, name, "in place"), make)
+    return make() if job_id is None else _targets.get(job_id, (store, name, "in place"), make)
 
 
 def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike, plan: Any = None,
-                           tmp_dir: str | None = None, job: str | None = None):
+                           tmp_dir: str | None = None, job_id: str | None = None):
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
     ``job``: the job's id, under which the array is opened once per process."""
-    array, encoder = _in_place_array(store, name, job)
+    array, encoder = _in_place_array(store, name, job_id)
     chunks = tuple(array.chunks)
     region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunks, array.shape, strict=True))
     values = np.asarray(array[region])

@@ -162,10 +162,10 @@ class LossyVariable:
 
 
 def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...],
-                token: str | None = None) -> RangeStats:
+                job_id: str | None = None) -> RangeStats:
     from zopt.io.sources import read_source
 
-    x = np.asarray(read_source(src, name, region, token))
+    x = np.asarray(read_source(src, name, region, job_id))
     special = special_mask(x, sentinels)
     normal = x[~special]
     st = RangeStats(count=int(x.size))
@@ -183,14 +183,14 @@ def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple
 
 
 def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
-               level: float | None, confidence: float | None, token: str | None = None) -> Any:
+               level: float | None, confidence: float | None, job_id: str | None = None) -> Any:
     """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""
     from zopt.codecs.grid import regions
     from zopt.io.sources import read_source
     from zopt.lossy.bitinfo import pair_counts
     from zopt.planning.chunk_stats import chunk_digest
 
-    x = np.asarray(read_source(src, name, region, token))
+    x = np.asarray(read_source(src, name, region, job_id))
     origin = [r.start for r in region]
     total = None
     out = []
@@ -337,26 +337,26 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
         layouts[name] = _layout(name, var, options.chunks, options.shards, options.explicit)
         sent[name] = sentinels_of(dt, fill_values.get(name), attrs.get(name, {}))
     tasks, owners = [], []
-    token = f"lossy-{uuid.uuid4().hex[:12]}"  # the sources these tasks open, closed at the end
+    job_id = f"lossy-{uuid.uuid4().hex[:12]}"  # the sources these tasks open, closed at the end
     for name, spec in specs.items():
         var = source[name]
         inner, region = layouts[name]
         if spec.method == "abs":
             for r in regions(tuple(var.shape), region):
-                tasks.append(dask.delayed(_range_task, pure=False)(src, name, r, sent[name], token))
+                tasks.append(dask.delayed(_range_task, pure=False)(src, name, r, sent[name], job_id))
                 owners.append(name)
         elif spec.method == "info":
             level = spec.value if spec.per_chunk else None
             for r in regions(tuple(var.shape), region):
                 tasks.append(dask.delayed(_info_task, pure=False)(src, name, r, inner, sent[name], level,
-                                                                  options.confidence, token))
+                                                                  options.confidence, job_id))
                 owners.append(name)
     from zopt.compat.job_cache import release_job
 
     try:
-        results = compute(tasks, options.scheduler, None, token)
+        results = compute(tasks, options.scheduler, None, job_id)
     finally:
-        release_job(token)  # this process's (local schedulers); workers release their own
+        release_job(job_id)  # this process's (local schedulers); workers release their own
     by_name: dict[str, list] = {n: [] for n in specs}
     for name, res in zip(owners, results, strict=True):
         by_name[name].append(res)
@@ -485,11 +485,11 @@ def _source_fill_and_attrs(src: str, names: list[str]) -> tuple[dict[str, Any], 
     if group is not None:
         arrays = dict(group.arrays())
         return ({n: arrays[n].metadata.fill_value for n in names}, {n: dict(arrays[n].attrs) for n in names})
-    token = "lossy-attributes"
+    job_id = "lossy-attributes"
     try:
-        return _xarray_fill_and_attrs(open_source(src).template(token), names)
+        return _xarray_fill_and_attrs(open_source(src).template(job_id), names)
     finally:
-        release_job(token)
+        release_job(job_id)
 
 
 def _xarray_fill_and_attrs(ds: xr.Dataset, names: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

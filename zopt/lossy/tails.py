@@ -194,11 +194,11 @@ def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequenc
 
 
 def _trial_task(src: str, name: str, region: tuple[slice, ...], stored: AbsChain | Rounding, tails: list[str],
-                base: list[dict[str, Any]], token: str | None = None,
+                base: list[dict[str, Any]], job_id: str | None = None,
                 lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:
     from zopt.io.sources import read_source
 
-    values = np.asarray(read_source(src, name, region, token))
+    values = np.asarray(read_source(src, name, region, job_id))
     if isinstance(stored, AbsChain):
         out = sample_sizes(stored, values, tails, base)
     else:
@@ -251,13 +251,13 @@ def choose_tail(src: str, name: str, var: Any, stored: AbsChain | Rounding, spec
     lossless = dict(lossless or {})
     if (len(tails) == 1 and not lossless) or not regions_:
         return tails[0], None, None
-    token = f"lossy-tail-{uuid.uuid4().hex[:12]}"
-    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, stored, tails, base, token, lossless)
+    job_id = f"lossy-tail-{uuid.uuid4().hex[:12]}"
+    tasks = [dask.delayed(_trial_task, pure=False)(src, name, r, stored, tails, base, job_id, lossless)
              for r in regions_]
     try:
-        sizes = compute(tasks, trial.scheduler, None, token)
+        sizes = compute(tasks, trial.scheduler, None, job_id)
     finally:
-        release_job(token)
+        release_job(job_id)
     total = {t: sum(s[t] for s in sizes) for t in tails}
     best = min(tails, key=lambda t: (total[t], ORDER.index(kind(t)), t))
     plain = {k: sum(s[LOSSLESS + k] for s in sizes) for k in lossless} if lossless else None

@@ -54,7 +54,7 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
 
 
 def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  shard: tuple[int, ...] | None, source: Any = None, token: str | None = None) -> int:
+                  shard: tuple[int, ...] | None, source: Any = None, job_id: str | None = None) -> int:
     """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its
     values in ``store``, or with ``source`` the same variable's values there."""
     from zarr.storage import MemoryStore
@@ -65,7 +65,7 @@ def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner:
     else:
         from zopt.io.sources import read_source
 
-        values = np.asarray(read_source(source, name, region, token), dtype=src.dtype)
+        values = np.asarray(read_source(source, name, region, job_id), dtype=src.dtype)
     stored: dict[str, Any] = {}
     out = zarr.create_array(MemoryStore(stored), shape=values.shape, dtype=src.metadata.data_type, chunks=inner, shards=shard,
                             fill_value=src.metadata.fill_value)
@@ -91,7 +91,7 @@ def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str]
     from zopt.compat.job_cache import release_job
     from zopt.compat.scheduling import compute
 
-    token = f"baseline-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
+    job_id = f"baseline-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     store = os.fspath(store) if isinstance(store, str | os.PathLike) else store
     tasks = []
     for name in names:
@@ -106,12 +106,12 @@ def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str]
         for start in np.ndindex(*(math.ceil(s / k) for s, k in zip(array.shape, step, strict=True))):
             region = tuple(slice(i * k, min((i + 1) * k, s)) for i, k, s in zip(start, step, array.shape, strict=True))
             tasks.append((name, dask.delayed(_region_bytes, pure=True)(store, name, region, inner, shard, original,
-                                                                        token)))
+                                                                        job_id)))
     out = dict.fromkeys(names, 0)
     try:
-        results = compute([t for _, t in tasks], scheduler, None, token)
+        results = compute([t for _, t in tasks], scheduler, None, job_id)
     finally:
-        release_job(token)  # this process's (local schedulers); workers release their own
+        release_job(job_id)  # this process's (local schedulers); workers release their own
     for (name, _), n in zip(tasks, results, strict=True):
         out[name] += n
     return out

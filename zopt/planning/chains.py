@@ -207,7 +207,7 @@ def menu_chains(src: str, todo: Mapping[str, SourceVariable], layouts: Mapping[s
         return {n: MenuChoice(name="resumed", chain=c, budget=options.budget)
                 for n, c in chains_in_store(os.fspath(partial), list(todo)).items()}
     prefixes = {n: (r.filters(), np.dtype(r.int_dtype)) for n, r in repacks.items()}
-    return choose_chains(src, todo, layouts, options, scheduler=run.scheduler, token=run.token, prefixes=prefixes)
+    return choose_chains(src, todo, layouts, options, scheduler=run.scheduler, job_id=run.job_id, prefixes=prefixes)
 
 
 def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,

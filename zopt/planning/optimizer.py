@@ -77,10 +77,10 @@ def parse_budget(budget: Any) -> float:
 @dataclass(frozen=True)
 class TrialRun:
     """Where the menu's trial tasks run: the Dask ``scheduler`` (``zopt.compat.scheduling``) and the
-    job's ``token`` (names the tasks, and the sources they open)."""
+    job's ``job_id`` (names the tasks, and the sources they open)."""
 
     scheduler: str | None = None
-    token: str | None = None
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
 
 
 def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                 token: str | None = None, n: int = TRIAL_CHUNKS, fill: Any = None) -> list[np.ndarray]:
+                 job_id: str | None = None, n: int = TRIAL_CHUNKS, fill: Any = None) -> list[np.ndarray]:
     """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
     ``dtype``) of ``src``, read with ``zopt.io.sources.read_source``; edge chunks padded like the
     writer pads them, with ``fill`` (default 0). A trial chunk equal to the fill value is kept (it
@@ -240,7 +240,7 @@ def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_sh
     chunks = []
     for index in trial_indices(shape, chunk_shape, n, itemsize=native.itemsize):
         region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, chunk_shape, shape, strict=True))
-        values = np.ascontiguousarray(read_source(src, name, region, token), dtype=native)
+        values = np.ascontiguousarray(read_source(src, name, region, job_id), dtype=native)
         if values.shape != chunk_shape:  # an edge chunk: padded like the writer does
             from zopt.codecs.grid import padded
 
@@ -283,11 +283,11 @@ def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
 
 def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
                     chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
-                    token: str | None = None) -> dict[str, Any]:
+                    job_id: str | None = None) -> dict[str, Any]:
     """Dask task: read the ``TRIAL_CHUNKS`` trial chunks (``trial_chunks``) of variable ``name``
     (``shape``, numpy ``dtype``) of ``src``, trial-encode every chain, choose. Returns
     ``MenuChoice.to_json()``. (``choose_chains`` runs the same steps as separate tasks, one per candidate.)"""
-    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, token, TRIAL_CHUNKS)
+    chunks = trial_chunks(src, name, shape, dtype, chunk_shape, job_id, TRIAL_CHUNKS)
     return choose_task(raw_bytes_of(chunks), [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
@@ -324,7 +324,7 @@ def menu_candidates(dtype: Any, options: MenuOptions, name: str = "") -> dict[st
 
 
 def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
-                  options: MenuOptions, *, scheduler: str | None = None, token: str | None = None,
+                  options: MenuOptions, *, scheduler: str | None = None, job_id: str | None = None,
                   prefixes: Mapping[str, tuple[list[dict[str, Any]], Any]] | None = None) -> dict[str, MenuChoice]:
     """Choose each variable's chain from the menu: for each variable with more than one applicable
     candidate, a ``trial_chunks`` task, one ``trial_task`` per candidate and a ``choose_task``, all
@@ -359,16 +359,16 @@ def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, 
         # one task per candidate after one read of the trial chunks: the candidates' trials run
         # in parallel even when the job has one variable
         chunks = dask.delayed(trial_chunks, pure=False)(
-            src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], token,
-            TRIAL_CHUNKS, fill, dask_key_name=f"zopt-menu-chunks-{name}-{token}")
+            src, name, tuple(var.shape), var.dtype.str if not var.dtype.names else var.dtype, layouts[name][0], job_id,
+            TRIAL_CHUNKS, fill, dask_key_name=f"zopt-menu-chunks-{name}-{job_id}")
         timed = _timed(chains)
         parts = [dask.delayed(trial_task, pure=False)(chunks, {k: v}, timed, fill,
-                                                       dask_key_name=f"zopt-menu-trial-{name}-{k}-{token}")
+                                                       dask_key_name=f"zopt-menu-trial-{name}-{k}-{job_id}")
                  for k, v in chains.items()]
-        raw = dask.delayed(raw_bytes_of, pure=False)(chunks, dask_key_name=f"zopt-menu-raw-{name}-{token}")
+        raw = dask.delayed(raw_bytes_of, pure=False)(chunks, dask_key_name=f"zopt-menu-raw-{name}-{job_id}")
         tasks.append(dask.delayed(choose_task, pure=False)(raw, parts, chains, b,
-                                                            dask_key_name=f"zopt-menu-choice-{name}-{token}"))
-    for name, result in zip(pending, compute(tasks, scheduler, None, token), strict=True):
+                                                            dask_key_name=f"zopt-menu-choice-{name}-{job_id}"))
+    for name, result in zip(pending, compute(tasks, scheduler, None, job_id), strict=True):
         out[name] = MenuChoice.from_json(result)
     return out
 

@@ -149,9 +149,9 @@ def _zarr_metas(store: str) -> dict[str, _Meta]:
     return out
 
 
-def _xarray_metas(src: Source, token: str) -> dict[str, _Meta]:
+def _xarray_metas(src: Source, job_id: str) -> dict[str, _Meta]:
     out = {}
-    for name, v in src.template(token).variables.items():
+    for name, v in src.template(job_id).variables.items():
         fill = v.attrs.get("_FillValue", v.encoding.get("_FillValue"))
         out[str(name)] = _Meta(tuple(v.shape), np.dtype(v.dtype), fill,
                                {k: _plain(x) for k, x in v.attrs.items() if k not in _NOT_ATTRIBUTES},
@@ -159,15 +159,15 @@ def _xarray_metas(src: Source, token: str) -> dict[str, _Meta]:
     return out
 
 
-def _metas(source: Source, token: str) -> dict[str, _Meta]:
+def _metas(source: Source, job_id: str) -> dict[str, _Meta]:
     store = source.zarr_store()
-    return _zarr_metas(store) if store is not None else _xarray_metas(source, token)
+    return _zarr_metas(store) if store is not None else _xarray_metas(source, job_id)
 
 
 # -- values ---------------------------------------------------------------------------------
 
 
-def _read(source: Source, name: str, region: tuple[slice, ...], token: str) -> np.ndarray:
+def _read(source: Source, name: str, region: tuple[slice, ...], job_id: str) -> np.ndarray:
     from zopt.compat.zarr_compat import open_array
 
     store = source.zarr_store()
@@ -175,7 +175,7 @@ def _read(source: Source, name: str, region: tuple[slice, ...], token: str) -> n
         array = open_array(store, path=name, mode="r")
         if array.metadata.zarr_format == 2:  # a v2 array of a child group has no xarray view
             return np.asarray(array[region])
-    return np.asarray(source.read(name, region, token))
+    return np.asarray(source.read(name, region, job_id))
 
 
 def _differs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -201,12 +201,12 @@ def _max_abs(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def _compare_unit(src: Source, dst: Source, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  record: dict[str, Any] | None, sentinels: tuple[Any, ...], token: str, limit: int) -> dict[str, Any]:
+                  record: dict[str, Any] | None, sentinels: tuple[Any, ...], job_id: str, limit: int) -> dict[str, Any]:
     """Dask task: compare one destination write unit (``region``), inner chunk by inner chunk."""
     from zopt.codecs.grid import regions
 
-    x = _read(src, name, region, token)
-    y = _read(dst, name, region, token)
+    x = _read(src, name, region, job_id)
+    y = _read(dst, name, region, job_id)
     out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None,
                            "chunks": 0, "differing": 0, "first": []}
     if x.shape != y.shape or x.dtype != y.dtype:
@@ -332,9 +332,9 @@ def verify(
     (src, src_text), (dst, dst_text) = opened(src, "src"), opened(dst, "dst")
     shown = (src_text, dst_text)
     source, output = open_source(src), open_source(dst)  # zopt.io.source_kinds: read alike, whatever they are
-    token = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
+    job_id = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
-        theirs, ours = _metas(source, token), _metas(output, token)
+        theirs, ours = _metas(source, job_id), _metas(output, job_id)
         if arrays:
             unknown = [n for n in arrays if n not in theirs and n not in ours]
             if unknown:
@@ -349,7 +349,7 @@ def verify(
         if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
-            report.nodes = group_differences(source, output, token) + consolidated_differences(dst)
+            report.nodes = group_differences(source, output, job_id) + consolidated_differences(dst)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
@@ -377,11 +377,11 @@ def verify(
                 sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
             for region in regions(d.shape, d.unit):
                 tasks.append(dask.delayed(_compare_unit, pure=False)(source, output, name, region, d.inner, d.lossy,
-                                                                      sentinels, token, limit))
+                                                                      sentinels, job_id, limit))
                 owners.append(check)
-        results = compute(tasks, scheduler, progress, token)
+        results = compute(tasks, scheduler, progress, job_id)
     finally:
-        release_job(token)  # this process's (local schedulers); workers release their own
+        release_job(job_id)  # this process's (local schedulers); workers release their own
     _collect(report, owners, results, ours, limit)
     return report
 

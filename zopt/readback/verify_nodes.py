@@ -1,7 +1,7 @@
 """What ``zopt verify`` checks beyond each array: the groups' attributes, and the consolidated
 metadata copy against each node's own document.
 
-- ``group_differences(src, dst, token)``: every group of either store (``""`` the root,
+- ``group_differences(src, dst, job_id)``: every group of either store (``""`` the root,
   ``GROUP`` / ``GROUP/SUB`` by hierarchy path) present in both, with the same attributes
   (compared as JSON values; xarray's ``_NCProperties``-style internals are attributes like any
   other). A netCDF/HDF5 source has one group here, its root (the Dataset's attributes), and so
@@ -129,19 +129,19 @@ def _zarr_groups(store: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _groups(source: Any, token: str) -> dict[str, dict[str, Any]]:
+def _groups(source: Any, job_id: str) -> dict[str, dict[str, Any]]:
     store = source.zarr_store()
     if store is not None:
         return _zarr_groups(store)
-    return {"": dict(source.template(token).attrs)}  # a netCDF file, or several combined: what the job wrote
+    return {"": dict(source.template(job_id).attrs)}  # a netCDF file, or several combined: what the job wrote
 
 
-def group_differences(src: Any, dst: Any, token: str) -> list[str]:
+def group_differences(src: Any, dst: Any, job_id: str) -> list[str]:
     """One text per group attribute that differs, or group present in one store only. ``src`` and
     ``dst``: ``zopt.io.source_kinds.Source``s (``open_source``): paths or URLs, zarr Stores (an
     Icechunk snapshot's), or several files combined (``zopt.io.multi.MultiSource``: one group, its
     root, with the attributes the job writes)."""
-    theirs, ours = _groups(src, token), _groups(dst, token)
+    theirs, ours = _groups(src, job_id), _groups(dst, job_id)
     out = []
     for path in sorted(set(theirs) | set(ours)):
         name = f"group {path!r}" if path else "root group"

@@ -190,9 +190,9 @@ class Journal:
             f"re-run with the original options to resume, or delete {str(self.partial)!r} to start over"
         )
 
-    def begin(self, fp: dict[str, Any], job: str, layouts: dict[str, Any]) -> None:
+    def begin(self, fp: dict[str, Any], job_id: str, layouts: dict[str, Any]) -> None:
         """Record the plan of work; call once the target's metadata and copied arrays are in place."""
-        record = {"format": _FORMAT, "fingerprint": fp, "job": job,
+        record = {"format": _FORMAT, "fingerprint": fp, "job": job_id,
                   "layouts": {n: [list(i), None if s is None else list(s)] for n, (i, s) in layouts.items()}}
         _write_atomic(self.dir / "job.json", json.dumps(record, indent=1).encode())
 
@@ -282,9 +282,9 @@ class InPlaceJournal:
     done, and the directory is removed when a run completes.
     """
 
-    def __init__(self, store: str | os.PathLike[str], job: str) -> None:
+    def __init__(self, store: str | os.PathLike[str], job_id: str) -> None:
         self.dir = Path(store) / IN_PLACE_DIR
-        self.job = job
+        self.job_id = job_id
 
     @classmethod
     def start(cls, store: str, names: Iterable[str], decision: object, plan: object) -> InPlaceJournal:
@@ -307,7 +307,7 @@ class InPlaceJournal:
                     continue
                 try:
                     record = json.loads(Path(entry.path).read_bytes())
-                    if record["job"] != self.job:
+                    if record["job"] != self.job_id:
                         continue  # another job's (other options, other zopt): redone
                     st = os.stat(record["file"])
                     if [st.st_size, st.st_mtime_ns, st.st_ino] != record["stat"]:
@@ -327,7 +327,7 @@ class InPlaceJournal:
         with contextlib.suppress(FileNotFoundError):
             st = os.stat(path)
             _write_atomic(Path(marker), json.dumps({
-                "job": self.job, "file": path, "stat": [st.st_size, st.st_mtime_ns, st.st_ino],
+                "job": self.job_id, "file": path, "stat": [st.st_size, st.st_mtime_ns, st.st_ino],
                 "masks": {str(k): v for k, v in masks.items()}, "written": written}).encode())
         return masks, written
 

@@ -198,12 +198,12 @@ def _create_excl(lock: Path, record: bytes) -> int | None:
     return fd
 
 
-def _acquire(store: Path, job: str, lock: Path | None = None, subject: str | None = None) -> tuple[Path, int]:
+def _acquire(store: Path, job_id: str, lock: Path | None = None, subject: str | None = None) -> tuple[Path, int]:
     """Take ``store/.zopt-lock`` (or ``lock``); returns it and the open, ``flock``-ed file descriptor
     that holds it (closed on release). See the module docstring for why only one job can win a
     takeover. ``subject`` words a refusal (default: the store is being rewritten)."""
     lock = store / LOCK_NAME if lock is None else lock
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "job": job, "since": time.time()}
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "job": job_id, "since": time.time()}
     record = json.dumps(me).encode()
     for _ in range(20):
         fd = _create(lock, record)
@@ -307,18 +307,18 @@ def _remove_leftovers(store: Path, keep: str) -> int:
 
 
 @contextlib.contextmanager
-def store_lock(store: str | os.PathLike[str], job: str) -> Iterator[Path]:
-    """Hold ``<store>/.zopt-lock`` for job ``job`` and yield the job's temporary directory
+def store_lock(store: str | os.PathLike[str], job_id: str) -> Iterator[Path]:
+    """Hold ``<store>/.zopt-lock`` for job ``job_id`` and yield the job's temporary directory
     ``<store>/.zopt-jobs/<job>`` (created; removed with the lock on exit).
 
     On entry, dead jobs' leftovers are removed (see the module docstring).
     Raises StoreLockedError naming the owner when another live job holds the lock.
     """
     root = Path(os.fspath(store))
-    lock, fd = _acquire(root, job)
-    tmp = root / JOBS_DIR / job
+    lock, fd = _acquire(root, job_id)
+    tmp = root / JOBS_DIR / job_id
     try:
-        _remove_leftovers(root, job)
+        _remove_leftovers(root, job_id)
         tmp.mkdir(parents=True, exist_ok=True)
         yield tmp
     finally:
@@ -347,8 +347,8 @@ def _cannot_create(dst: str, parent: Path, exc: OSError) -> str:
 
 
 @contextlib.contextmanager
-def destination_lock(dst: str | os.PathLike[str], job: str) -> Iterator[Path]:
-    """Hold ``DST.zopt-lock`` (beside ``dst``, in its parent directory) while job ``job`` creates,
+def destination_lock(dst: str | os.PathLike[str], job_id: str) -> Iterator[Path]:
+    """Hold ``DST.zopt-lock`` (beside ``dst``, in its parent directory) while job ``job_id`` creates,
     resumes or replaces the store ``dst``; yields the lock's path, removed on exit.
 
     Taken before anything of ``dst`` is created (its partial store, its aside copy): a second job on
@@ -362,7 +362,7 @@ def destination_lock(dst: str | os.PathLike[str], job: str) -> Iterator[Path]:
     path = Path(text)
     lock = path.with_name(path.name + DST_LOCK_SUFFIX)
     try:
-        lock, fd = _acquire(path.parent, job, lock, f"dst {text!r} is being written by another zopt job")
+        lock, fd = _acquire(path.parent, job_id, lock, f"dst {text!r} is being written by another zopt job")
     except StoreLockedError:
         raise
     except OSError as exc:

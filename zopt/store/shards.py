@@ -252,9 +252,9 @@ def remove_temp_files(root: str | os.PathLike[str]) -> int:
     return n
 
 
-def tmp_path(path: str | os.PathLike[str], job: str) -> Path:
+def tmp_path(path: str | os.PathLike[str], job_id: str) -> Path:
     """The temporary path a shard is assembled under before its rename."""
-    return temp_path(path, f"slots-{job}")
+    return temp_path(path, f"slots-{job_id}")
 
 
 def write_slots(
