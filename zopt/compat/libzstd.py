@@ -75,10 +75,12 @@ def _load() -> Any:
     # what runs between one chunk's compression and the next (issue 34)
     word = size_t if ctypes.sizeof(size_t) == ctypes.sizeof(vp) else vp
     lib.loop = {}
-    for name, res, n in (("ZSTD_compress2", size_t, 5), ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, 2),
-                         ("ZSTD_findFrameCompressedSize", size_t, 2)):
-        fn = ctypes.CFUNCTYPE(res, *[word] * n)((name, lib))
-        lib.loop[name] = fn
+    # the frame-header checks read a few bytes: they keep the GIL (PYFUNCTYPE) rather than
+    # release and retake it around a call of a microsecond
+    for name, res, n, proto in (("ZSTD_compress2", size_t, 5, ctypes.CFUNCTYPE),
+                                ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, 2, ctypes.PYFUNCTYPE),
+                                ("ZSTD_findFrameCompressedSize", size_t, 2, ctypes.PYFUNCTYPE)):
+        lib.loop[name] = proto(res, *[word] * n)((name, lib))
     return lib
 
 
