@@ -186,6 +186,22 @@ def run_dask(src: str, dst: str) -> None:
         da.to_zarr(source, target)
 
 
+def tensorstore_metadata(shape: tuple[int, ...]) -> dict:
+    """tensorstore's ``zarr3`` metadata of the peer's target: float32 shards of ``SHARD``³, inner
+    chunks ``INNER``³, ``[bytes, blosc(zstd 2, shuffle)]`` (also benchmarks/scaling.py's)."""
+    return {
+        "shape": list(shape), "data_type": "float32", "fill_value": 0,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD] * 3}},
+        "codecs": [{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [INNER] * 3,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                       {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 2, "shuffle": "shuffle",
+                                                           "typesize": 4, "blocksize": 0}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "end"}}],
+    }
+
+
 def run_tensorstore(src: str, dst: str) -> None:
     import tensorstore as ts
 
@@ -193,17 +209,7 @@ def run_tensorstore(src: str, dst: str) -> None:
     shape = tuple(source.shape)
     target = ts.open({
         "driver": "zarr3", "kvstore": {"driver": "file", "path": dst}, "create": True, "delete_existing": True,
-        "metadata": {
-            "shape": list(shape), "data_type": "float32", "fill_value": 0,
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD] * 3}},
-            "codecs": [{"name": "sharding_indexed", "configuration": {
-                "chunk_shape": [INNER] * 3,
-                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                           {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 2, "shuffle": "shuffle",
-                                                               "typesize": 4, "blocksize": 0}}],
-                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-                "index_location": "end"}}],
-        },
+        "metadata": tensorstore_metadata(shape),
     }).result()
     pending = []
     for region in _shard_regions(shape):  # two shards in flight: one per core

@@ -173,21 +173,14 @@ def run_ceiling(src: Path, dst: Path, n: int, chain: str) -> dict:
 
 def run_tensorstore(src: Path, dst: Path, n: int) -> dict:
     import tensorstore as ts
+    from recompress import tensorstore_metadata  # the same target as recompress.py's peer
 
     ctx = ts.Context({"data_copy_concurrency": {"limit": n}, "file_io_concurrency": {"limit": max(n, 4)}})
     source = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": f"{src}/v"}}, context=ctx).result()
     shape = tuple(source.shape)
     target = ts.open({
         "driver": "zarr3", "kvstore": {"driver": "file", "path": str(dst)}, "create": True, "delete_existing": True,
-        "metadata": {"shape": list(shape), "data_type": "float32", "fill_value": 0,
-                     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD] * 3}},
-                     "codecs": [{"name": "sharding_indexed", "configuration": {
-                         "chunk_shape": [INNER] * 3,
-                         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                                    {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 2, "shuffle": "shuffle",
-                                                                        "typesize": 4, "blocksize": 0}}],
-                         "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-                         "index_location": "end"}}]}}, context=ctx).result()
+        "metadata": tensorstore_metadata(shape)}, context=ctx).result()
     regions = [tuple(slice(a, a + SHARD) for a in o) for o in itertools.product(*[range(0, s, SHARD) for s in shape])]
     c0, t0 = _tree_cpu(), time.perf_counter()
     pending = []
@@ -296,11 +289,8 @@ def perf_probes() -> tuple[str, str] | None:
     return (save, restore) if save and restore else None
 
 
-def held_cpu(perf_text: str, t0: float, t1: float) -> tuple[float, int]:
-    """(CPU seconds during which some thread held the GIL, GIL acquisitions) in [t0, t1] from
-    ``perf script`` output of the save/restore probes and switch events (CLOCK_MONOTONIC)."""
-    state: dict[int, list] = {}  # tid -> [on cpu, holding, last time]
-    held, takes = 0.0, 0
+def _perf_events(perf_text: str, t0: float, t1: float):
+    """``(tid, time, fields)`` of each ``perf script`` event line in [t0, t1] (others skipped)."""
     for line in perf_text.splitlines():
         parts = line.split()
         if len(parts) < 3:
@@ -309,9 +299,17 @@ def held_cpu(perf_text: str, t0: float, t1: float) -> tuple[float, int]:
             tid, t = int(parts[0]), float(parts[1].rstrip(":"))
         except ValueError:
             continue
+        if t0 <= t <= t1:
+            yield tid, t, parts
+
+
+def held_cpu(perf_text: str, t0: float, t1: float) -> tuple[float, int]:
+    """(CPU seconds during which some thread held the GIL, GIL acquisitions) in [t0, t1] from
+    ``perf script`` output of the save/restore probes and switch events (CLOCK_MONOTONIC)."""
+    state: dict[int, list] = {}  # tid -> [on cpu, holding, last time]
+    held, takes = 0.0, 0
+    for tid, t, parts in _perf_events(perf_text, t0, t1):
         event = parts[2]
-        if t < t0 or t > t1:
-            continue
         s = state.setdefault(tid, [None, None, t])
         if s[0] and s[1]:
             held += t - s[2]
@@ -334,16 +332,7 @@ def cpu_in(perf_text: str, t0: float, t1: float) -> float:
     at ``t0`` are counted from their first event)."""
     on: dict[int, float | None] = {}
     total = 0.0
-    for line in perf_text.splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        try:
-            tid, t = int(parts[0]), float(parts[1].rstrip(":"))
-        except ValueError:
-            continue
-        if t < t0 or t > t1:
-            continue
+    for tid, t, parts in _perf_events(perf_text, t0, t1):
         since = on.get(tid, t)  # a thread first seen here is on a CPU (an event of its own)
         if parts[2] == "PERF_RECORD_SWITCH":
             if len(parts) > 3 and parts[3] == "IN":
