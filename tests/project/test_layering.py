@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2] / "zopt"
 # (layer, module-name prefixes), bottom to top: one folder of zopt/ per layer, plus the
 # foundation and frontend modules at the root. A prefix ending in "." takes a package.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("zopt.errors", "zopt.notes", "zopt._version")),
+    ("foundation", ("zopt.errors", "zopt.notes", "zopt.types", "zopt._version")),
     ("compat", ("zopt.compat", "zopt.compat.")),
     ("dtypes", ("zopt.dtypes", "zopt.dtypes.")),
     # the codecs, the writer side of `conditional` (its decisions), the pipeline that publishes
@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("frontends", ("zopt.cli", "zopt.cli.", "zopt.xarray", "zopt.__main__", "zopt")),
 ]
 #: what may stand at the root of zopt/ besides the layer folders
-ROOT_MODULES = {"__init__.py", "__main__.py", "_version.py", "errors.py", "notes.py", "xarray.py"}
+ROOT_MODULES = {"__init__.py", "__main__.py", "_version.py", "errors.py", "notes.py", "types.py", "xarray.py"}
 
 
 def _modules() -> dict[str, Path]:
