@@ -237,7 +237,7 @@ class BoundedCompressor:
         return self._codec.get_config()
 
     @classmethod
-    def from_config(cls, config: Any) -> Self:
+    def from_config(cls, config: dict[str, Any]) -> Self:
         """The codec of numcodecs' ``config`` (``numcodecs.get_codec``), bounded."""
         import numcodecs
 
