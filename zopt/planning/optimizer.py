@@ -43,6 +43,8 @@ from zopt.types import BudgetLike
 if TYPE_CHECKING:
     from zarr.core.dtype.wrapper import ZDType
 
+    from zopt.io.source_kinds import Source
+
 __all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "MenuOptions", "TrialRun", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
 
@@ -233,7 +235,7 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     return MenuChoice(name=best, chain=chains[best], trials=dict(trials), raw_bytes=raw_bytes, budget=b)
 
 
-def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
+def trial_chunks(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
                  job_id: str | None = None, n: int = TRIAL_CHUNKS, fill: object = None) -> list[np.ndarray]:
     """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
     ``dtype``) of ``src``, read with ``zopt.io.sources.read_source``; edge chunks padded like the
@@ -287,7 +289,7 @@ def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
     return choose(trials, chains, budget, raw).to_json()
 
 
-def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
+def menu_trial_task(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
                     chains: Mapping[str, list[dict[str, Any]]], budget: BudgetLike = None,
                     job_id: str | None = None) -> dict[str, Any]:
     """Dask task: read the ``TRIAL_CHUNKS`` trial chunks (``trial_chunks``) of variable ``name``
@@ -329,7 +331,7 @@ def menu_candidates(dtype: npt.DTypeLike, options: MenuOptions, name: str = "") 
     return chains
 
 
-def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
+def choose_chains(src: str | Source, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
                   options: MenuOptions, *, scheduler: str | None = None, job_id: str | None = None,
                   prefixes: Mapping[str, tuple[list[dict[str, Any]], Any]] | None = None) -> dict[str, MenuChoice]:
     """Choose each variable's chain from the menu: for each variable with more than one applicable
