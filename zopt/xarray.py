@@ -24,8 +24,8 @@ import copy
 import os
 import shutil
 import warnings
-from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import numpy as np
 import xarray as xr
@@ -39,12 +39,14 @@ from zopt.planning.chunking import parse_shape
 from zopt.planning.presets import get_preset, set_element_size
 
 if TYPE_CHECKING:
+    from xarray.core.types import ZarrWriteModes
     from zarr.storage import StoreLike
 
     from zopt.codecs.decisions import DecisionLike
     from zopt.planning.plan import ArrayPlan, Plan
+    from zopt.types import BudgetLike, NamesLike, PathLike, ShapeLike
 
-__all__ = ["ZoptAccessor", "dask_chunks", "encoding", "recompress"]
+__all__ = ["EncodingOptions", "ToZarrOptions", "ZoptAccessor", "dask_chunks", "encoding", "recompress"]
 
 #: dtype kinds (as written) that get a chain (bool, integers, floats, complex); others keep xarray's defaults
 _KINDS = "biufc"
@@ -63,7 +65,7 @@ def _plan_chain(ap: ArrayPlan) -> list[dict[str, Any]]:
             {"name": "conditional", "configuration": {"codecs": copy.deepcopy(ap.codecs), "header_bits": ap.header_bits}}]
 
 
-def _load_plan(plan: Plan | None) -> Any:
+def _load_plan(plan: Plan | PathLike | None) -> Plan | None:
     if plan is None or not isinstance(plan, str | os.PathLike):
         return plan
     from zopt.planning.plan import Plan
@@ -102,14 +104,14 @@ class _DatasetSource(CombinedSource):
 
 def encoding(
     ds: xr.Dataset,
-    chunks: str | tuple[int, ...] | Mapping[str, int] | None = None,
-    shards: str | tuple[int, ...] | Mapping[str, int] | None = None,
+    chunks: ShapeLike = None,
+    shards: ShapeLike = None,
     preset: str | None = None,
-    plan: Any = None,
+    plan: Plan | PathLike | None = None,
     decision: DecisionLike = None,
-    menu: Any = None,
-    budget: Any = None,
-    readers: Any = None,
+    menu: str | Sequence[str] | None = None,
+    budget: BudgetLike = None,
+    readers: NamesLike = None,
 ) -> dict[Hashable, dict[str, Any]]:
     """The ``encoding`` dict of ``ds.to_zarr(store, zarr_format=3, encoding=...)``: the chunks,
     shards and chains ``zopt recompress`` would write for the same data.
@@ -197,20 +199,20 @@ def encoding(
             set_element_size(chain, variables[name].dtype.itemsize)
             splits[name] = _with_decision(split_chain(chain), decision if explicit else "compress_if_smaller")
     out: dict[Hashable, dict[str, Any]] = {}
-    for name, var in ds.variables.items():
-        if str(name) not in splits:
+    for key, var in ds.variables.items():
+        if str(key) not in splits:
             continue
-        inner, shard = layouts[str(name)]
-        split = splits[str(name)]
+        inner, shard = layouts[str(key)]
+        split = splits[str(key)]
         enc = {**_cf_encoding(var), "chunks": inner, "serializer": split["serializer"],
                "compressors": split["compressors"], "filters": split["filters"]}
         fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
         if fill is not None and not (np.asarray(fill).dtype.kind in "fc" and np.isnan(fill)):
             # chunks that are all _FillValue (land, gaps) equal zarr's fill value: not stored
-            enc["fill_value"] = np.asarray(fill).astype(variables[str(name)].dtype)[()]
+            enc["fill_value"] = np.asarray(fill).astype(variables[str(key)].dtype)[()]
         if shard is not None:
             enc["shards"] = shard
-        out[name] = enc
+        out[key] = enc
     return out
 
 
@@ -237,16 +239,16 @@ def dask_chunks(ds: xr.Dataset, enc: Mapping[Hashable, Mapping[str, Any]]) -> xr
 
 
 def recompress(
-    ds_or_path: xr.Dataset | str | os.PathLike[str],
-    dst: str | os.PathLike[str],
+    ds_or_path: xr.Dataset | PathLike,
+    dst: PathLike,
     *,
-    chunks: Any = None,
-    shards: Any = None,
+    chunks: ShapeLike = None,
+    shards: ShapeLike = None,
     preset: str | None = None,
-    plan: Any = None,
+    plan: Plan | PathLike | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,
-    **engine_options: Any,
+    **engine_options: object,
 ) -> RecompressReport | xr.Dataset:
     """Write ``ds_or_path`` to a new Zarr v3 store ``dst`` with a preset's chain.
 
@@ -300,6 +302,36 @@ def recompress(
     return xr.open_zarr(dst)
 
 
+class EncodingOptions(TypedDict, total=False):
+    """``encoding``'s keyword options (``ds.zopt.encoding(**options)``), each described there."""
+
+    chunks: ShapeLike
+    shards: ShapeLike
+    preset: str | None
+    plan: Plan | PathLike | None
+    decision: DecisionLike
+    menu: str | Sequence[str] | None
+    budget: BudgetLike
+    readers: NamesLike
+
+
+class ToZarrOptions(TypedDict, total=False):
+    """``xarray.Dataset.to_zarr``'s keywords that ``ds.zopt.to_zarr`` passes on (``encoding`` is
+    zopt's, ``compute`` its own keyword; ``zarr_format`` may only be 3)."""
+
+    mode: ZarrWriteModes | None
+    group: str | None
+    consolidated: bool | None
+    append_dim: Hashable | None
+    region: Mapping[str, slice | Literal["auto"]] | Literal["auto"] | None
+    safe_chunks: bool
+    align_chunks: bool
+    storage_options: dict[str, str] | None
+    zarr_format: int | None
+    write_empty_chunks: bool | None
+    chunkmanager_store_kwargs: dict[str, Any] | None
+
+
 @xr.register_dataset_accessor("zopt")
 class ZoptAccessor:
     """``ds.zopt``: ``encoding(...)`` (as ``zopt.xarray.encoding``) and ``to_zarr(store, ...)``."""
@@ -307,13 +339,14 @@ class ZoptAccessor:
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
 
-    def encoding(self, **options: Any) -> dict[Hashable, dict[str, Any]]:
+    def encoding(self, **options: Unpack[EncodingOptions]) -> dict[Hashable, dict[str, Any]]:
         """``zopt.xarray.encoding(ds, **options)``."""
         return encoding(self._ds, **options)
 
-    def to_zarr(self, store: StoreLike, *, chunks: Any = None, shards: Any = None, preset: str | None = None,
-                plan: Any = None, decision: DecisionLike = None, menu: Any = None, budget: Any = None, readers: Any = None,
-                **to_zarr_kwargs: Any) -> Any:
+    def to_zarr(self, store: StoreLike, *, chunks: ShapeLike = None, shards: ShapeLike = None,
+                preset: str | None = None, plan: Plan | PathLike | None = None, decision: DecisionLike = None,
+                menu: str | Sequence[str] | None = None, budget: BudgetLike = None, readers: NamesLike = None,
+                compute: bool = True, **to_zarr_kwargs: Unpack[ToZarrOptions]) -> Any:
         """``ds.to_zarr(store, zarr_format=3, encoding=zopt.xarray.encoding(ds, ...), **to_zarr_kwargs)``
         with dask-backed variables rechunked to whole shards (``dask_chunks``), so that no two Dask
         tasks write into one shard (xarray's ``safe_chunks=False`` lets them, and a shard written
@@ -324,4 +357,6 @@ class ZoptAccessor:
         ds = dask_chunks(self._ds, enc) if any(v.chunks for v in self._ds.variables.values()) else self._ds
         if to_zarr_kwargs.setdefault("zarr_format", 3) != 3:
             raise OptionError("zarr_format", "zopt's codecs are Zarr v3 codecs; only 3 is allowed")
-        return ds.to_zarr(store, encoding=enc, **to_zarr_kwargs)
+        if compute:  # (xarray's overloads tell the two results apart by compute's literal value)
+            return ds.to_zarr(store, encoding=enc, compute=True, **to_zarr_kwargs)
+        return ds.to_zarr(store, encoding=enc, compute=False, **to_zarr_kwargs)

@@ -249,6 +249,16 @@ def test_zarr_default_bytes_of_an_unsharded_array_with_fill_chunks(tmp_path, mon
     assert len(list((tmp_path / "plain.zarr" / "c").iterdir())) == 8
 
 
+def test_zarr_default_bytes_refuses_a_zarr_v2_array(tmp_path):
+    """The baseline is of Zarr v3 arrays: a v2 one is an OptionError naming the array, not an
+    AttributeError from inside zarr's metadata."""
+    from zopt.errors import OptionError
+
+    zarr.create_array(tmp_path / "v2.zarr", name="v", shape=(10,), dtype="f8", chunks=(5,), zarr_format=2)[:] = 1.0
+    with pytest.raises(OptionError, match=r"store: 'v' is a Zarr v2 array"):
+        zarr_default_bytes(tmp_path / "v2.zarr", ["v"])
+
+
 @pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
 def test_the_default_preset_is_the_engines_chain_for_each_type(itemsize):
     """``--preset default`` and ``zopt.xarray.encoding(preset="default")`` write what a plain

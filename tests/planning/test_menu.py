@@ -72,3 +72,17 @@ def test_a_given_chain_is_used_for_every_type(tmp_path):
     meta = json.loads((dst / "v" / "zarr.json").read_text())
     wrapped = meta["codecs"][0]["configuration"]["codecs"][1]["configuration"]["codecs"]
     assert [c["name"] for c in wrapped] == ["shuffle", "zstd"]
+
+
+def test_sized_chain_reads_a_cast_value_target_given_as_a_json_object():
+    """A ``cast_value`` target given as a data type's JSON object (a type with a configuration)
+    sizes the blosc after it from zarr's data type; numpy misread the object (ValueError: entry
+    not a 2- or 3- tuple) before the name-only path was kept to names."""
+    from zopt.planning.chains import sized_chain
+
+    target = {"name": "numpy.datetime64", "configuration": {"unit": "s", "scale_factor": 1}}
+    chain = [{"name": "cast_value", "configuration": {"data_type": target}}, {"name": "bytes"},
+             {"name": "blosc", "configuration": {"cname": "zstd"}}]
+    assert sized_chain(chain, "f4")[2] == {"name": "blosc", "configuration": {"cname": "zstd", "typesize": 8}}
+    by_name = [{"name": "cast_value", "configuration": {"data_type": "int16"}}, *chain[1:]]
+    assert sized_chain(by_name, "f8")[2]["configuration"]["typesize"] == 2

@@ -505,3 +505,17 @@ def test_a_plan_of_a_store_with_child_groups_loads_every_array(tmp_path):
                                        "--plan", str(tmp_path / "p.zarr"), "--no-progress"])
     assert result.exit_code == 1 and "has child groups ['child']" in result.output
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_a_plan_over_a_one_cell_grid_of_no_dimensions_saves_and_loads(tmp_path):
+    """A 0-d grid (a scalar array's) is saved with zarr's automatic chunks, which are its shape ();
+    ``chunks=None`` made both zarr legs refuse the plan."""
+    from zopt.planning.plan import ArrayPlan
+
+    ap = ArrayPlan(name="s", masks=np.array(1, np.uint8), codecs=[{"name": "zstd"}], header_bits=8, shape=(),
+                   chunk_shape=(), dtype="float32", digests=np.array(7, np.uint32), ratios=np.array(2.0, np.float32),
+                   keepbits=np.array(5, np.uint8))
+    Plan(arrays={"s": ap}, policy="smallest").save(tmp_path / "p.zarr")
+    back = Plan.load(tmp_path / "p.zarr")["s"]
+    assert (back.masks.shape, int(back.masks), int(back.digests), float(back.ratios), int(back.keepbits)) == ((), 1, 7, 2.0, 5)
+    assert back.fingerprint == ap.fingerprint

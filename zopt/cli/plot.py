@@ -24,11 +24,20 @@ import os
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zopt.errors import OptionError
+
+if TYPE_CHECKING:
+    import zarr
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+
+    from zopt.planning.plan import Plan
 
 __all__ = ["GridPanel", "chain_words", "plot_grids", "plot_plan", "plot_store"]
 
@@ -84,7 +93,8 @@ def chain_words(codecs: Sequence[dict[str, Any]]) -> str:
             continue
         name = name.removeprefix("numcodecs.").removeprefix("zopt.")
         level = config.get("level", config.get("clevel"))
-        shuffle = {1: "shuffle", 2: "bitshuffle"}.get(config.get("shuffle"), config.get("shuffle"))  # blosc
+        raw = config.get("shuffle")  # blosc: a number (v2) or a name (v3)
+        shuffle = {1: "shuffle", 2: "bitshuffle"}.get(raw, raw) if isinstance(raw, int) else raw
         parts = [name, config.get("cname"), level, shuffle if shuffle in ("shuffle", "bitshuffle") else None]
         words.append(" ".join(str(x) for x in parts if x is not None))
     return ", ".join(w for w in words if w) or "bytes (raw)"
@@ -107,7 +117,7 @@ def _slices(grid: np.ndarray, names: Sequence[str]) -> list[tuple[str, tuple[int
     lead = grid.shape[:-2]
     flat = int(np.prod(lead))
     picks = sorted({int(round(x)) for x in np.linspace(0, flat - 1, min(MAX_SLICES, flat))})
-    out = []
+    out: list[tuple[str, tuple[int, ...], np.ndarray]] = []
     for k in picks:
         idx = tuple(int(i) for i in np.unravel_index(k, lead))
         label = ", ".join(f"{names[a]} chunk {i}" for a, i in enumerate(idx))
@@ -122,7 +132,7 @@ def _axis_label(panel: GridPanel, axis: int, vertical: bool = False) -> str:
     return f"{_dim(panel, axis)}\n{span}" if vertical else f"{_dim(panel, axis)}: {span}"
 
 
-def _integer_ticks(axis: Any, n: int) -> None:
+def _integer_ticks(axis: Axis, n: int) -> None:
     """Integer chunk indices only (every one for short axes)."""
     from matplotlib.ticker import MaxNLocator
 
@@ -147,7 +157,7 @@ def _one_chunk_caption(panels: Sequence[GridPanel]) -> str:
     return "One chunk each, not drawn: " + "; ".join(parts) + "."
 
 
-def _plain_log_labels(axis: Any) -> None:
+def _plain_log_labels(axis: Axis) -> None:
     """Tick labels of a log axis as plain numbers (2, 10, 700), minor ones too over two decades or less."""
     from matplotlib.ticker import LogFormatter
 
@@ -155,7 +165,7 @@ def _plain_log_labels(axis: Any) -> None:
     axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 1)))
 
 
-def _log_norm(values: np.ndarray) -> Any:
+def _log_norm(values: np.ndarray) -> Normalize:
     from matplotlib.colors import LogNorm
 
     finite = values[np.isfinite(values) & (values > 0)]
@@ -165,7 +175,7 @@ def _log_norm(values: np.ndarray) -> Any:
     return LogNorm(vmin=lo, vmax=hi)
 
 
-def _mask_panel(fig: Any, ax: Any, p: GridPanel, label: str, masks: np.ndarray, ratios: np.ndarray) -> None:
+def _mask_panel(fig: Figure, ax: Axes, p: GridPanel, label: str, masks: np.ndarray, ratios: np.ndarray) -> None:
     """The left panel: each chunk's mask, or (no conditional codec) which chunks were written."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import BoundaryNorm, ListedColormap
@@ -185,7 +195,9 @@ def _mask_panel(fig: Any, ax: Any, p: GridPanel, label: str, masks: np.ndarray, 
         return
     n = len(p.codecs)
     n_masks = 1 << n
-    cmap = ListedColormap(plt.get_cmap("tab10" if n_masks <= 10 else "tab20").colors[:n_masks]).with_extremes(bad=NOT_WRITTEN)
+    base = plt.get_cmap("tab10" if n_masks <= 10 else "tab20")
+    assert isinstance(base, ListedColormap)  # tab10 and tab20 are lists of colours
+    cmap = ListedColormap(np.asarray(base.colors)[:n_masks]).with_extremes(bad=NOT_WRITTEN)
     norm = BoundaryNorm(np.arange(n_masks + 1) - 0.5, n_masks)
     shown = np.ma.masked_less(masks, 0)
     im = ax.imshow(shown[None, :] if one_d else shown, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto",
@@ -198,7 +210,7 @@ def _mask_panel(fig: Any, ax: Any, p: GridPanel, label: str, masks: np.ndarray, 
     cb.set_label("mask")
 
 
-def _ratio_panel(fig: Any, ax: Any, p: GridPanel, label: str, ratios: np.ndarray, axes: tuple[int, ...]) -> None:
+def _ratio_panel(fig: Figure, ax: Axes, p: GridPanel, label: str, ratios: np.ndarray, axes: tuple[int, ...]) -> None:
     """The right panel: each chunk's raw / stored bytes on a log scale, one colour scale for all
     the slices of an array (``p.ratios``); blank where not written."""
     if ratios.ndim == 1:
@@ -219,7 +231,7 @@ def _ratio_panel(fig: Any, ax: Any, p: GridPanel, label: str, ratios: np.ndarray
     ax.set_title(f"{p.name}{label}\n{p.ratio_label}, log scale (blank: not written)", fontsize=9)
 
 
-def _keepbits_panel(fig: Any, ax: Any, p: GridPanel, label: str, kept: np.ndarray, axes: tuple[int, ...]) -> None:
+def _keepbits_panel(fig: Figure, ax: Axes, p: GridPanel, label: str, kept: np.ndarray, axes: tuple[int, ...]) -> None:
     image = kept.astype(np.float32)[None, :] if kept.ndim == 1 else kept.astype(np.float32)
     im = ax.imshow(image, cmap="magma", interpolation="nearest", aspect="auto", origin="lower")
     fig.colorbar(im, ax=ax, label="mantissa bits kept")
@@ -261,7 +273,8 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike[
     caption_in = 0.25 + 0.2 * caption.count("\n") if caption else 0.0
     heights = [2.8 if m.ndim == 1 else 3.8 for _, _, _, m, _, _ in rows]
     fig = plt.figure(figsize=(6.5 * ncols, sum(heights) + 0.7 + caption_in + (0.4 if not rows else 0)))
-    grid = fig.subplots(len(rows), ncols, squeeze=False, gridspec_kw={"height_ratios": heights}) if rows else []
+    grid: np.ndarray | list[np.ndarray] = (  # one row of Axes per row
+        fig.subplots(len(rows), ncols, squeeze=False, gridspec_kw={"height_ratios": heights}) if rows else [])
     for (p, label, axes, masks, ratios, kept), row in zip(rows, grid, strict=True):
         if with_keepbits:
             _keepbits_panel(fig, row[2], p, label, kept, axes)
@@ -287,15 +300,16 @@ def plot_grids(panels: Sequence[GridPanel], title: str, path: str | os.PathLike[
     plt.close(fig)
 
 
-def plot_plan(plan: Any, path: str | os.PathLike[str]) -> None:
+def plot_plan(plan: Plan, path: str | os.PathLike[str]) -> None:
     """Write a PNG of a ``zopt.planning.plan.Plan``: per array, planned masks and estimated ratios, and
     the kept mantissa bits per chunk for plans that hold them (``zopt.lossy`` keepbits plans)."""
     panels = []
     for name, ap in plan.arrays.items():
         ratios = ap.ratios if ap.ratios is not None else np.full(ap.masks.shape, np.nan, dtype=np.float32)
-        masks = ap.masks.astype(np.int16)  # plans store unsigned masks; -1 marks fill chunks
+        planned = ap.masks.astype(np.int16)  # plans store unsigned masks; -1 marks fill chunks
         if ap.ratios is not None:
-            masks[np.isnan(ratios)] = -1
+            planned[np.isnan(ratios)] = -1
+        masks: np.ndarray | None = planned
         shape = "×".join(map(str, ap.shape))
         chain = None
         if ap.chain is not None:
@@ -305,15 +319,15 @@ def plot_plan(plan: Any, path: str | os.PathLike[str]) -> None:
             if not any(c["name"] == "conditional" for c in ap.chain):
                 masks = None  # a chain without conditional: no mask to draw, the chain is the choice
                 chain = chain.split(" (")[0]
-        dims = getattr(ap, "dims", None)
+        dims = ap.dims
         panels.append(GridPanel(f"{name} ({shape}, {ap.dtype})", masks, ratios, [c["name"] for c in ap.codecs],
-                                dims, ap.chunk_shape, "estimated ratio", getattr(ap, "keepbits", None), chain,
-                                coordinate=bool(dims) and len(dims) == 1 and dims[0] == name))
+                                dims, ap.chunk_shape, "estimated ratio", ap.keepbits, chain,
+                                coordinate=dims is not None and len(dims) == 1 and dims[0] == name))
     params = " ".join(f"{k}={v}" for k, v in (plan.params or {}).items())
     plot_grids(panels, f"zopt plan: policy {plan.policy} {params}".rstrip(), path)
 
 
-def _coordinates(arrays: Sequence[Any]) -> set[str]:
+def _coordinates(arrays: Sequence[zarr.Array[Any]]) -> set[str]:
     """Names the arrays' attributes mark as coordinates: dimension coordinates (an array named as
     its one dimension), and arrays named by a CF ``coordinates`` or ``bounds`` attribute."""
     names = set()
@@ -329,7 +343,7 @@ def _coordinates(arrays: Sequence[Any]) -> set[str]:
     return names
 
 
-def plot_store(store: str | os.PathLike[str], arrays: Sequence[Any], path: str | os.PathLike[str]) -> None:
+def plot_store(store: str | os.PathLike[str], arrays: Sequence[zarr.Array[Any]], path: str | os.PathLike[str]) -> None:
     """Write a PNG of stored chunks of ``arrays`` (zarr arrays of the local ``store``): the mask
     read from each chunk's header and its raw / stored bytes (``zopt.readback.info.chunk_grids``)."""
     from zopt.codecs.conditional import conditional_codecs_in
@@ -343,13 +357,13 @@ def plot_store(store: str | os.PathLike[str], arrays: Sequence[Any], path: str |
         masks, ratios = chunk_grids(store, array)
         metadata_codecs = getattr(array.metadata, "codecs", ()) or ()
         found = conditional_codecs_in(metadata_codecs)
-        codecs = [c.to_dict()["name"] for c in found[0].codecs] if found else []
+        codecs = [str(c.to_dict()["name"]) for c in found[0].codecs] if found else []
         units = array.attrs.get("units")
         name = (array.path or "/") + (f" [{units}]" if units else "")
         dims = getattr(array.metadata, "dimension_names", None)
         chain = None if masks is not None else chain_words([c.to_dict() for c in metadata_codecs])
         panels.append(GridPanel(f"{name} ({'×'.join(map(str, array.shape))}, {array.dtype})", masks, ratios,
-                                codecs, list(dims) if dims else None, inner_chunk_shape(array), chain=chain,
+                                codecs, [str(d) for d in dims] if dims else None, inner_chunk_shape(array), chain=chain,
                                 coordinate=(array.path or "").rsplit("/", 1)[-1] in coordinates))
     if not panels:
         raise OptionError("png", label="info --png", message=f"{os.fspath(store)!r} has no array of one dimension or more to draw")

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.measure import Measurement
-from rich.table import Table
+from rich.table import Column, Table
+
+if TYPE_CHECKING:
+    from zopt.planning.plan import ArrayPlan, Plan
+
+#: a click command function (or command) that an option decorates
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 __all__ = ["DEFAULT_WIDTH", "chain_text", "console", "fitted", "human", "mask_text", "plan_table", "set_width",
            "wide_option"]
@@ -61,7 +67,7 @@ def set_width(wide: bool = False) -> None:
         console.width = DEFAULT_WIDTH
 
 
-def wide_option(command: Any) -> Any:
+def wide_option(command: _Command) -> _Command:
     """The ``--wide`` option: set on a command that prints a table; sets the console's width."""
     return click.option("--wide", is_flag=True, expose_value=False, is_eager=True,
                         callback=lambda ctx, param, value: set_width(bool(value)),
@@ -69,7 +75,7 @@ def wide_option(command: Any) -> Any:
                              f"{DEFAULT_WIDTH} columns, leaving out the least needed columns).")(command)
 
 
-def _content_widths(table: Table, column: Any) -> tuple[int, int]:
+def _content_widths(table: Table, column: Column) -> tuple[int, int]:
     """(narrowest, natural) width of a column's header and cells, without padding: the narrowest
     is its longest word, the natural its longest line."""
     options = console.options.update_width(WIDE)
@@ -133,14 +139,15 @@ def human(n: float | None) -> str:
     return str(n)
 
 
-def mask_text(masks: Any, n_bits: int = 2) -> str:
+def mask_text(masks: Mapping[int, int], n_bits: int = 2) -> str:
+    """A mask histogram ``{mask: chunks}`` as ``"01:12 11:3"`` (masks in binary, at least ``n_bits`` wide)."""
     if not masks:
         return "—"
     width = max(n_bits, max(int(m).bit_length() for m in masks))
     return " ".join(f"{int(m):0{width}b}:{c}" for m, c in sorted(masks.items()))
 
 
-def chain_text(ap: Any) -> str:
+def chain_text(ap: ArrayPlan) -> str:
     """A plan array's chosen chain: the candidate and its trial size against the menu's reference."""
     choice = ap.choice or {}
     trials = choice.get("trials") or {}
@@ -151,7 +158,7 @@ def chain_text(ap: Any) -> str:
     return name
 
 
-def plan_table(p: Any, path: Any) -> Table:
+def plan_table(p: Plan, path: str | os.PathLike[str]) -> Table:
     """The summary table of a saved plan ``p`` (``zopt.planning.plan.Plan``) at ``path``."""
     table = Table(title=f"plan {path}: policy {p.policy} {p.params or ''}, zopt {p.zopt_version}, {p.created}")
     menu = any(ap.chain is not None for ap in p.arrays.values())

@@ -401,8 +401,8 @@ class _Problem:
     nan_sentinel: bool
 
 
-def _design_at(problem: _Problem, off: Any) -> AbsChain:
-    """The chain for offset ``off`` (see ``design_abs``)."""
+def _design_at(problem: _Problem, off: np.generic) -> AbsChain:
+    """The chain for offset ``off`` (a scalar of the arithmetic type, see ``design_abs``)."""
     name, dt, work, is_int, b, bound = problem.name, problem.dt, problem.work, problem.is_int, problem.b, problem.bound
     stats, lo, hi, slots, nan_sentinel = problem.stats, problem.lo, problem.hi, problem.slots, problem.nan_sentinel
     where = f"lossy {name}: abs"

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from zopt.io.sources import SourceVariable
+    from zopt.planning.plan import ArrayPlan, Plan
+    from zopt.types import ShapeLike
 
 __all__ = ["LossyOptions", "LossyVariable", "bitround", "keepbits_plan", "prepare_for_recompress", "prepare_lossy", "rel_round",
            "sentinels_of", "special_mask"]
@@ -205,7 +207,8 @@ def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int,
     return total if level is None else out
 
 
-def _layout(name: str, var: SourceVariable, chunks: Any, shards: Any, explicit: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec,
+            explicit: Sequence[str] | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(inner chunk shape, task region shape) as ``recompress`` will choose them."""
     from zopt.planning.chunking import variable_layout
 
@@ -213,7 +216,7 @@ def _layout(name: str, var: SourceVariable, chunks: Any, shards: Any, explicit: 
     return inner, shard or inner
 
 
-def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, shards: Any = None,
+def keepbits_plan(src: str, levels: dict[str, float], *, chunks: ShapeLike = None, shards: ShapeLike = None,
                   confidence: float | None = 0.99, scheduler: str | None = None) -> Any:
     """A ``zopt.planning.plan.Plan`` holding per-inner-chunk keepbits for ``levels`` (``{variable: L}``,
     0 < L <= 1) over the inner chunk grid ``recompress`` would write with ``chunks``/``shards``.
@@ -241,7 +244,7 @@ def keepbits_plan(src: str, levels: dict[str, float], *, chunks: Any = None, sha
     return _plan_of({v: p.plan for v, p in prepared.items()}, levels, confidence)
 
 
-def _plan_of(arrays: dict[str, Any], levels: dict[str, float], confidence: float | None) -> Any:
+def _plan_of(arrays: dict[str, ArrayPlan], levels: dict[str, float], confidence: float | None) -> Plan:
     import datetime as dt
 
     from zopt._version import __version__
@@ -395,7 +398,7 @@ def prepare_lossy(src: str, source: dict[str, Any], specs: dict[str, LossySpec],
     return out
 
 
-def _with_tail(src: str, name: str, var: Any, lv: LossyVariable, inner: tuple[int, ...], options: LossyOptions,
+def _with_tail(src: str, name: str, var: SourceVariable, lv: LossyVariable, inner: tuple[int, ...], options: LossyOptions,
                lossless: dict[str, Any] | None) -> LossyVariable:
     """``lv`` with the tail storing it (``zopt.lossy.tails.choose_tail``: named, or by trial on
     sampled chunks) and, where the lossless default stores fewer bytes, the candidate to write

@@ -44,7 +44,10 @@ from zopt.lossy.bounds import AbsChain
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
+    from zopt.io.source_kinds import SourceVariable
     from zopt.lossy.bounds import AbsChain
+    from zopt.lossy.spec import LossySpec
+    from zopt.types import BudgetLike
 
 #: what ``rel`` and keepbits store of a chunk: a picklable function of its values and region
 Rounding = Callable[[np.ndarray, tuple[slice, ...]], np.ndarray]
@@ -223,7 +226,7 @@ class TailTrial:
     scheduler: str | None = None
 
 
-def choose_tail(src: str, name: str, var: Any, stored: AbsChain | Rounding, spec: Any, inner: tuple[int, ...],
+def choose_tail(src: str, name: str, var: SourceVariable, stored: AbsChain | Rounding, spec: LossySpec, inner: tuple[int, ...],
                 trial: TailTrial, lossless: dict[str, list[dict[str, Any]]] | None = None
                 ) -> tuple[str, dict | None, dict | None]:
     """(tail, sampled bytes per tail or None, sampled bytes of each ``lossless`` chain or None) for
@@ -265,7 +268,7 @@ def choose_tail(src: str, name: str, var: Any, stored: AbsChain | Rounding, spec
 
 
 def lossless_instead(tail: str, total: dict[str, int] | None, plain: dict[str, int] | None,
-                     lossless: dict[str, list[dict[str, Any]]] | None, budget: Any = None) -> str | None:
+                     lossless: dict[str, list[dict[str, Any]]] | None, budget: BudgetLike = None) -> str | None:
     """The lossless candidate to write instead of the lossy ``tail``, or None: the one the menu's
     cost model (``zopt.planning.optimizer.choose``, ``budget``) picks from the sampled bytes
     ``plain``, when it stores fewer bytes than ``tail`` did on the same chunks (``total``)."""

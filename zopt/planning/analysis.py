@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "AnalyzeOptions",
     "SamplingLike",
     "analyze",
     "analyze_array",
@@ -273,8 +274,18 @@ def analyze_array(
     return ds
 
 
+class AnalyzeOptions(SamplingLike, total=False):
+    """``analyze``'s keyword options: ``analyze_array``'s (each described there)."""
+
+    codecs: Sequence[dict[str, Any]] | str | None
+    chunks: Sequence[int] | None
+    scheduler: str | None
+    progress: Callable[[int], Any] | None
+    menu: MenuOptions | None
+
+
 def analyze(
-    store: str | os.PathLike[str], arrays: Sequence[str] | None = None, **kwargs: Any
+    store: str | os.PathLike[str], arrays: Sequence[str] | None = None, **kwargs: Unpack[AnalyzeOptions]
 ) -> dict[str, xr.Dataset]:
     """``analyze_array`` for each named array of the store (default: every array). Keyword
     arguments as for ``analyze_array``."""

@@ -24,6 +24,8 @@ import zarr
 if TYPE_CHECKING:
     from zarr.storage import StoreLike
 
+    from zopt.io.source_kinds import Source
+
 __all__ = ["zarr_default_bytes"]
 
 #: raw bytes per task when the array is unsharded (chunks are grouped into tasks of about this)
@@ -32,10 +34,11 @@ TASK_BYTES = 64 * 1024 * 1024
 
 def _grids(array: zarr.Array[Any]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """(inner chunk shape, shard shape or None) of a stored array."""
+    from zopt.compat.zarr_compat import chunk_shape_of
     from zopt.store.shards import layout_of
 
     layout = layout_of(array)
-    outer = tuple(array.metadata.chunk_grid.chunk_shape)
+    outer = chunk_shape_of(array.metadata)
     if layout is None:
         return outer, None
     return tuple(layout.inner_shape), outer
@@ -54,14 +57,19 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
 
 
 def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  shard: tuple[int, ...] | None, source: Any = None, job_id: str | None = None) -> int:
+                  shard: tuple[int, ...] | None, source: str | Source | None = None, job_id: str | None = None) -> int:
     """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its
     values in ``store``, or with ``source`` the same variable's values there."""
+    from zarr.core.metadata import ArrayV3Metadata
     from zarr.storage import MemoryStore
 
+    from zopt.errors import OptionError
+
     src = zarr.open_array(store, path=name, mode="r")
+    if not isinstance(src.metadata, ArrayV3Metadata):
+        raise OptionError("store", f"{name!r} is a Zarr v2 array; the baseline is of Zarr v3 arrays")
     if source is None:
-        values = src[region]
+        values = np.asarray(src[region])
     else:
         from zopt.io.sources import read_source
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from zopt.compat.zarr_compat import CODEC_PACKAGES, missing_codec_package
 from zopt.errors import OptionError
@@ -57,7 +58,7 @@ _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 _PCODEC_TYPES = frozenset({("u", 2), ("u", 4), ("u", 8), ("i", 2), ("i", 4), ("i", 8), ("f", 2), ("f", 4), ("f", 8)})
 
 
-def _dtype(dtype: Any) -> np.dtype | None:
+def _dtype(dtype: npt.DTypeLike) -> np.dtype | None:
     try:
         return np.dtype(dtype)
     except TypeError:
@@ -158,7 +159,7 @@ class Candidate:
     bounded: bool = True
     encode_cost: float = 1.0
 
-    def chain(self, dtype: Any) -> list[dict[str, Any]] | None:
+    def chain(self, dtype: npt.DTypeLike) -> list[dict[str, Any]] | None:
         """The codec chain (a new JSON list) for ``dtype`` (anything ``numpy.dtype`` accepts, or a
         zopt data type's numpy dtype), or None when the candidate does not apply to it (pcodec:
         no 8-bit, bool or ML types; blosc: plain numpy numbers only; shuffle: item size >= 2)."""
@@ -278,7 +279,7 @@ def _missing_package(chain: list[dict[str, Any]]) -> tuple[str, str] | None:
     return None
 
 
-def menu_for(dtype: Any, menu: str | Sequence[str] | None = None,
+def menu_for(dtype: npt.DTypeLike, menu: str | Sequence[str] | None = None,
              readers: Iterable[str] | str | None = None) -> dict[str, list[dict[str, Any]]]:
     """``{candidate name: chain}`` of ``menu`` that apply to ``dtype`` and that every reader of
     ``readers`` reads (names or one comma-separated string), in menu order.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import zarr
@@ -19,6 +19,7 @@ from zopt.planning.menu import default_chain
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    from zarr.core.dtype.common import DTypeJSON
 
     from zopt.codecs.decisions import DecisionLike
     from zopt.io.packing import Repack
@@ -43,7 +44,8 @@ def parse_chain(chain: Sequence[dict[str, Any]] | str | None) -> list[dict[str, 
     Raises ValueError naming ``codecs`` if it is not a list of codec objects.
     """
     if chain is None:
-        return json.loads(json.dumps(DEFAULT_CHAIN))
+        default: list[dict[str, Any]] = json.loads(json.dumps(DEFAULT_CHAIN))  # a deep copy
+        return default
     if isinstance(chain, str):
         try:
             chain = json.loads(chain)
@@ -130,16 +132,18 @@ def with_decision(array: zarr.Array[Any], decision: DecisionLike, trial_encode: 
     return zarr.Array(AsyncArray(metadata=new_meta, store_path=aa.store_path, config=aa.config))
 
 
-def _itemsize(data_type: npt.DTypeLike) -> int | None:
-    """Bytes per element of a ``cast_value`` target (a Zarr data type name), None if unknown."""
-    try:
-        return np.dtype(data_type).itemsize
-    except TypeError:
-        pass
+def _itemsize(data_type: DTypeJSON) -> int | None:
+    """Bytes per element of a ``cast_value`` target (a Zarr data type's JSON: its name, or an
+    object for types with a configuration), None if unknown."""
+    if isinstance(data_type, str):  # numpy's names first (numpy would misread a JSON object)
+        try:
+            return np.dtype(data_type).itemsize
+        except TypeError:
+            pass
     try:
         from zopt.dtypes.numeric import zarr_dtype
 
-        return zarr_dtype(data_type).to_native_dtype().itemsize
+        return int(zarr_dtype(data_type).to_native_dtype().itemsize)
     except (TypeError, ValueError, KeyError, AttributeError):
         return None
 
@@ -173,9 +177,9 @@ def sized_chain(chain: list[dict[str, Any]], dtype: npt.DTypeLike) -> list[dict[
     return sized([dict(c) for c in chain])
 
 
-def split_for(var: SourceVariable, codecs: Any, split: dict[str, Any]) -> dict[str, Any]:
-    """The chain of one variable: a given chain for every variable, else ``zopt.planning.menu``'s default
-    for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
+def split_for(var: SourceVariable, codecs: object, split: dict[str, Any]) -> dict[str, Any]:
+    """The chain of one variable: a given chain (``codecs`` not None: ``split`` is it) for every
+    variable, else ``zopt.planning.menu``'s default for its data type (issue 19: no shuffle for 1-byte types, where it is a no-op, and zstd 10)."""
     if codecs is not None:
         return split
     return split_chain(default_chain(var.dtype))
@@ -210,10 +214,16 @@ def menu_chains(src: str, todo: Mapping[str, SourceVariable], layouts: Mapping[s
     return choose_chains(src, todo, layouts, options, scheduler=run.scheduler, job_id=run.job_id, prefixes=prefixes)
 
 
-def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: dict, codecs: Any,
-                    plan: Plan | None) -> dict[str, list[dict[str, Any]]]:
+class _ChainOwner(Protocol):
+    """A variable with its own chain (``zopt.lossy.prepare.LossyVariable``: its codecs before ``base``)."""
+
+    def chain(self, base: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+
+
+def chains_to_check(names: list[str], chain: list[dict[str, Any]], lossy_vars: Mapping[str, _ChainOwner],
+                    codecs: object, plan: Plan | None) -> dict[str, list[dict[str, Any]]]:
     """``{name: chain}`` that ``--readers`` must be able to read before anything is written: a
-    lossy variable's own chain, a given chain (``codecs``), or the chain a plan records (its
+    lossy variable's own chain (``lossy_vars``), a given chain (``codecs`` not None), or the chain a plan records (its
     ``classic`` default when it records none); variables whose chain the menu chooses are left
     out (``readers`` narrows the menu instead, ``zopt.planning.candidates.menu_for``)."""
     out = {}

@@ -19,6 +19,8 @@ from zopt.errors import OptionError
 
 if TYPE_CHECKING:
     from zopt.io.sources import SourceVariable
+    from zopt.planning.plan import Plan
+    from zopt.types import ShapeLike
 
 __all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_shape", "shape_for", "square_chunks",
            "shape_text", "unused_shape_notes", "variable_layout"]
@@ -27,7 +29,7 @@ __all__ = ["ShapeSpec", "choose_chunks", "is_coordinate", "long_chunks", "parse_
 ShapeSpec = tuple[int, ...] | dict[str, int] | None
 
 
-def parse_shape(text: str | Sequence[int] | Mapping[str, int] | None, label: str = "chunks") -> ShapeSpec:
+def parse_shape(text: ShapeLike, label: str = "chunks") -> ShapeSpec:
     """Parse a chunk or shard shape.
 
     ``"1,32,32"`` → ``(1, 32, 32)`` (for variables with that many dimensions);
@@ -204,7 +206,7 @@ def unused_shape_notes(source: dict[str, SourceVariable], names: list[str], spec
     return []
 
 
-def variable_layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec, plan: Any = None,
+def variable_layout(name: str, var: SourceVariable, chunks: ShapeSpec, shards: ShapeSpec, plan: Plan | None = None,
                     explicit: Sequence[str] | None = None) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """(inner chunk shape, shard shape or None) of variable ``name`` in the target: a ``plan``'s
     chunk shape for the arrays it covers; a 1-D coordinate variable whole unless named in

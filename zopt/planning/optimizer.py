@@ -32,11 +32,18 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from zopt.errors import OptionError
+from zopt.types import BudgetLike
+
+if TYPE_CHECKING:
+    from zarr.core.dtype.wrapper import ZDType
+
+    from zopt.io.source_kinds import Source
 
 __all__ = ["DEFAULT_BUDGET", "TRIAL_CHUNKS", "MenuChoice", "MenuOptions", "TrialRun", "analysis_choice", "choose", "choose_task", "menu_candidates", "menu_trial_task", "raw_bytes_of", "trial_chunks", "trial_task", "parse_budget", "wrapped_codecs_json",
            "chains_in_store", "choose_chains", "trial_encode", "trial_indices", "zarr_data_type"]
@@ -54,12 +61,13 @@ TIMINGS = 2
 FLOOR = "blosc-shuffle-5"
 
 
-def parse_budget(budget: Any) -> float:
+def parse_budget(budget: BudgetLike) -> float:
     """The budget as a float > 0 (``inf``/``"inf"``/``"size"``: size first). None is
     ``DEFAULT_BUDGET``. Raises ValueError naming ``budget`` and the allowed values."""
     if budget is None:
         return DEFAULT_BUDGET
-    given, value = budget, budget
+    given = budget
+    value: object = budget  # the number, once a text is parsed
     if isinstance(budget, str):
         text = budget.strip().lower()
         if text in ("inf", "size"):
@@ -133,11 +141,11 @@ def trial_indices(shape: Sequence[int], chunk_shape: Sequence[int], n: int = TRI
     return [tuple(int(i) for i in ix) for ix in zip(*np.unravel_index(flat, use), strict=True)]
 
 
-def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], dtype: Any,
-                 fill_value: Any, *, timed: bool = True) -> dict[str, tuple[int, float]]:
+def trial_encode(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], dtype: ZDType[Any, Any],
+                 fill_value: object, *, timed: bool = True) -> dict[str, tuple[int, float]]:
     """``{candidate: (stored bytes, encode CPU seconds)}`` summed over ``chunks`` (numpy arrays of one
     chunk shape), each encoded with the candidate's whole chain; ``dtype`` is the array's zarr data
-    type (or anything ``zarr`` takes), ``fill_value`` its fill value. The conditional codec decides
+    type (``ZDType``: ``zarr_data_type``), ``fill_value`` its fill value. The conditional codec decides
     with ``compress_if_smaller`` and the trial's chunk index. The first chunk is encoded once
     more, untimed, before the timed encodes (first-call costs otherwise dominate one-chunk trials),
     and each chunk's time is the fastest of ``TIMINGS`` encodes (on a loaded machine a single
@@ -197,7 +205,7 @@ class MenuChoice:
                    trials={k: (int(v[0]), float(v[1])) for k, v in dict(d.get("trials", {})).items()})
 
 
-def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
+def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[dict[str, Any]]], budget: BudgetLike = None,
            raw_bytes: int = 0) -> MenuChoice:
     """The candidate of lowest cost (module docstring) among ``chains`` (menu order; the first is
     the reference) that are no larger than ``FLOOR`` when it is on the menu. ``trials`` from
@@ -227,8 +235,8 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     return MenuChoice(name=best, chain=chains[best], trials=dict(trials), raw_bytes=raw_bytes, budget=b)
 
 
-def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                 job_id: str | None = None, n: int = TRIAL_CHUNKS, fill: Any = None) -> list[np.ndarray]:
+def trial_chunks(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
+                 job_id: str | None = None, n: int = TRIAL_CHUNKS, fill: object = None) -> list[np.ndarray]:
     """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
     ``dtype``) of ``src``, read with ``zopt.io.sources.read_source``; edge chunks padded like the
     writer pads them, with ``fill`` (default 0). A trial chunk equal to the fill value is kept (it
@@ -250,7 +258,7 @@ def trial_chunks(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_sh
     return chunks
 
 
-def _timed(chains: Mapping[str, Any]) -> bool:
+def _timed(chains: Mapping[str, object]) -> bool:
     from zopt.planning.candidates import CANDIDATES
 
     # choose() times only candidates without a fixed encode_cost: the others are encoded once
@@ -258,7 +266,7 @@ def _timed(chains: Mapping[str, Any]) -> bool:
 
 
 def trial_task(chunks: Sequence[np.ndarray], chains: Mapping[str, list[dict[str, Any]]], timed: bool,
-               fill: Any = None) -> dict[str, tuple[int, float]]:
+               fill: object = None) -> dict[str, tuple[int, float]]:
     """Dask task: ``trial_encode`` of ``chunks`` (from ``trial_chunks``) with ``chains``; ``fill``:
     the array's fill value (default 0)."""
     if not chunks:
@@ -274,15 +282,15 @@ def raw_bytes_of(chunks: Sequence[np.ndarray]) -> int:
 
 
 def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
-                chains: Mapping[str, list[dict[str, Any]]], budget: Any = None) -> dict[str, Any]:
+                chains: Mapping[str, list[dict[str, Any]]], budget: BudgetLike = None) -> dict[str, Any]:
     """Dask task: ``choose`` from the candidates' ``trial_task`` results; ``raw``: the trial chunks'
     raw bytes (``raw_bytes_of``). Returns ``MenuChoice.to_json()``."""
     trials = {k: v for part in parts for k, v in part.items()}
     return choose(trials, chains, budget, raw).to_json()
 
 
-def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
-                    chains: Mapping[str, list[dict[str, Any]]], budget: Any = None,
+def menu_trial_task(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
+                    chains: Mapping[str, list[dict[str, Any]]], budget: BudgetLike = None,
                     job_id: str | None = None) -> dict[str, Any]:
     """Dask task: read the ``TRIAL_CHUNKS`` trial chunks (``trial_chunks``) of variable ``name``
     (``shape``, numpy ``dtype``) of ``src``, trial-encode every chain, choose. Returns
@@ -291,7 +299,7 @@ def menu_trial_task(src: str, name: str, shape: Sequence[int], dtype: Any, chunk
     return choose_task(raw_bytes_of(chunks), [trial_task(chunks, chains, _timed(chains))], chains, budget)
 
 
-def zarr_data_type(native: np.dtype) -> Any:
+def zarr_data_type(native: np.dtype) -> ZDType[Any, Any]:
     """zarr's data type object (``ZDType``) for a numpy dtype (zopt's ML types included; numpy's
     complex64/128 as zarr's own ``complex64``/``complex128``, which zopt's ``complex_float32/64``
     also match natively)."""
@@ -304,7 +312,7 @@ def zarr_data_type(native: np.dtype) -> Any:
     return get_data_type_from_native_dtype(native)
 
 
-def menu_candidates(dtype: Any, options: MenuOptions, name: str = "") -> dict[str, list[dict[str, Any]]]:
+def menu_candidates(dtype: npt.DTypeLike, options: MenuOptions, name: str = "") -> dict[str, list[dict[str, Any]]]:
     """``{candidate: chain}`` of ``zopt.planning.candidates.menu_for(dtype, options.menu, options.readers)``
     that keep a per-chunk mask (``options.masks_only``: an explicit decision) and have a size bound
     (``options.bounded_only``: fixed-slot shards). Raises ValueError naming ``menu`` (and variable
@@ -323,7 +331,7 @@ def menu_candidates(dtype: Any, options: MenuOptions, name: str = "") -> dict[st
     return chains
 
 
-def choose_chains(src: str, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
+def choose_chains(src: str | Source, variables: Mapping[str, Any], layouts: Mapping[str, tuple[tuple[int, ...], Any]],
                   options: MenuOptions, *, scheduler: str | None = None, job_id: str | None = None,
                   prefixes: Mapping[str, tuple[list[dict[str, Any]], Any]] | None = None) -> dict[str, MenuChoice]:
     """Choose each variable's chain from the menu: for each variable with more than one applicable
@@ -389,7 +397,7 @@ def chains_in_store(root: str, names: Sequence[str]) -> dict[str, list[dict[str,
     return out
 
 
-def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: Any, chunk_shape: Sequence[int],
+def analysis_choice(store: str, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
                     options: MenuOptions) -> Any:
     """The menu trial of one analysed array as a Dask ``delayed`` (``menu_trial_task``), or None
     when only one candidate applies (its ``MenuChoice.to_json()`` is then returned as is).

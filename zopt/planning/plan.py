@@ -231,12 +231,13 @@ class Plan:
                             "digest_windows": None if ap.digest_windows is None else list(ap.digest_windows),
                             "stats": ap.stats, **({"dims": list(ap.dims)} if ap.dims is not None else {}),
                             **({"chain": ap.chain, "menu_choice": ap.choice} if ap.chain is not None else {})})
-            g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or None)
-            g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or None)
+            # a 0-d grid (scalar array) gets zarr's automatic chunks, which are its shape ()
+            g.create_array("masks", data=ap.masks, chunks=ap.masks.shape or "auto")
+            g.create_array("digests", data=ap.digests.astype(np.uint32), chunks=ap.digests.shape or "auto")
             if ap.ratios is not None:
-                g.create_array("ratios", data=ap.ratios.astype(np.float32), chunks=ap.ratios.shape or None)
+                g.create_array("ratios", data=ap.ratios.astype(np.float32), chunks=ap.ratios.shape or "auto")
             if ap.keepbits is not None:
-                g.create_array("keepbits", data=ap.keepbits.astype(np.uint8), chunks=ap.keepbits.shape or None)
+                g.create_array("keepbits", data=ap.keepbits.astype(np.uint8), chunks=ap.keepbits.shape or "auto")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Plan:
@@ -249,13 +250,13 @@ class Plan:
             raise OptionError("plan", f"{os.fspath(path)!r} is not a zopt plan (no 'zopt_plan' attribute)")
         arrays = {}
         for key, g in _plan_groups(root):
-            a = g.attrs
+            a: dict[str, Any] = g.attrs.asdict()  # the JSON written by ``save``
             ap = ArrayPlan(
-                name=a["array"], masks=g["masks"][...], codecs=list(a["codecs"]), header_bits=int(a["header_bits"]),
+                name=a["array"], masks=_grid(g, "masks"), codecs=list(a["codecs"]), header_bits=int(a["header_bits"]),
                 shape=tuple(a["shape"]), chunk_shape=tuple(a["chunk_shape"]), dtype=a["dtype"],
-                digests=g["digests"][...], stats=dict(a.get("stats", {})),
-                ratios=g["ratios"][...] if "ratios" in g else None,
-                keepbits=g["keepbits"][...] if "keepbits" in g else None,
+                digests=_grid(g, "digests"), stats=dict(a.get("stats", {})),
+                ratios=_grid(g, "ratios") if "ratios" in g else None,
+                keepbits=_grid(g, "keepbits") if "keepbits" in g else None,
                 digest_windows=None if a.get("digest_windows") is None else tuple(int(x) for x in a["digest_windows"]),
                 chain=list(a["chain"]) if a.get("chain") is not None else None,
                 choice=dict(a["menu_choice"]) if a.get("menu_choice") is not None else None,
@@ -265,8 +266,17 @@ class Plan:
                 raise OptionError("plan", f"{key!r}: stored fingerprint does not match its digests (corrupt plan)")
             ap.validate()
             arrays[ap.name] = ap
-        return cls(arrays=arrays, policy=root.attrs["policy"], params=dict(root.attrs.get("params", {})),
-                   zopt_version=root.attrs.get("zopt_version", ""), created=root.attrs.get("created", ""))
+        attrs: dict[str, Any] = root.attrs.asdict()
+        return cls(arrays=arrays, policy=attrs["policy"], params=dict(attrs.get("params", {})),
+                   zopt_version=attrs.get("zopt_version", ""), created=attrs.get("created", ""))
+
+
+def _grid(group: zarr.Group, name: str) -> np.ndarray:
+    """The whole array ``name`` of a saved array plan (a grid over its chunks)."""
+    arr = group[name]
+    if not isinstance(arr, zarr.Array):
+        raise OptionError("plan", f"{group.path}/{name} is a group, not an array (corrupt plan)")
+    return np.asarray(arr[...])
 
 
 def _plan_groups(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Group]]:
@@ -284,12 +294,14 @@ def _plan_groups(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zar
 
 def _sizes(ds: xr.Dataset) -> np.ndarray:
     """(n_chunks, n_masks) float sizes; NaN = not measured (early out)."""
-    return ds["encoded_bytes"].values.reshape(-1, ds.sizes["mask"])
+    sizes: np.ndarray = ds["encoded_bytes"].values.reshape(-1, ds.sizes["mask"])
+    return sizes
 
 
 def _smallest(sizes: np.ndarray) -> np.ndarray:
     filled = np.where(np.isnan(sizes), np.inf, sizes)
-    return np.argmin(filled, axis=1)  # argmin takes the first, i.e. the lower mask, on ties
+    best: np.ndarray = np.argmin(filled, axis=1)  # argmin takes the first, i.e. the lower mask, on ties
+    return best
 
 
 def _compress_if_smaller(sizes: np.ndarray, n_codecs: int) -> np.ndarray:
@@ -330,8 +342,12 @@ def _fastest_within(sizes: np.ndarray, decode: np.ndarray, within: float) -> np.
     filled = np.where(np.isnan(sizes), np.inf, sizes)
     limit = filled.min(axis=1, keepdims=True) * (1 + within)
     cost = np.where(filled <= limit, np.nan_to_num(decode, nan=np.inf), np.inf)
-    return np.argmin(cost, axis=1)
+    fastest: np.ndarray = np.argmin(cost, axis=1)
+    return fastest
 
+
+#: a policy's name (``POLICIES``) or a function of one chunk's analysis row returning its mask
+PolicyLike = str | Callable[[dict[str, Any]], int]
 
 POLICIES: dict[str, dict[str, Any]] = {
     "compress_if_smaller": {},
@@ -341,8 +357,8 @@ POLICIES: dict[str, dict[str, Any]] = {
 }
 
 
-def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] = "compress_if_smaller",
-                 **params: Any) -> tuple[np.ndarray, dict[str, Any]]:
+def policy_masks(ds: xr.Dataset, policy: PolicyLike = "compress_if_smaller",
+                 **params: float) -> tuple[np.ndarray, dict[str, Any]]:
     """Masks over the analysis grid for ``policy``; returns ``(masks, parameters used)``.
 
     Raises ValueError naming ``policy`` and the allowed values, or an unknown parameter.
@@ -353,7 +369,7 @@ def policy_masks(ds: xr.Dataset, policy: str | Callable[[dict[str, Any]], int] =
     raw = ds["raw_bytes"].values.reshape(-1).astype(np.float64)
     if callable(policy):
         flat = [ds.isel(dict(zip(ds["raw_bytes"].dims, np.unravel_index(k, grid), strict=True))) for k in range(raw.size)]
-        masks = np.array([int(policy({v: row[v].values for v in row.data_vars})) for row in flat], dtype=np.int64)
+        masks = np.array([int(policy({str(v): row[v].values for v in row.data_vars})) for row in flat], dtype=np.int64)
         used: dict[str, Any] = {"function": getattr(policy, "__qualname__", repr(policy))}
     else:
         if policy not in POLICIES:
@@ -402,8 +418,8 @@ def _menu_fields(ds: xr.Dataset) -> dict[str, Any]:
     return {"chain": list(choice["chain"]), "choice": choice}
 
 
-def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: str | Callable = "compress_if_smaller",
-              **params: Any) -> Plan:
+def make_plan(analyses: dict[str, xr.Dataset] | xr.Dataset, policy: PolicyLike = "compress_if_smaller",
+              **params: float) -> Plan:
     """A ``Plan`` from analyses (``zopt.planning.analysis.analyze``) with ``policy`` (see module docstring)."""
     from zopt._version import __version__
 

@@ -179,8 +179,9 @@ def array_codecs(arrays: Mapping[str, Any]) -> dict[str, tuple[list[dict[str, An
     return out
 
 
-def _type_name(data_type: Any) -> str:
-    return data_type.get("name", "") if isinstance(data_type, dict) else str(data_type)
+def _type_name(data_type: object) -> str:
+    """The name of a data type's JSON (a name, or an object with ``name`` and ``configuration``)."""
+    return str(data_type.get("name", "")) if isinstance(data_type, dict) else str(data_type)
 
 
 def store_readers(arrays: Mapping[str, tuple[Sequence[dict[str, Any]], Any]]) -> dict[str, list[tuple[str, str]]]:

@@ -107,7 +107,7 @@ def analyze_region(store: str, name: str, region: tuple[slice, ...], chunk_shape
     digests = np.zeros(n, dtype=np.uint32)
     whole = np.flatnonzero((local < extent // np.array(chunk_shape)).all(axis=1)).tolist()
     reader = RawChunkReader.open(store, array) if read == "windows" and fraction is not None else None
-    if reader is not None and whole:
+    if reader is not None and whole and fraction is not None:  # (a reader is only opened with a fraction)
         samples[whole], empty[whole] = reader.read_windows(chunk_shape, grid_index[whole], fraction, windows, fill,
                                                             min_window)
         for k in whole:

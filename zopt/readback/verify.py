@@ -31,7 +31,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,12 +39,14 @@ from zopt.errors import OptionError
 from zopt.io.source_kinds import Source
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
 from zopt.readback.endpoints import (
+    Endpoint,
     check_endpoint_types,
     endpoint_text,
     is_store,
     store_is_zarr,
     written_output,
 )
+from zopt.readback.verify_nodes import ArrayMeta
 from zopt.readback.verify_nodes import compare_metadata as _compare_metadata
 from zopt.readback.verify_nodes import decode_fill as _decode_fill
 from zopt.readback.verify_nodes import plain as _plain
@@ -56,6 +58,11 @@ from zopt.readback.verify_report import (
     VerifyReport,
 )
 
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+    from zopt.types import SourceLike
+
 __all__ = ["ArrayCheck", "ChunkDifference", "VariableCheck", "VerifyError", "VerifyReport", "before_publish_check", "verify"]
 
 #: attributes that are not attributes of the array's data: lossy records and xarray's v2 dimension names
@@ -63,12 +70,12 @@ _NOT_ATTRIBUTES = ("_FillValue", "_ARRAY_DIMENSIONS", "zopt_lossy")
 LOSSY_ATTRIBUTE = "zopt_lossy"
 
 
-def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
+def before_publish_check(src: SourceLike | Endpoint, dst: Endpoint, *, scheduler: str | None = None,
                          progress: Callable[[int], Any] | None = None,
                          done: list[VerifyReport] | None = None,
                          skip_broken: bool = False,
                          concat_dim: str | None = None,
-                         combine: str = "by_coords") -> Callable[[Any, list[str]], None]:
+                         combine: str = "by_coords") -> Callable[[object, list[str]], None]:
     """A ``before_publish`` hook for ``zopt.job.recompress`` (``recompress --verify``): verify
     the finished partial output against ``src`` (every array) and raise ``VerifyError`` (one line
     naming the arrays and where the output is kept) on any difference, so nothing is published.
@@ -86,7 +93,7 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
     check_endpoint_types(src, dst, concat_dim)
     check_combine_use(combine, concat_dim)
 
-    def check(partial: Any, names: list[str]) -> None:
+    def check(partial: object, names: list[str]) -> None:
         from zopt.compat.icechunk_compat import is_icechunk
 
         target = written_output(partial, dst)
@@ -106,21 +113,9 @@ def before_publish_check(src: Any, dst: Any, *, scheduler: str | None = None,
 # -- metadata -------------------------------------------------------------------------------
 
 
-@dataclass
-class _Meta:
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fill: Any  # None: the store states none
-    attrs: dict[str, Any]
-    dims: tuple[str | None, ...] | None
-    inner: tuple[int, ...] | None = None  # Zarr: inner chunk shape
-    unit: tuple[int, ...] | None = None  # Zarr: shard shape (chunk shape when unsharded)
-    lossy: dict[str, Any] | None = None
-    zarr_fill: Any = None  # Zarr's own fill_value (the lossy sentinels start from it)
-
-
-def _zarr_metas(store: str) -> dict[str, _Meta]:
+def _zarr_metas(store: str | Store) -> dict[str, ArrayMeta]:
     import zarr
+    from zarr.core.metadata import ArrayV3Metadata
 
     from zopt.io.sources import root_array_metadata
 
@@ -136,30 +131,30 @@ def _zarr_metas(store: str) -> dict[str, _Meta]:
             found = {p: zarr.open_array(store, path=p, mode="r", use_consolidated=False) for p in paths}
     out = {}
     for name, a in found.items():
-        attrs = dict(a.attrs)
-        v3 = a.metadata.zarr_format == 3
-        dims = a.metadata.dimension_names if v3 else attrs.get("_ARRAY_DIMENSIONS")
-        dims = None if dims is None or all(d is None for d in dims) else tuple(dims)
+        attrs: dict[str, Any] = dict(a.attrs)
+        meta = a.metadata
+        names = meta.dimension_names if isinstance(meta, ArrayV3Metadata) else attrs.get("_ARRAY_DIMENSIONS")
+        dims = None if names is None or all(d is None for d in names) else tuple(names)
         dtype = np.dtype(a.dtype)
         fill = _decode_fill(attrs["_FillValue"], dtype) if "_FillValue" in attrs else a.fill_value
         shards = getattr(a, "shards", None)
-        out[name] = _Meta(tuple(a.shape), dtype, fill, {k: _plain(v) for k, v in attrs.items() if k not in _NOT_ATTRIBUTES},
+        out[name] = ArrayMeta(tuple(a.shape), dtype, fill, {k: _plain(v) for k, v in attrs.items() if k not in _NOT_ATTRIBUTES},
                           dims, tuple(a.chunks), tuple(shards) if shards else tuple(a.chunks), attrs.get(LOSSY_ATTRIBUTE),
                           a.fill_value)
     return out
 
 
-def _xarray_metas(src: Source, job_id: str) -> dict[str, _Meta]:
+def _xarray_metas(src: Source, job_id: str) -> dict[str, ArrayMeta]:
     out = {}
     for name, v in src.template(job_id).variables.items():
         fill = v.attrs.get("_FillValue", v.encoding.get("_FillValue"))
-        out[str(name)] = _Meta(tuple(v.shape), np.dtype(v.dtype), fill,
+        out[str(name)] = ArrayMeta(tuple(v.shape), np.dtype(v.dtype), fill,
                                {k: _plain(x) for k, x in v.attrs.items() if k not in _NOT_ATTRIBUTES},
                                tuple(map(str, v.dims)) or None)
     return out
 
 
-def _metas(source: Source, job_id: str) -> dict[str, _Meta]:
+def _metas(source: Source, job_id: str) -> dict[str, ArrayMeta]:
     store = source.zarr_store()
     return _zarr_metas(store) if store is not None else _xarray_metas(source, job_id)
 
@@ -200,11 +195,27 @@ def _max_abs(x: np.ndarray, y: np.ndarray) -> float | None:
         return float(np.abs(ys[finite] - xs[finite]).max())
 
 
-def _compare_unit(src: Source, dst: Source, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
-                  record: dict[str, Any] | None, sentinels: tuple[Any, ...], job_id: str, limit: int) -> dict[str, Any]:
-    """Dask task: compare one destination write unit (``region``), inner chunk by inner chunk."""
+@dataclass(frozen=True)
+class _ArrayCompare:
+    """What every ``_compare_unit`` task of one array is given besides its region: the array's
+    ``name``; the destination's ``inner`` chunk shape (differences are counted and listed per inner
+    chunk); the lossy ``record`` (``zopt.lossy.check``) the values are checked against, None: bit
+    for bit, with its ``sentinels`` (``zopt.lossy.rounding.sentinels_of``); ``limit``: how many
+    differing chunks a task lists."""
+
+    name: str
+    inner: tuple[int, ...]
+    record: dict[str, Any] | None
+    sentinels: tuple[Any, ...]
+    limit: int
+
+
+def _compare_unit(src: Source, dst: Source, array: _ArrayCompare, region: tuple[slice, ...],
+                  job_id: str) -> dict[str, Any]:
+    """Dask task: compare one destination write unit (``region``) of ``array``, inner chunk by inner chunk."""
     from zopt.codecs.grid import regions
 
+    name, inner, record, sentinels, limit = array.name, array.inner, array.record, array.sentinels, array.limit
     x = _read(src, name, region, job_id)
     y = _read(dst, name, region, job_id)
     out: dict[str, Any] = {"n": int(x.size), "viol": 0, "spec": 0, "abs": 0.0, "rel": 0.0, "counts": None,
@@ -244,9 +255,38 @@ def _compare_unit(src: Source, dst: Source, name: str, region: tuple[slice, ...]
     return out
 
 
+def _endpoint(x: object, what: str) -> object:
+    """``x`` (``verify``'s ``src`` or ``dst``) as it is checked and opened: a path as text
+    (``os.fspath``), an Icechunk URL or Repository and a zarr Store as they are."""
+    from zopt.compat.icechunk_compat import is_icechunk
+
+    if is_icechunk(x) or is_store(x):
+        return x
+    if isinstance(x, str | os.PathLike):
+        return os.fspath(x)
+    raise TypeError(f"{what}: expected str, bytes or os.PathLike object, not {type(x).__name__}")
+
+
+def _opened(p: object, what: str) -> tuple[str | Store, str]:
+    """``(what zarr opens, how the report names it)`` of an ``_endpoint``: a local path resolved
+    (Dask workers may run in another directory), a URL as it is, a zarr Store (a store destination
+    before publish) as it is, an Icechunk branch or snapshot as a read-only store."""
+    from zopt.compat.icechunk_compat import is_icechunk, readonly_store
+    from zopt.io import locations as loc
+    from zopt.io.paths import resolve
+
+    if is_store(p):
+        return p, endpoint_text(p)
+    if is_icechunk(p):
+        return readonly_store(p, what)
+    if isinstance(p, str):
+        return (p if loc.is_url(p) else resolve(p)), p
+    raise TypeError(f"{what}: {p!r} is not a path, a URL, a zarr Store or an Icechunk repository")
+
+
 def verify(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
+    src: SourceLike | Endpoint,
+    dst: Endpoint,
     arrays: Sequence[str] | None = None,
     *,
     scheduler: str | None = None,
@@ -293,63 +333,57 @@ def verify(
     import dask
 
     from zopt.codecs.grid import regions
-    from zopt.compat.icechunk_compat import is_icechunk, readonly_store
+    from zopt.compat.icechunk_compat import is_icechunk
     from zopt.compat.job_cache import release_job
     from zopt.compat.scheduling import compute
     from zopt.io import locations as loc
     from zopt.io.multi import check_combine_use
-    from zopt.io.paths import resolve
     from zopt.io.sources import is_zarr, not_a_store, open_source
     from zopt.lossy.check import record_problems, stated_record
 
     check_combine_use(combine, concat_dim)
-    if concat_dim is not None:  # several files combined, as recompress combines them (zopt.io.multi)
-        src = open_source(src, concat_dim=concat_dim, combine=combine, scheduler=scheduler)
-    combined = concat_dim is not None
-    src, dst = (x if combined and x is src or is_icechunk(x) or is_store(x) else os.fspath(x) for x in (src, dst))
-    for what, path in (("src", src), ("dst", dst))[combined:]:
-        if not is_icechunk(path) and not is_store(path) and not loc.exists(path):
+    # several files combined, as recompress combines them (zopt.io.multi)
+    several = None if concat_dim is None else open_source(src, concat_dim=concat_dim, combine=combine,
+                                                           scheduler=scheduler)
+    src_at = _endpoint(src, "src") if several is None else several
+    dst_at = _endpoint(dst, "dst")
+    for what, path in (("src", src_at), ("dst", dst_at))[several is not None:]:
+        if isinstance(path, str) and not is_icechunk(path) and not loc.exists(path):
             raise FileNotFoundError(f"{what} {path!r} does not exist")
-    if not is_icechunk(dst) and not (store_is_zarr(dst) if is_store(dst) else is_zarr(dst)):
-        if not is_store(dst):
-            raise not_a_store(dst, "dst")  # names the Zarr stores inside a folder
-        raise OptionError("dst", f"{endpoint_text(dst)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
+    if not is_icechunk(dst_at) and not (store_is_zarr(dst_at) if is_store(dst_at) else is_zarr(dst_at)):
+        if isinstance(dst_at, str):
+            raise not_a_store(dst_at, "dst")  # names the Zarr stores inside a folder
+        raise OptionError("dst", f"{endpoint_text(dst_at)!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)")
     from zopt.io.source_check import check_store
 
-    skipped = (check_store(src, skip_broken) if not combined and not is_icechunk(src) and not is_store(src)
-               and is_zarr(src) else [])
-    if not is_icechunk(dst) and not is_store(dst):
-        check_store(dst)
-
-    def opened(p: Any, what: str) -> tuple[Any, Any]:
-        # resolved here, on the client: Dask workers may run in another directory; Icechunk: a read-only snapshot
-        if combined and what == "src":
-            return p, p.text
-        if is_store(p):  # a zarr Store (a store destination before publish)
-            return p, endpoint_text(p)
-        return readonly_store(p, what) if is_icechunk(p) else (p if loc.is_url(p) else resolve(p), p)
-
-    (src, src_text), (dst, dst_text) = opened(src, "src"), opened(dst, "dst")
+    skipped = (check_store(src_at, skip_broken) if isinstance(src_at, str) and not is_icechunk(src_at)
+               and is_zarr(src_at) else [])
+    if isinstance(dst_at, str) and not is_icechunk(dst_at):
+        check_store(dst_at)
+    # resolved here, on the client: Dask workers may run in another directory; Icechunk: a read-only snapshot
+    (src_open, src_text) = (several, several.text) if several is not None else _opened(src_at, "src")
+    (dst_open, dst_text) = _opened(dst_at, "dst")
     shown = (src_text, dst_text)
-    source, output = open_source(src), open_source(dst)  # zopt.io.source_kinds: read alike, whatever they are
+    # zopt.io.source_kinds: read alike, whatever they are
+    source, output = open_source(src_open), open_source(dst_open)
     job_id = f"verify-{uuid.uuid4().hex[:12]}"  # the sources the tasks open, closed at the end
     try:
         theirs, ours = _metas(source, job_id), _metas(output, job_id)
         if arrays:
             unknown = [n for n in arrays if n not in theirs and n not in ours]
             if unknown:
-                raise OptionError("arrays", f"{unknown} are in neither store; {dst!r} has {sorted(ours)}")
+                raise OptionError("arrays", f"{unknown} are in neither store; {dst_open!r} has {sorted(ours)}")
             names = sorted(dict.fromkeys(arrays))
         else:
             names = sorted({*ours, *theirs})
         unknown = sorted(set(bounds or {}) - set(ours))
         if unknown:
-            raise OptionError("bound", label="--bound", message=f"{unknown} are not arrays of {dst!r}, which has {sorted(ours)}")
+            raise OptionError("bound", label="--bound", message=f"{unknown} are not arrays of {dst_open!r}, which has {sorted(ours)}")
         report = VerifyReport(*shown, skipped=skipped)
         if not arrays:  # groups of every source form: stores, files, several files combined, Icechunk
             from zopt.readback.verify_nodes import consolidated_differences, group_differences
 
-            report.nodes = group_differences(source, output, job_id) + consolidated_differences(dst)
+            report.nodes = group_differences(source, output, job_id) + consolidated_differences(dst_open)
         tasks, owners = [], []
         for name in names:
             check = ArrayCheck(name)
@@ -375,9 +409,10 @@ def verify(
                 from zopt.lossy.rounding import sentinels_of
 
                 sentinels = sentinels_of(d.dtype, d.zarr_fill, {"missing_value": list(d.lossy.get("sentinels", []))})
+            assert d.inner is not None and d.unit is not None  # a Zarr array's (dst is a Zarr store)
+            compared = _ArrayCompare(name, d.inner, d.lossy, sentinels, limit)
             for region in regions(d.shape, d.unit):
-                tasks.append(dask.delayed(_compare_unit, pure=False)(source, output, name, region, d.inner, d.lossy,
-                                                                      sentinels, job_id, limit))
+                tasks.append(dask.delayed(_compare_unit, pure=False)(source, output, compared, region, job_id))
                 owners.append(check)
         results = compute(tasks, scheduler, progress, job_id)
     finally:
@@ -386,10 +421,10 @@ def verify(
     return report
 
 
-def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict], metas: dict[str, _Meta],
-             limit: int) -> None:
+def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict[str, Any]],
+             metas: dict[str, ArrayMeta], limit: int) -> None:
     counts: dict[str, Any] = {}
-    kept: dict[str, list] = {}
+    kept: dict[str, list[float]] = {}
     for check, r in zip(owners, results, strict=True):
         check.elements += r["n"]
         check.violations += r["viol"]
@@ -413,7 +448,7 @@ def _collect(report: VerifyReport, owners: list[ArrayCheck], results: list[dict]
             w, n = kept[check.name]
             check.information_kept = w / n if n else None
         elif check.name in counts:
-            meta = metas[check.name]
-            k = int(meta.lossy.get("keepbits", meta.lossy.get("keepbits_min", 0)))
-            share = information_kept(counts[check.name], meta.dtype, k)
+            lossy = metas[check.name].lossy or {}  # counts come from lossy records only
+            k = int(lossy.get("keepbits", lossy.get("keepbits_min", 0)))
+            share = information_kept(counts[check.name], metas[check.name].dtype, k)
             check.information_kept = None if share is None or math.isnan(share) else share

@@ -14,9 +14,10 @@ metadata copy against each node's own document.
   codecs, attributes, dimension names: the whole document), and every node must have one.
 Each difference is one text naming the node's path.
 
-Also the comparison of one array's metadata that ``zopt.verify`` uses: ``compare_metadata``
-(shape, data type, fill value bit for bit, dimension names, attributes), ``plain`` (a value as
-JSON holds it) and ``decode_fill`` (xarray's base64 ``_FillValue``).
+Also the comparison of one array's metadata that ``zopt.verify`` uses: ``ArrayMeta`` (what it
+reads of an array), ``compare_metadata`` (shape, data type, fill value bit for bit, dimension
+names, attributes), ``plain`` (a value as JSON holds it) and ``decode_fill`` (xarray's base64
+``_FillValue``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,40 @@ import json
 import math
 import struct
 import warnings
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["compare_metadata", "consolidated_differences", "decode_fill", "group_differences", "plain", "same_fill"]
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+    from zopt.io.source_kinds import Source
+
+__all__ = ["ArrayMeta", "compare_metadata", "consolidated_differences", "decode_fill", "group_differences", "plain",
+           "same_fill"]
+
+
+@dataclass
+class ArrayMeta:
+    """What ``zopt.verify`` reads of one array's metadata (a Zarr array, or a variable of a file).
+
+    fill : the fill value (``_FillValue`` where xarray stored one), None where the store states none.
+    dims : the dimension names, None where it names none. inner, unit : Zarr's inner chunk shape and
+    write unit (the shard shape; the chunk shape when unsharded), None for a file's variable.
+    lossy : the ``zopt_lossy`` record (``zopt.lossy.check``), None for an array written exactly.
+    zarr_fill : Zarr's own ``fill_value`` (the lossy sentinels start from it).
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fill: object
+    attrs: dict[str, Any]
+    dims: tuple[str | None, ...] | None
+    inner: tuple[int, ...] | None = None
+    unit: tuple[int, ...] | None = None
+    lossy: dict[str, Any] | None = None
+    zarr_fill: object = None
 
 
 def _json(value: object) -> str:
@@ -79,8 +109,8 @@ def same_fill(a: object, b: object, dtype: np.dtype) -> bool:
     return x.tobytes() == y.tobytes()
 
 
-def compare_metadata(s: Any, d: Any) -> list[str]:
-    """One text per difference between two arrays' metadata (``zopt.verify``'s ``_Meta``)."""
+def compare_metadata(s: ArrayMeta, d: ArrayMeta) -> list[str]:
+    """One text per difference between two arrays' metadata: ``s`` the source's, ``d`` the destination's."""
     out = []
     if s.shape != d.shape:
         out.append(f"shape {s.shape} in src, {d.shape} in dst")
@@ -100,21 +130,20 @@ def compare_metadata(s: Any, d: Any) -> list[str]:
     return out
 
 
-def _is_root_array(store: Any) -> bool:
+def _is_root_array(store: str | Store) -> bool:
     """A store whose root is an array (a path or URL, or a zarr Store such as Icechunk's)."""
     import zarr
 
     from zopt.io.sources import root_array_metadata
-    from zopt.readback.endpoints import is_store
 
-    if is_store(store):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
-            return isinstance(zarr.open(store, mode="r"), zarr.Array)
-    return root_array_metadata(store) is not None
+    if isinstance(store, str):
+        return root_array_metadata(store) is not None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Object at \.?zopt-", category=UserWarning)
+        return isinstance(zarr.open(store, mode="r"), zarr.Array)
 
 
-def _zarr_groups(store: Any) -> dict[str, dict[str, Any]]:
+def _zarr_groups(store: str | Store) -> dict[str, dict[str, Any]]:
     import zarr
 
     if _is_root_array(store):
@@ -129,14 +158,14 @@ def _zarr_groups(store: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _groups(source: Any, job_id: str) -> dict[str, dict[str, Any]]:
+def _groups(source: Source, job_id: str) -> dict[str, dict[str, Any]]:
     store = source.zarr_store()
     if store is not None:
         return _zarr_groups(store)
     return {"": dict(source.template(job_id).attrs)}  # a netCDF file, or several combined: what the job wrote
 
 
-def group_differences(src: Any, dst: Any, job_id: str) -> list[str]:
+def group_differences(src: Source, dst: Source, job_id: str) -> list[str]:
     """One text per group attribute that differs, or group present in one store only. ``src`` and
     ``dst``: ``zopt.io.source_kinds.Source``s (``open_source``): paths or URLs, zarr Stores (an
     Icechunk snapshot's), or several files combined (``zopt.io.multi.MultiSource``: one group, its
@@ -159,7 +188,7 @@ def group_differences(src: Any, dst: Any, job_id: str) -> list[str]:
     return out
 
 
-def consolidated_differences(dst: Any) -> list[str]:
+def consolidated_differences(dst: str | Store) -> list[str]:
     """One text per node whose consolidated copy (root document) differs from its own document,
     or that one of the two lacks. ``[]`` when ``dst`` (a path, URL or zarr Store) has no
     consolidated metadata."""
