@@ -29,7 +29,7 @@ from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
 from zopt.job.reports import RecompressReport
 from zopt.job.targets import same_metadata
-from zopt.notes import Note, as_note
+from zopt.notes import Note
 from zopt.store.journal import keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -246,7 +246,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[Note],
             reports[a.name] = a
         if finished:
             notes.append(Note(_FINISHED_CHILD.format(child=child), "resumed", child))
-        notes.extend(as_note(n).in_child(child) for n in sub.notes)
+        notes.extend(n.in_child(child) for n in sub.notes)
     from zopt.planning.readers import array_codecs, reader_line
 
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
@@ -303,7 +303,7 @@ def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[N
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
-        notes.extend(n.in_child(child) for n in map(as_note, sub.notes) if n.kind != "skipped")
+        notes.extend(n.in_child(child) for n in sub.notes if n.kind != "skipped")
         seconds += sub.graph_seconds
     return seconds
 
