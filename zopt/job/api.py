@@ -18,7 +18,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zarr
 
@@ -38,6 +38,8 @@ from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: t
 
 if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
+    from zopt.types import BudgetLike, LossyLike, NamesLike, PathLike
 
 
 def recompress(
@@ -55,16 +57,16 @@ def recompress(
     progress: Callable[[Any], Any] | None = None,
     layout: str = "compact",
     slot_parts: int | None = None,
-    plan: Any = None,
+    plan: Plan | PathLike | None = None,
     max_memory: int | str | None = None,
     dry_run: bool = False,
-    lossy: Any = None,
+    lossy: LossyLike = None,
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
     skip_broken: bool = False,
-    menu: Any = None,
-    budget: Any = None,
+    menu: NamesLike = None,
+    budget: BudgetLike = None,
     concat_dim: str | None = None,
     combine: str = "by_coords",
 ) -> RecompressReport:
@@ -355,7 +357,11 @@ def _keep_or_discard(target: Target, exc: BaseException) -> None:
         target.discard()
 
 
-def _resumable(journal: Any) -> bool:
+class _Journal(Protocol):
+    def read(self) -> object: ...
+
+
+def _resumable(journal: _Journal) -> bool:
     """Whether the journal holds a record a re-run resumes; reading it may fail where another job took the
     destination over (an Icechunk work branch): then not this job's to keep."""
     try:
