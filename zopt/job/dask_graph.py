@@ -81,9 +81,7 @@ def write_tasks(run: WriteRun, target: WriteTarget) -> list[tuple[str, Delayed]]
             return journal.marker(name, coords) if journal is not None else None
 
         if w.shard_layout is None:  # unsharded: a chunk per task
-            root = target.root
-            assert root is not None  # a target is written once begun
-            chunk_job = dask.delayed(ChunkJob(src, name, root, decision, w.plan, job_id, lossy.get(name)),
+            chunk_job = dask.delayed(ChunkJob(src, name, target.root, decision, w.plan, job_id, lossy.get(name)),
                                      traverse=False, name=job_key(name, job_id))
             for coords in w.pending:
                 tasks.append((name, dask.delayed(write_region, pure=False)(

@@ -128,7 +128,7 @@ class ChunkJob:
 
     src: str | Source
     name: str
-    dst: str | Store
+    dst: str | Store | None  # None: a target not begun (an Icechunk dry run's tasks, never run)
     decision: DecisionLike
     plan: ArrayPlan | None = None
     job_id: str | None = None
@@ -140,6 +140,7 @@ def write_region(unit: ChunkJob, region: tuple[slice, ...], marker: str | None =
     its journal ``marker``. Returns the conditional masks' counts and the chunks stored (0 or 1)."""
     src, name, dst, decision, plan, job_id, lossy = (unit.src, unit.name, unit.dst, unit.decision, unit.plan,
                                                      unit.job_id, unit.lossy)
+    assert dst is not None  # a task runs once its target has begun
     data = read_source(src, name, region, job_id)
     array = _target_array(dst, name, job_id)
     if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
