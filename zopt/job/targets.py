@@ -225,7 +225,7 @@ def destination(dst: object) -> tuple[Store | None, str | None]:
     if isinstance(dst, Store):
         return dst, None
     if not isinstance(dst, str | os.PathLike):
-        raise TypeError(f"dst: expected a path, a URL or a zarr Store, not {type(dst).__name__}")
+        raise TypeError(f"expected str, bytes or os.PathLike object, not {type(dst).__name__}")  # as os.fspath
     text = os.fspath(dst)
     if text.startswith("file://"):
         return None, text.removeprefix("file://")
