@@ -257,6 +257,7 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[Note],
 
 
 def _run(job: RecompressJob, p: Prepared) -> WriteRun:
+    assert p.work is not None  # plan_of_work made it
     return WriteRun(p.work, p.src, job.decision, p.job_id, p.lossy_vars, p.reports, job.scheduler, job.progress)
 
 

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import zarr
+
+    from zopt.lossy.prepare import LossyVariable
+    from zopt.planning.optimizer import MenuChoice
     from zopt.planning.plan import Plan
 
 import numpy as np
@@ -44,8 +48,8 @@ from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
 from zopt.job.reshard import choose_copies
-from zopt.job.targets import TargetSpec, stored_bytes_of, target_arrays
-from zopt.job.work import ArrayWork, WorkOptions, build_work, layouts_for
+from zopt.job.targets import Layouts, TargetSpec, stored_bytes_of, target_arrays
+from zopt.job.work import ArrayWork, Work, WorkOptions, build_work, layouts_for
 from zopt.notes import Note
 from zopt.planning.chains import (
     chains_to_check,
@@ -68,22 +72,22 @@ class Prepared:
 
     job_id: str
     src: Source  # the resolved source: a path or URL (PathSource), or several files (MultiSource)
-    source_group: Any
-    root_meta: Any
+    source_group: zarr.Group | None
+    root_meta: dict[str, Any] | None
     children: list[str]
     notes: list[Note]
     skipped: list[str] = field(default_factory=list)
-    plan: Any = None  # the job's Plan, loaded
+    plan: Plan | None = None  # the job's Plan, loaded
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
-    lossy_vars: dict[str, Any] = field(default_factory=dict)
+    lossy_vars: dict[str, LossyVariable] = field(default_factory=dict)
     #: lossy variables written lossless (their lossless default stored fewer bytes): MenuChoice each
-    lossless_instead: dict[str, Any] = field(default_factory=dict)
-    layouts: dict[str, Any] = field(default_factory=dict)
+    lossless_instead: dict[str, MenuChoice] = field(default_factory=dict)
+    layouts: Layouts = field(default_factory=dict)
     splits: dict[str, Any] = field(default_factory=dict)
     spec: TargetSpec | None = None
-    planned: dict[str, Any] = field(default_factory=dict)
-    work: Any = None
+    planned: dict[str, zarr.Array[Any]] = field(default_factory=dict)
+    work: Work | None = None
     reports: dict[str, ArrayReport] = field(default_factory=dict)
     fp: dict[str, Any] | None = None
     record: dict[str, Any] | None = None
@@ -226,13 +230,14 @@ def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, 
                 tails.append(f"{n}={lv.tail}")
             continue
         del p.lossy_vars[n]
+        trial = lv.lossless_trial or {}  # set with lv.lossless (zopt.lossy.prepare._with_tail)
         lossy_bytes = (lv.tail_trial or {}).get(lv.tail)
         if job.codecs is None:
             p.lossless_instead[n] = MenuChoice(name=lv.lossless, chain=lossless[n][lv.lossless],
-                                               trials={k: (b, 0.0) for k, b in lv.lossless_trial.items()},
+                                               trials={k: (b, 0.0) for k, b in trial.items()},
                                                budget=job.budget)
         p.notes.append(Note(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
-                            f"({lv.lossless}) stored {lv.lossless_trial[lv.lossless]} bytes and the lossy tail "
+                            f"({lv.lossless}) stored {trial[lv.lossless]} bytes and the lossy tail "
                             f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit", "lossy", n))
     if tails:
         p.notes.append(Note("lossy tails chosen by trial (zopt.lossy.tails): " + ", ".join(tails), "lossy"))
@@ -355,7 +360,7 @@ def _check_units(src: Source, source: dict[str, SourceVariable], layouts: dict[s
 def _note_unsharded_options(job: RecompressJob, p: Prepared) -> None:
     """A note when shard-only options were given but no array is sharded: they change nothing,
     and the user is told so rather than left to believe they applied."""
-    if not p.work.arrays or p.children or any(w.layout != "unsharded" for w in p.work.arrays.values()):
+    if p.work is None or not p.work.arrays or p.children or any(w.layout != "unsharded" for w in p.work.arrays.values()):
         return  # with child groups, each child's job says it for its own arrays
     given = [name for name, on in (("layout='fixed-slot'", job.layout == "fixed-slot"),
                                    ("slot_parts", job.slot_parts is not None), ("checksum=True", job.checksum is True))
