@@ -118,3 +118,22 @@ def test_packbits_rejects_non_zero_padding_bits(tmp_path, padding):
     chunk.write_bytes(bytes(data))
     with pytest.raises(ChunkDecodeError, match=r"chunk 'c/0'.*padding bits of the last byte are not zero"):
         zarr.open_array(tmp_path / "a.zarr")[:]
+
+
+def test_a_bounded_v2_compressor_rebuilt_from_its_config_is_bounded_too():
+    """``BoundedCompressor`` has what zarr's ``Numcodec`` protocol asks (codec_id, get_config and the
+    class method from_config), and the codec rebuilt from its config still refuses a frame over the limit."""
+    from zopt.codecs.bounded import BoundedCompressor, decoded_limit
+
+    bounded = BoundedCompressor(numcodecs.Zstd(level=3))
+    assert bounded.codec_id == "zstd" and bounded.get_config() == numcodecs.Zstd(level=3).get_config()
+    again = BoundedCompressor.from_config(bounded.get_config())
+    assert isinstance(again, BoundedCompressor) and again == bounded
+    frame = numcodecs.Zstd(level=3).encode(bytes(100))
+    assert bytes(again.decode(frame)) == bytes(100)  # no limit set: decoded as numcodecs does
+    token = decoded_limit.set(99)
+    try:
+        with pytest.raises(ChunkDecodeError, match="100 bytes of content, more than the 99"):
+            again.decode(frame)
+    finally:
+        decoded_limit.reset(token)

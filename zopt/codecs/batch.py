@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numcodecs
 import numpy as np
@@ -38,6 +38,11 @@ from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
 from zopt.codecs.sync import numcodec_of
 from zopt.compat import libblosc, libzstd
 
+if TYPE_CHECKING:
+    from zarr.abc.codec import BytesBytesCodec
+
+    from zopt.codecs.chain import ChunkEncoder, EncodedChunk
+
 __all__ = ["GROUP_BYTES", "BatchEncoder", "EncodedBatch"]
 
 #: raw bytes of the chunks encoded in one batch: large enough that the Python per batch is
@@ -47,6 +52,11 @@ GROUP_BYTES = 16 << 20
 Rows = np.ndarray  # 2-D C-contiguous uint8 (n, width): one chunk's bytes per row
 #: ``f(rows, head) -> (data, ends)``: each row compressed, back to back after ``head`` bytes each
 Compress = Callable[[Rows, int], tuple[np.ndarray, np.ndarray]]
+#: ``alone(k)``: chunk ``k`` of a batch encoded by itself (``ChunkEncoder.encode``)
+Alone = Callable[[int], "EncodedChunk"]
+#: ``(pieces, masks, data, ends)`` of ``_Conditional.encode``: ``data``/``ends`` when every chunk's
+#: bytes are in one buffer (``pieces`` None), else one array per chunk in ``pieces``
+Encoded = tuple["list[np.ndarray] | None", np.ndarray, "np.ndarray | None", "np.ndarray | None"]
 
 
 @dataclass
@@ -71,14 +81,14 @@ class EncodedBatch:
         return len(self.positions)
 
     @classmethod
-    def joined(cls, positions: Sequence[int], pieces: Sequence[np.ndarray], masks: np.ndarray | None) -> EncodedBatch:
+    def joined(cls, positions: Sequence[int] | np.ndarray, pieces: Sequence[np.ndarray], masks: np.ndarray | None) -> EncodedBatch:
         """A batch from one array per chunk, copied back to back into one buffer."""
         sizes = np.fromiter((p.size for p in pieces), dtype=np.int64, count=len(pieces))
         data = np.concatenate(pieces) if len(pieces) else np.empty(0, np.uint8)
         return cls(np.asarray(positions, dtype=np.int64), sizes, masks, data=data)
 
     @classmethod
-    def of_chunks(cls, items: Sequence[tuple[int, Any]]) -> EncodedBatch:
+    def of_chunks(cls, items: Sequence[tuple[int, EncodedChunk]]) -> EncodedBatch:
         """A batch from ``(position, EncodedChunk)`` pairs, each kept in its own array."""
         pieces = [e.data for _, e in items]
         masks = np.array([e.masks[0] for _, e in items], dtype=np.int64) if items and items[0][1].masks else None
@@ -86,16 +96,21 @@ class EncodedBatch:
         return cls(np.array([i for i, _ in items], dtype=np.int64), sizes, masks, pieces=pieces,
                    mask_tuples=[e.masks for _, e in items])
 
+    def _pieces(self) -> list[np.ndarray]:
+        if self.pieces is None:
+            raise ValueError("EncodedBatch: neither data nor pieces hold the chunks")
+        return self.pieces
+
     def parts(self) -> list[memoryview]:
         """The chunks' bytes in order, as few byte views as possible (one when ``data`` holds them)."""
-        if self.data is not None:
-            return [memoryview(self.data)] if self.data.size else []
-        return [memoryview(p) for p in self.pieces]
+        if self.data is not None:  # ``ndarray.data``: the array's memoryview
+            return [self.data.data] if self.data.size else []
+        return [p.data for p in self._pieces()]
 
     def chunk(self, k: int) -> np.ndarray:
         """Chunk ``k``'s encoded bytes (1-D uint8, a view)."""
         if self.data is None:
-            return self.pieces[k]
+            return self._pieces()[k]
         end = int(self.sizes[: k + 1].sum())
         return self.data[end - int(self.sizes[k]) : end]
 
@@ -103,36 +118,36 @@ class EncodedBatch:
         """``(position, encoded bytes, masks)`` of every chunk, in order."""
         ends = np.cumsum(self.sizes).tolist()
         masks = self.mask_tuples or ([()] * len(self) if self.masks is None else [(m,) for m in self.masks.tolist()])
+        data, pieces = self.data, (self._pieces() if self.data is None else [])
         for k, i in enumerate(self.positions.tolist()):
-            data = self.pieces[k] if self.data is None else self.data[ends[k] - int(self.sizes[k]) : ends[k]]
-            yield i, data, masks[k]
+            yield i, (pieces[k] if data is None else data[ends[k] - int(self.sizes[k]) : ends[k]]), masks[k]
 
 
-def _zstd_settings(codec: Any) -> tuple[int, bool] | None:
+def _zstd_settings(codec: BytesBytesCodec) -> tuple[int, bool] | None:
     nc = numcodec_of(codec)
-    if type(nc) is numcodecs.Zstd and libzstd.available():
+    if nc is not None and type(nc) is numcodecs.Zstd and libzstd.available():
         return int(nc.level), bool(getattr(nc, "checksum", False))
     return None
 
 
-def _shuffle_size(codec: Any, width: int) -> int | None:
+def _shuffle_size(codec: BytesBytesCodec, width: int) -> int | None:
     """Element size of a byte shuffle that ``shuffle_rows`` does as the chain does, else None."""
     if isinstance(codec, ShuffleCodec):
         return codec.element_size or 1
     nc = numcodec_of(codec)
-    if type(nc) is numcodecs.Shuffle and width % int(nc.elementsize) == 0:  # numcodecs refuses partial elements
+    if nc is not None and type(nc) is numcodecs.Shuffle and width % int(nc.elementsize) == 0:  # numcodecs refuses partial elements
         return int(nc.elementsize)
     return None
 
 
-def _compressor(codec: Any) -> Compress | None:
+def _compressor(codec: BytesBytesCodec) -> Compress | None:
     """The rows compressor of a final zstd or blosc codec, or None."""
     zstd = _zstd_settings(codec)
     if zstd is not None:
         level, checksum = zstd
         return lambda rows, head: libzstd.compress_rows(rows, level, checksum, head)
     nc = numcodec_of(codec)
-    if type(nc) is numcodecs.Blosc and isinstance(getattr(nc, "_typesize", None), int):
+    if nc is not None and type(nc) is numcodecs.Blosc and isinstance(getattr(nc, "_typesize", None), int):
         shuffle = int(nc.shuffle)
         if shuffle == -1:  # AUTOSHUFFLE, as numcodecs resolves it
             shuffle = 2 if nc._typesize == 1 else 1
@@ -147,11 +162,13 @@ class _Conditional:
         self.head = codec.header_nbytes
         self.bits = codec.header_bits
         self.shuffle = shuffle  # element size of codec 0, or None for [zstd]
+        self._element_size = 1 if shuffle is None else shuffle
         self.zbit = 0 if shuffle is None else 1
         self.level, self.checksum = zstd
         decision = codec.decision
         self.fixed = 0 if decision is None else decision.mask if isinstance(decision, FixedMask) else None
         self.decision = decision
+        self.if_smaller = decision if type(decision) is CompressIfSmaller else None
 
     @classmethod
     def of(cls, codec: ConditionalCodec, width: int) -> _Conditional | None:
@@ -172,7 +189,7 @@ class _Conditional:
         return libzstd.compress_rows(rows, self.level, self.checksum, head)
 
     def _shuffled(self, rows: Rows) -> Rows:
-        return shuffle_rows(rows, self.shuffle, False)
+        return shuffle_rows(rows, self._element_size, False)
 
     def _headed(self, masks: np.ndarray, payload: Rows) -> Rows:
         out = np.empty((payload.shape[0], self.head + payload.shape[1]), dtype=np.uint8)
@@ -187,7 +204,7 @@ class _Conditional:
             heads = np.frombuffer(b"".join(format_header(int(m), self.bits) for m in masks.tolist()), np.uint8)
             data[(starts[:, None] + np.arange(self.head)).reshape(-1)] = heads
 
-    def encode(self, rows: Rows, alone: Callable[[int], Any]) -> tuple[list | None, np.ndarray, np.ndarray | None, np.ndarray]:
+    def encode(self, rows: Rows, alone: Alone) -> Encoded:
         """``(pieces, masks, data, ends)``: ``data``/``ends`` when every chunk's bytes are in one
         buffer (``pieces`` None), else one array per chunk in ``pieces``."""
         n, width = rows.shape
@@ -208,8 +225,7 @@ class _Conditional:
         return self._if_smaller_small(rows, alone)
 
     def _finish(self, rows_of: dict[int, Rows], frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-                masks: np.ndarray, raw: np.ndarray, alone: Callable[[int], Any], ties: np.ndarray,
-                ) -> tuple[list | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
+                masks: np.ndarray, raw: np.ndarray, alone: Alone, ties: np.ndarray) -> Encoded:
         """Assemble the chunks: ``frames`` = (data with head room, ends, row of each frame) holds
         the compressed ones, ``raw[k]`` marks chunks stored uncompressed (their payload row in
         ``rows_of[mask]``), ``ties[k]`` chunks encoded alone."""
@@ -229,9 +245,12 @@ class _Conditional:
         for k in np.flatnonzero(ties).tolist():
             encoded = alone(k)
             pieces[k], masks[k] = encoded.data, encoded.masks[0]
-        return pieces, masks, None, None
+        done = [p for p in pieces if p is not None]
+        if len(done) != n:
+            raise AssertionError(f"conditional batch: {n - len(done)} of {n} chunks left unencoded")
+        return done, masks, None, None
 
-    def _if_smaller_zstd(self, rows: Rows, alone: Callable[[int], Any]) -> tuple:
+    def _if_smaller_zstd(self, rows: Rows, alone: Alone) -> Encoded:
         # CompressIfSmaller on [zstd]: the frame where it is smaller than the chunk
         none = np.zeros(len(rows), dtype=bool)
         return self._after_choice(rows, rows, none, none, alone)
@@ -243,11 +262,12 @@ class _Conditional:
         data, ends = self._frames(sub, self.head)
         return data, ends, which, np.diff(ends, prepend=0) - self.head
 
-    def _if_smaller_sampled(self, rows: Rows, alone: Callable[[int], Any]) -> tuple:
+    def _if_smaller_sampled(self, rows: Rows, alone: Alone) -> Encoded:
         # CompressIfSmaller on [shuffle, zstd] for chunks over SAMPLE_ABOVE: the shuffle judged on
         # a sample (zstd of the shuffled and of the plain sample), then one full zstd of the winner
         n, width = rows.shape
-        decision = self.decision
+        decision = self.if_smaller
+        assert decision is not None  # encode() comes here for CompressIfSmaller only
         windows = sample_windows(width, decision.sample_fraction, decision.sample_windows)
         sample = np.concatenate([rows[:, s : s + w] for s, w in windows], axis=1)
         s = sample.shape[1]
@@ -264,7 +284,7 @@ class _Conditional:
             payload = rows
         return self._after_choice(rows, payload, shuffle, stored, alone)
 
-    def _after_choice(self, rows: Rows, payload: Rows, shuffle: np.ndarray, stored: np.ndarray, alone: Callable[[int], Any]) -> tuple:
+    def _after_choice(self, rows: Rows, payload: Rows, shuffle: np.ndarray, stored: np.ndarray, alone: Alone) -> Encoded:
         """Masks and bytes once the shuffle is chosen (``shuffle``; ``stored``: early abort, the
         chunk stored as it is): the zstd frame of ``payload`` kept where smaller than the chunk,
         else ``payload`` itself (the shuffled or plain chunk); a tie is encoded alone."""
@@ -286,7 +306,7 @@ class _Conditional:
         rows_of = {0: rows, 1: payload}
         return self._finish(rows_of, (data, ends, which), masks, raw, alone, ties)
 
-    def _if_smaller_small(self, rows: Rows, alone: Callable[[int], Any]) -> tuple:
+    def _if_smaller_small(self, rows: Rows, alone: Alone) -> Encoded:
         # chunks up to SAMPLE_ABOVE: both branches encoded in full, the smaller stored
         n, width = rows.shape
         shuffled = self._shuffled(rows)
@@ -304,7 +324,7 @@ class BatchEncoder:
     Build with ``of(encoder)``; ``encode(stack, positions, indices)`` returns an ``EncodedBatch``.
     """
 
-    def __init__(self, encoder: Any, pcodec: bool, filters: list[int], final: Compress | _Conditional | None) -> None:
+    def __init__(self, encoder: ChunkEncoder, pcodec: bool, filters: list[int], final: Compress | _Conditional | None) -> None:
         self.encoder = encoder
         self.native = encoder.native_dtype
         self.pcodec = pcodec
@@ -312,7 +332,7 @@ class BatchEncoder:
         self.final = final
 
     @classmethod
-    def of(cls, encoder: Any) -> BatchEncoder | None:
+    def of(cls, encoder: ChunkEncoder) -> BatchEncoder | None:
         """The batch encoder of a ``zopt.codecs.chain.ChunkEncoder``, or None for a chain it does not take."""
         kind = encoder.direct_kind
         if kind is None:
@@ -349,7 +369,9 @@ class BatchEncoder:
             return EncodedBatch(np.empty(0, np.int64), np.empty(0, np.int64), None, data=np.empty(0, np.uint8))
         if self.pcodec:
             flat = stack.reshape(n, -1)
-            pieces = [encoder.encode_direct(flat[k]) for k in range(n)]
+            direct = encoder.direct
+            assert direct is not None  # `of` takes pcodec chains only where direct_kind is "pcodec"
+            pieces = [direct(flat[k]) for k in range(n)]
             batch = EncodedBatch(np.asarray(positions, dtype=np.int64),
                                  np.fromiter((p.size for p in pieces), dtype=np.int64, count=n), None, pieces=pieces)
             return self._limited(batch, stack, indices, limit)
@@ -362,9 +384,11 @@ class BatchEncoder:
             data = rows.reshape(-1).copy() if np.may_share_memory(rows, stack) else rows.reshape(-1)
             ends = np.arange(1, n + 1, dtype=np.int64) * rows.shape[1]
         elif isinstance(final, _Conditional):
-            pieces, masks, data, ends = final.encode(rows, lambda k: encoder.encode(stack[k], tuple(indices[k])))
-            if pieces is not None:
-                return self._limited(EncodedBatch.joined(positions, pieces, masks), stack, indices, limit)
+            chosen, masks, joined, joined_ends = final.encode(rows, lambda k: encoder.encode(stack[k], tuple(indices[k])))
+            if chosen is not None:
+                return self._limited(EncodedBatch.joined(positions, chosen, masks), stack, indices, limit)
+            assert joined is not None and joined_ends is not None  # encode's contract: pieces or data
+            data, ends = joined, joined_ends
         else:
             data, ends = final(rows, 0)
         batch = EncodedBatch(np.asarray(positions, dtype=np.int64), np.diff(ends, prepend=0), masks, data=data)

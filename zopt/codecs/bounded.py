@@ -25,7 +25,8 @@ from the metadata, so it is not bounded).
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
@@ -33,9 +34,13 @@ from zopt.errors import ChunkDecodeError
 
 if TYPE_CHECKING:
     from numcodecs.abc import Codec as NumcodecsCodec
-    from zarr.abc.codec import Codec
+    from typing_extensions import Buffer as BufferLike
+    from zarr.abc.codec import BytesBytesCodec
+    from zarr.abc.numcodec import Numcodec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
+
+    from zopt.compat.zarr_compat import SyncCodec
 
 __all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error", "decode_within", "decoded_limit",
            "raw_nbytes",
@@ -83,15 +88,15 @@ def zstd_decode_bounded(data: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
-def raw_nbytes(spec: object) -> int:
+def raw_nbytes(spec: ArraySpec) -> int:
     """Bytes of one decoded chunk of ``spec`` (a zarr ``ArraySpec``): shape × item size."""
-    n = int(np.prod(spec.shape, dtype=np.int64))  # type: ignore[attr-defined]
-    dtype = spec.dtype  # type: ignore[attr-defined]
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    dtype = spec.dtype
     size = getattr(dtype, "item_size", None)
     return n * (size if size is not None else dtype.to_native_dtype().itemsize)
 
 
-def bytes_bound(codec: object, n: int, spec: object) -> int | None:
+def bytes_bound(codec: BytesBytesCodec, n: int, spec: ArraySpec) -> int | None:
     """Most bytes a bytes→bytes ``codec`` makes of ``n`` bytes, or None when unknown."""
     name = type(codec).__name__
     if name == "ZstdCodec":
@@ -102,7 +107,7 @@ def bytes_bound(codec: object, n: int, spec: object) -> int | None:
     if name == "GzipCodec":
         return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 18
     try:
-        return int(codec.compute_encoded_size(n, spec))  # type: ignore[attr-defined]
+        return int(codec.compute_encoded_size(n, spec))
     except (NotImplementedError, AttributeError, TypeError, ValueError):
         return None
 
@@ -125,7 +130,19 @@ def _too_much(what: str, n: int, limit: int) -> ValueError:
     return ValueError(f"{what} {n} bytes of content, more than the {limit} this chunk can hold")
 
 
-def _stream(make: object, data: bytes, limit: int, name: str, members: bool = False) -> np.ndarray:
+class _Decompressor(Protocol):
+    """What ``_stream`` uses of zlib's, bz2's and lzma's decompressor objects."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    def decompress(self, data: bytes, max_length: int, /) -> bytes: ...
+
+
+def _stream(make: Callable[[], _Decompressor], data: bytes, limit: int, name: str, members: bool = False) -> np.ndarray:
     """Decode with a streaming decompressor (``make()``), at most ``limit`` bytes; ``members``:
     concatenated streams (gzip members) are decoded one after another."""
     out = []
@@ -135,7 +152,8 @@ def _stream(make: object, data: bytes, limit: int, name: str, members: bool = Fa
         piece = d.decompress(data, limit - total + 1)
         total += len(piece)
         out.append(piece)
-        if total > limit or getattr(d, "unconsumed_tail", b""):
+        tail: bytes = getattr(d, "unconsumed_tail", b"")  # zlib's; bz2 and lzma have none
+        if total > limit or tail:
             raise ValueError(f"{name} stream holds more than the {limit} bytes this chunk can hold")
         if not d.eof:
             raise ValueError(f"{name} stream is truncated")
@@ -185,7 +203,8 @@ def _u8(out: object) -> np.ndarray:
         np.frombuffer(out, dtype=np.uint8)
 
 
-def decode_within(codec: Codec, nc: NumcodecsCodec, data: Buffer, spec: ArraySpec, limit: int | None) -> Any:
+def decode_within(codec: SyncCodec[Buffer, Buffer], nc: NumcodecsCodec | None, data: Buffer, spec: ArraySpec,
+                  limit: int | None) -> Buffer:
     """``codec._decode_sync(data, spec)`` (a zarr bytes→bytes codec, ``data`` a zarr Buffer;
     ``nc`` the numcodecs object behind it or None, ``zopt.codecs.sync.numcodec_of``), yielding at
     most ``limit`` bytes: a frame claiming more is refused before it is allocated
@@ -210,8 +229,19 @@ class BoundedCompressor:
     (the chunk's bytes, set by zopt's pipeline for arrays without filters). Everything else is
     the wrapped codec's."""
 
-    def __init__(self, codec: object) -> None:
+    def __init__(self, codec: Numcodec) -> None:
         self._codec = codec
+        self.codec_id = codec.codec_id
+
+    def get_config(self) -> Any:
+        return self._codec.get_config()
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """The codec of numcodecs' ``config`` (``numcodecs.get_codec``), bounded."""
+        import numcodecs
+
+        return cls(numcodecs.get_codec(config))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._codec, name)
@@ -228,7 +258,7 @@ class BoundedCompressor:
     def encode(self, buf: object) -> Any:
         return self._codec.encode(buf)
 
-    def decode(self, buf: object, out: object = None) -> Any:
+    def decode(self, buf: BufferLike | np.ndarray, out: object = None) -> Any:
         limit = decoded_limit.get()
         if limit is None or out is not None:
             return self._codec.decode(buf, out=out)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from zarr.codecs.bytes import BytesCodec as _ZarrBytesCodec
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from zarr.abc.codec import Codec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["BytesCodec", "as_zopt_bytes", "encode_ml_bytes", "decode_ml_bytes"]
 
@@ -76,7 +75,7 @@ def decode_ml_bytes(
     return dtype.from_bits(units).reshape(shape)
 
 
-def encode_complex_bytes(dtype: ZDType[Any, Any], values: np.ndarray, endian: object) -> np.ndarray:
+def encode_complex_bytes(dtype: MLComplex, values: np.ndarray, endian: object) -> np.ndarray:
     """Bytes of a ``complex_*`` array: real then imaginary component of each element, each as
     its component type is stored, in ``endian``. Returns 1-D uint8."""
     comp = dtype.component
@@ -86,7 +85,7 @@ def encode_complex_bytes(dtype: ZDType[Any, Any], values: np.ndarray, endian: ob
     return units.view(np.uint8)
 
 
-def decode_complex_bytes(dtype: ZDType[Any, Any], raw: np.ndarray, shape: tuple[int, ...], endian: object) -> np.ndarray:
+def decode_complex_bytes(dtype: MLComplex, raw: np.ndarray, shape: tuple[int, ...], endian: object) -> np.ndarray:
     """Inverse of ``encode_complex_bytes``; ValueError when the length does not match."""
     comp = dtype.component
     expected = int(np.prod(shape, dtype=np.int64)) * 2 * comp.item_size
@@ -126,7 +125,7 @@ class BytesCodec(_ZarrBytesCodec):
         return chunk_spec.prototype.buffer.from_array_like(raw)
 
 
-def as_zopt_bytes(codec: Codec) -> Any:
+def as_zopt_bytes(codec: Codec) -> Codec:
     """zopt's ``BytesCodec`` in place of an instance of zarr's own (same ``endian``): zarr's
     ``create_array`` makes zarr's class, which cannot handle zopt's data types. Any other codec
     is returned as it is."""

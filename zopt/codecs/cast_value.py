@@ -47,6 +47,7 @@ from zopt.errors import OptionError
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
+    from zarr.core.dtype.common import DTypeJSON
     from zarr.core.dtype.wrapper import ZDType
 
 __all__ = ["CastValueCodec"]
@@ -88,11 +89,11 @@ class CastValueCodec(ArrayArrayCodec):
     out_of_range: str | None = None
     scalar_map: dict[str, list[list[Any]]] | None = None
 
-    def __init__(self, *, data_type: object, rounding: str = "nearest-even", out_of_range: str | None = None,
+    def __init__(self, *, data_type: DTypeJSON, rounding: str = "nearest-even", out_of_range: str | None = None,
                  scalar_map: object = None) -> None:
         target = zarr_dtype(data_type)
         info = numeric_info(target.to_native_dtype())
-        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "target", target)  # what the cached property would compute
         check_cast_options(rounding, out_of_range, info)
         object.__setattr__(self, "data_type", data_type)
         object.__setattr__(self, "rounding", rounding)
@@ -120,12 +121,13 @@ class CastValueCodec(ArrayArrayCodec):
             config["scalar_map"] = self.scalar_map
         return {"name": "cast_value", "configuration": config}
 
-    @property
-    def target(self) -> Any:
-        """The target data type as a zarr ``ZDType``."""
-        return self._target
+    @functools.cached_property
+    def target(self) -> ZDType[Any, Any]:
+        """The target data type as a zarr ``ZDType`` (made in ``__init__``, which validates it)."""
+        target: ZDType[Any, Any] = zarr_dtype(self.data_type)
+        return target
 
-    def _map(self, direction: str, source: ZDType[Any, Any]) -> tuple[tuple[np.generic, np.generic], ...]:
+    def _map(self, direction: str, source: ZDType[Any, Any] | None) -> tuple[tuple[np.generic, np.generic], ...]:
         """scalar_map entries of ``direction`` as (input, output) scalars; ``source`` is the array's
         ZDType (None: check only the target-typed side)."""
         return _parsed_map(json.dumps(self.data_type), json.dumps(self.scalar_map), direction, source)
@@ -171,8 +173,13 @@ class CastValueCodec(ArrayArrayCodec):
         return replace(chunk_spec, dtype=target, fill_value=target.cast_scalar(encoded[()]))
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        from zarr.core.dtype.common import HasItemSize
+
         n = int(np.prod(chunk_spec.shape, dtype=np.int64))
-        return n * self.target.item_size
+        target = self.target
+        if not isinstance(target, HasItemSize):
+            raise NotImplementedError(f"cast_value: the target {target} has no fixed item size")
+        return n * target.item_size
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> NDBuffer:
         out = self.encode_array(np.asarray(chunk_array.as_ndarray_like()), chunk_spec.dtype, describe_current_chunk())
@@ -190,7 +197,8 @@ class CastValueCodec(ArrayArrayCodec):
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed_map(data_type_json: str, scalar_map_json: str, direction: str, source: ZDType[Any, Any]) -> tuple:
+def _parsed_map(data_type_json: str, scalar_map_json: str, direction: str, source: ZDType[Any, Any] | None,
+                ) -> tuple[tuple[Any, Any], ...]:
     scalar_map = json.loads(scalar_map_json)
     if not scalar_map or direction not in scalar_map:
         return ()

@@ -43,28 +43,37 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
+from zarr.core.buffer import NDBuffer, default_buffer_prototype
 
 from zopt.codecs.bytes import as_zopt_bytes
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.sync import numcodec_of, sync_decoder, sync_encoder
+from zopt.compat.zarr_compat import nd_buffer
 from zopt.errors import ChunkDecodeError, OptionError
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
-    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.buffer import Buffer
     from zarr.core.dtype.wrapper import ZDType
 
     from zopt.codecs.decisions import DecisionLike
+    from zopt.codecs.sync import Transform
 
 __all__ = ["ChunkEncoder", "EncodedChunk", "chunk_spec", "max_encoded_size"]
+
+#: ``f(data, chunk_index) -> (mask, payload)`` of a ``conditional`` codec (``ConditionalCodec.chunk_encoder``)
+Chooser = Callable[[np.ndarray, "tuple[int, ...] | None"], "tuple[int, np.ndarray]"]
+
+
+def _not_conditional(data: np.ndarray, chunk_index: tuple[int, ...] | None) -> tuple[int, np.ndarray]:
+    raise AssertionError("a bytes→bytes codec that is not conditional has no chooser")
 
 
 def chunk_spec(shape: Sequence[int], dtype: ZDType[Any, Any], fill_value: object) -> ArraySpec:
@@ -133,48 +142,52 @@ class ChunkEncoder:
     Raises ValueError when the list does not have exactly one array→bytes codec.
     """
 
-    def __init__(self, codecs: Sequence[Any], spec: ArraySpec) -> None:
+    def __init__(self, codecs: Sequence[Codec], spec: ArraySpec) -> None:
         from zopt.compat.alloc import retain_freed_memory
 
         retain_freed_memory()  # chunk-sized buffers reused instead of faulted in per chunk
         self.spec = spec
-        self.array_array: list[tuple[Any, ArraySpec]] = []
-        self.array_bytes: tuple[Any, ArraySpec] | None = None
-        self.bytes_bytes: list[tuple[Any, ArraySpec]] = []
+        self.array_array: list[tuple[ArrayArrayCodec, ArraySpec]] = []
+        array_bytes: tuple[ArrayBytesCodec, ArraySpec] | None = None
+        self.bytes_bytes: list[tuple[BytesBytesCodec, ArraySpec]] = []
         current = spec
         for codec in codecs:
             codec = as_zopt_bytes(codec.evolve_from_array_spec(current))
             if isinstance(codec, ArrayArrayCodec):
-                if self.array_bytes is not None:
+                if array_bytes is not None:
                     raise OptionError("codecs", "an array→array codec follows the array→bytes codec")
                 self.array_array.append((codec, current))
                 current = codec.resolve_metadata(current)
             elif isinstance(codec, ArrayBytesCodec):
-                if self.array_bytes is not None:
+                if array_bytes is not None:
                     raise OptionError("codecs", "more than one array→bytes codec")
-                self.array_bytes = (codec, current)
+                array_bytes = (codec, current)
             elif isinstance(codec, BytesBytesCodec):
-                if self.array_bytes is None:
+                if array_bytes is None:
                     raise OptionError("codecs", "a bytes→bytes codec precedes the array→bytes codec")
                 self.bytes_bytes.append((codec, current))
             else:
                 raise OptionError("codecs", f"{codec!r} is not a zarr codec")
-        if self.array_bytes is None:
+        if array_bytes is None:
             raise OptionError("codecs", "the chain needs an array→bytes codec such as 'bytes'")
-        self._encoders = [
+        self.array_bytes: tuple[ArrayBytesCodec, ArraySpec] = array_bytes
+        self._encoders: list[Transform | None] = [
             None if isinstance(c, ConditionalCodec) else sync_encoder(c, s) for c, s in self.bytes_bytes
         ]
-        self._decoders: list[Any] | None = None  # made on the first decode: most encoders never decode
+        self._decoders: list[Transform] | None = None  # made on the first decode: most encoders never decode
         self._native, self._direct, self._direct_kind = _direct_array_bytes(self.array_array, self.array_bytes[0], spec)
         self._conditional_encoders()
 
     def _conditional_encoders(self) -> None:
-        self._choosers = [
-            c.chunk_encoder(s) if isinstance(c, ConditionalCodec) else None for c, s in self.bytes_bytes
+        # per bytes→bytes codec: (chooser, header bytes, header bits) of a conditional codec; the
+        # others' entries are never used (their encoder in ``_encoders`` is not None)
+        self._choosers: list[tuple[Chooser, int, int]] = [
+            (c.chunk_encoder(s), c.header_nbytes, c.header_bits) if isinstance(c, ConditionalCodec)
+            else (_not_conditional, 0, 0) for c, s in self.bytes_bytes
         ]
 
     @property
-    def codecs(self) -> tuple[Any, ...]:
+    def codecs(self) -> tuple[Codec, ...]:
         return (*[c for c, _ in self.array_array], self.array_bytes[0], *[c for c, _ in self.bytes_bytes])
 
     def with_decision(self, decision: DecisionLike) -> ChunkEncoder:
@@ -199,23 +212,22 @@ class ChunkEncoder:
                                  "fixed slots cannot be sized; use 'bytes' with zstd, blosc or 'conditional', or write "
                                  "the compact layout") from None
             n = _pcodec_bound(_raw_nbytes(s))
-        for codec, s in self.bytes_bytes:
-            n = _bytes_bound(codec, n, s)
+        for bb, s in self.bytes_bytes:
+            n = _bytes_bound(bb, n, s)
         return n
 
     def _to_bytes(self, chunk: np.ndarray) -> np.ndarray:
         if self._direct is not None and chunk.dtype == self._native:
             return self._direct(chunk)
-        proto = self.spec.prototype
         if not (chunk.flags.c_contiguous and chunk.flags.aligned):
             # a view of a region, or an array unpickled from a network frame (a chunk sent between
             # dask.distributed workers): numcodecs' array→bytes codecs (pcodec) need C order and alignment
-            chunk = np.require(chunk, requirements="CA")
-        value: Any = proto.nd_buffer.from_ndarray_like(chunk)
-        for codec, s in self.array_array:
-            value = _run_sync(codec, "_encode_sync", "_encode_single", value, s)
-        codec, s = self.array_bytes
-        out = _run_sync(codec, "_encode_sync", "_encode_single", value, s)
+            chunk = np.require(chunk, requirements=("C", "A"))
+        value = nd_buffer(self.spec, chunk)
+        for aa, s in self.array_array:
+            value = _run_sync(aa, "_encode_sync", "_encode_single", value, s)
+        ab, s = self.array_bytes
+        out = _run_sync(ab, "_encode_sync", "_encode_single", value, s)
         return np.asarray(out.as_numpy_array()).view(np.uint8).ravel()
 
     def encode(
@@ -254,17 +266,19 @@ class ChunkEncoder:
         (see ``_direct_array_bytes``), else None."""
         return self._direct_kind
 
-    def encode_direct(self, chunk: np.ndarray) -> np.ndarray:
-        """The array→bytes step alone on ``chunk`` (native type; requires ``direct_kind``): 1-D uint8."""
-        return self._direct(chunk)
+    @property
+    def direct(self) -> Transform | None:
+        """``f(chunk) -> 1-D uint8``: the array→bytes step alone on a chunk of ``native_dtype``
+        when ``direct_kind`` is not None, else None."""
+        return self._direct
 
     @property
-    def array_bytes_codec(self) -> Any:
+    def array_bytes_codec(self) -> ArrayBytesCodec:
         """The array→bytes codec (e.g. ``bytes``, ``packbits``)."""
         return self.array_bytes[0]
 
     @property
-    def bytes_bytes_codecs(self) -> tuple[Any, ...]:
+    def bytes_bytes_codecs(self) -> tuple[BytesBytesCodec, ...]:
         """The bytes→bytes codecs, in chain order."""
         return tuple(c for c, _ in self.bytes_bytes)
 
@@ -301,6 +315,7 @@ class ChunkEncoder:
         """
         raw = self.decode_bytes(data, key=key, inner=inner)
         proto = self.spec.prototype
+        codec: Codec
         codec, s = self.array_bytes
         try:
             value = _run_sync(codec, "_decode_sync", "_decode_single", proto.buffer.from_array_like(raw), s)
@@ -316,24 +331,24 @@ class ChunkEncoder:
         self, data: np.ndarray, chunk_index: tuple[int, ...] | None, force_zero: bool
     ) -> tuple[np.ndarray, tuple[int, ...]]:
         masks = []
-        for (codec, _), enc, choose in zip(self.bytes_bytes, self._encoders, self._choosers, strict=True):
+        for enc, (choose, head, bits) in zip(self._encoders, self._choosers, strict=True):
             if enc is not None:
                 data = enc(data)
                 continue
             mask, payload = (0, data) if force_zero else choose(data, chunk_index)
-            head = codec.header_nbytes
             out = np.empty(head + payload.size, dtype=np.uint8)
             if head == 1:
                 out[0] = mask
             else:
-                out[:head] = np.frombuffer(format_header(mask, codec.header_bits), np.uint8)
+                out[:head] = np.frombuffer(format_header(mask, bits), np.uint8)
             out[head:] = payload
             data = out
             masks.append(mask)
         return data, tuple(masks)
 
 
-def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) -> tuple[np.dtype | None, Any, str | None]:
+def _direct_array_bytes(array_array: Sequence[object], array_bytes: ArrayBytesCodec, spec: ArraySpec,
+                        ) -> tuple[np.dtype | None, Transform | None, str | None]:
     """``(native dtype, f(chunk) -> 1-D uint8, kind)`` for chains whose array→bytes step needs none
     of zarr's buffer objects (issue 34: they cost ~20 µs of GIL per chunk), else ``(None, None, None)``.
 
@@ -365,7 +380,7 @@ def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) ->
             return (chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)).reshape(-1).view(np.uint8)
 
         return native, raw, "bytes"
-    nc = numcodec_of(array_bytes) if isinstance(array_bytes, ArrayBytesCodec) else None
+    nc = numcodec_of(array_bytes)
     if nc is not None and type(nc).__name__ == "PCodec" and type(nc).__module__ == "numcodecs.pcodec":
         from pcodec import standalone
 
@@ -373,14 +388,14 @@ def _direct_array_bytes(array_array: list, array_bytes: Any, spec: ArraySpec) ->
         compress = standalone.simple_compress
 
         def pco(chunk: np.ndarray) -> np.ndarray:
-            flat = (chunk if chunk.flags.c_contiguous and chunk.flags.aligned else np.require(chunk, requirements="CA")).reshape(-1)
+            flat = (chunk if chunk.flags.c_contiguous and chunk.flags.aligned else np.require(chunk, requirements=("C", "A"))).reshape(-1)
             return np.frombuffer(compress(flat, config), dtype=np.uint8)
 
         return native, pco, "pcodec"
     return None, None, None
 
 
-def _codec_name(codec: object) -> str:
+def _codec_name(codec: Codec) -> str:
     try:
         return str(codec.to_dict()["name"])
     except Exception:  # noqa: BLE001 - a codec without to_dict
@@ -401,13 +416,13 @@ def _run_sync(codec: Codec, sync_name: str, async_name: str, value: Buffer | NDB
     if nc is not None:
         # zarr < 3.4's numcodecs.* array→bytes wrappers (pcodec, zfpy) have only async methods,
         # which start an event loop and a thread per chunk; this is what zarr 3.4's sync ones do
-        if sync_name == "_encode_sync":
+        if isinstance(value, NDBuffer):  # encoding
             return spec.prototype.buffer.from_bytes(nc.encode(np.ascontiguousarray(value.as_ndarray_like())))
         return spec.prototype.nd_buffer.from_ndarray_like(nc.decode(value.to_bytes()).reshape(spec.shape))
     return asyncio.run(getattr(codec, async_name)(value, spec))
 
 
-def max_encoded_size(codecs: Sequence[Any], spec: ArraySpec) -> int:
+def max_encoded_size(codecs: Sequence[Codec], spec: ArraySpec) -> int:
     """Upper bound (bytes) of one chunk of ``spec`` encoded with ``codecs``.
 
     Raises ValueError naming the first codec without a known bound (see module docstring).

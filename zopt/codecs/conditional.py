@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Self
 
@@ -33,8 +33,6 @@ from zopt.compat.zarr_compat import supports_sync
 from zopt.errors import ChunkIndexUnavailableError, OptionError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from zarr.abc.codec import Codec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
@@ -80,10 +78,10 @@ def parse_header(data: bytes | np.ndarray, header_bits: int, n_codecs: int) -> i
     return mask
 
 
-def _parse_codecs(codecs: Iterable[Codec]) -> tuple[BytesBytesCodec, ...]:
+def _parse_codecs(codecs: object) -> tuple[BytesBytesCodec, ...]:
     from zopt.compat.zarr_compat import resolve_codec
 
-    if isinstance(codecs, str | bytes | dict) or not hasattr(codecs, "__iter__"):
+    if isinstance(codecs, str | bytes | dict) or not isinstance(codecs, Iterable):
         raise OptionError("codecs", f"expected a list of bytes→bytes codecs, got {codecs!r}")
     parsed = []
     for i, c in enumerate(codecs):
@@ -204,7 +202,8 @@ class ConditionalCodec(BytesBytesCodec):
         refs = []
         for i, c in enumerate(self.codecs):
             d = c.to_dict()
-            refs.append(CodecRef(d["name"], i, dict(d.get("configuration", {}) or {}), c))
+            config = d.get("configuration") or {}
+            refs.append(CodecRef(str(d["name"]), i, dict(config) if isinstance(config, Mapping) else {}, c))
         return refs
 
     # -- zarr codec API -----------------------------------------------------------------------
@@ -267,7 +266,7 @@ class ConditionalCodec(BytesBytesCodec):
                 try:
                     data = self._decode_one(i, data, spec)
                 except Exception as exc:  # noqa: BLE001 - numcodecs, zarr and numpy raise many types
-                    raise decode_error(self.codecs[i].to_dict()["name"], exc) from exc
+                    raise decode_error(str(self.codecs[i].to_dict()["name"]), exc) from exc
         return mask, data
 
     def _decode_one(self, i: int, data: np.ndarray, spec: ArraySpec) -> np.ndarray:
@@ -381,13 +380,15 @@ def conditional_codecs_in(codecs: Iterable[Codec]) -> list[ConditionalCodec]:
     return found
 
 
-def with_decision_in(codecs: Iterable[Codec], decision: DecisionLike, trial_encode: bool | None = None) -> tuple:
+def with_decision_in(codecs: Iterable[Codec], decision: DecisionLike, trial_encode: bool | None = None) -> tuple[Codec, ...]:
     """Copy a codec list, attaching ``decision`` to every conditional codec (also in shards)."""
-    out = []
+    from zarr.codecs.sharding import ShardingCodec
+
+    out: list[Codec] = []
     for c in codecs:
         if isinstance(c, ConditionalCodec):
             c = c.with_decision(decision, trial_encode)
-        elif getattr(c, "codecs", None) is not None and hasattr(c, "chunk_shape"):
+        elif isinstance(c, ShardingCodec):
             c = replace(c, codecs=with_decision_in(c.codecs, decision, trial_encode))
         out.append(c)
     return tuple(out)

@@ -129,8 +129,9 @@ def _wrap_u64(u: np.ndarray, tgt: NumericInfo) -> np.ndarray:
     return s.astype(tgt.dtype)
 
 
-def _choose_hi(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_even: np.ndarray, rounding: str) -> np.ndarray:
-    """For lo < v < hi (float64, exact): True where ``rounding`` picks ``hi``."""
+def _choose_hi(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_even: np.ndarray | None, rounding: str) -> np.ndarray:
+    """For lo < v < hi (float64, exact): True where ``rounding`` picks ``hi``; ``lo_even`` (where
+    ``lo`` is even) is needed for ``nearest-even`` only."""
     if rounding == "towards-positive":
         return np.ones(v.shape, bool)
     if rounding == "towards-negative":
@@ -141,6 +142,8 @@ def _choose_hi(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_even: np.ndarra
     tie = v == mid
     out = v > mid
     if rounding == "nearest-even":
+        if lo_even is None:
+            raise ValueError("rounding: 'nearest-even' needs lo_even")
         return out | (tie & ~lo_even)
     return out | (tie & (v > 0))
 
@@ -199,7 +202,7 @@ def _apply_range(out: np.ndarray, below: np.ndarray, above: np.ndarray, tgt: Num
             lo, hi = np.array(tgt.lo).astype(tgt.dtype), np.array(tgt.hi).astype(tgt.dtype)
         else:
             hi_v = np.inf if tgt.has_inf else tgt.max
-            lo_v = -hi_v if tgt.signed else float(tgt.values[1])
+            lo_v = -hi_v if tgt.signed else float(tgt.value_table[1])
             # max, ±inf and the smallest positive value are representable: astype is exact
             lo, hi = np.array(lo_v).astype(tgt.dtype), np.array(hi_v).astype(tgt.dtype)
         out = np.where(below, lo, np.where(above, hi, out)).astype(tgt.dtype)
@@ -242,7 +245,7 @@ def _float_specials(v: np.ndarray, out: np.ndarray, status: np.ndarray, tgt: Num
 
 
 def _float_to_table(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range: str | None):
-    table = tgt.values
+    table = tgt.value_table
     n = table.size
     # A candidate from the library's own cast, then its neighbour in the sorted table: a
     # bracket table[lo] <= v <= table[hi] found with two lookups. Where the candidate is not
@@ -251,7 +254,7 @@ def _float_to_table(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range
         cand = v.astype(tgt.dtype).view(tgt.code_dtype)
     if tgt.bits < 8 * tgt.dtype.itemsize:
         cand = cand & tgt.code_dtype.type((1 << tgt.bits) - 1)
-    pos = tgt.positions[cand]
+    pos = tgt.position_table[cand]
     lo_i = pos - (table[pos] >= v)
     np.clip(lo_i, 0, n - 2, out=lo_i)
     lo_v, hi_v = table[lo_i], table[lo_i + 1]
@@ -276,7 +279,7 @@ def _float_to_table(v: np.ndarray, tgt: NumericInfo, rounding: str, out_of_range
         outside &= finite
     code = tgt.out_codes[r]
     if tgt.has_neg_zero:
-        negzero = (r == tgt.positions[tgt.zero_code]) & np.signbit(v)
+        negzero = (r == tgt.position_table[tgt.zero_code]) & np.signbit(v)
         if negzero.any():
             code[negzero] = tgt.neg_zero_code
     out = code.view(tgt.dtype)
@@ -341,7 +344,7 @@ def _convert(x: np.ndarray, src: NumericInfo, tgt: NumericInfo, rounding: str, o
     return _float_to_table(v, tgt, rounding, out_of_range)
 
 
-def _map_mask(x: np.ndarray, key: Any, src: NumericInfo) -> np.ndarray:
+def _map_mask(x: np.ndarray, key: object, src: NumericInfo) -> np.ndarray:
     if src.is_int:
         return x == _canonical(np.array(key), src)
     k = float(np.array(key).astype(np.float64))
@@ -379,7 +382,7 @@ def _float32_key_shift(tgt: NumericInfo) -> int:
     every bit down to half the target's smallest spacing, whose position there is absolute
     (bit ``k`` is ``2^(k - 149)``).
     """
-    smallest_step = float(np.diff(tgt.values).min())
+    smallest_step = float(np.diff(tgt.value_table).min())
     return min(22 - tgt.nmant, 148 + int(np.floor(np.log2(smallest_step))))
 
 
@@ -434,6 +437,7 @@ def cast_error(what: str, values: np.ndarray, index: int, why: str, *, rule: str
     at index (…) {why}"``, the value as a Python int or float."""
     element = np.asarray(values.flat[index])
     info = numeric_info(values.dtype)
+    value: int | float
     if info.is_int:
         value = int(element.astype(np.uint64 if info.dtype == np.uint64 else np.int64))
     else:
@@ -447,7 +451,7 @@ def cast_error(what: str, values: np.ndarray, index: int, why: str, *, rule: str
 
 def cast_array(
     values: np.ndarray,
-    target: Any,
+    target: np.dtype[Any] | str,
     *,
     rounding: str = "nearest-even",
     out_of_range: str | None = None,
@@ -488,9 +492,9 @@ def cast_array(
         out = np.empty(flat.size, tgt.dtype)
         status = np.empty(flat.size, np.uint8)
         for start in range(0, flat.size, _BLOCK):
-            key = _float32_keys(flat[start : start + _BLOCK], shift)
-            out[start : start + key.size] = table[key]
-            status[start : start + key.size] = table_status[key]
+            keys = _float32_keys(flat[start : start + _BLOCK], shift)
+            out[start : start + keys.size] = table[keys]
+            status[start : start + keys.size] = table_status[keys]
         if scalar_map:
             out = _apply_scalar_map(_canonical(flat, src), out, status, src, tgt, scalar_map)
         if status.any():

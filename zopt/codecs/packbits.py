@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["PackBitsCodec", "component_layout", "pack_bits", "unpack_bits"]
 
 PADDING_ENCODINGS = ("none", "first_byte", "last_byte")
-_UINTS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_UINTS: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def _uint_for(bits: int) -> type[np.unsignedinteger]:
@@ -173,7 +173,7 @@ def pack_bits(values: np.ndarray, b: int) -> np.ndarray:
     v = v.reshape(blocks, per)
     out = np.zeros((blocks, block), dtype=np.uint8)
     for j in range(block):
-        acc = None
+        acc: np.ndarray | None = None  # every byte j < block holds bits of some element e
         for e in range(per):
             lo, hi = e * b, (e + 1) * b
             if hi <= 8 * j or lo >= 8 * j + 8:
@@ -182,6 +182,8 @@ def pack_bits(values: np.ndarray, b: int) -> np.ndarray:
             part = v[:, e] << values.dtype.type(shift) if shift >= 0 else v[:, e] >> values.dtype.type(-shift)
             part = (part & values.dtype.type(0xFF)).astype(np.uint8)
             acc = part if acc is None else acc | part
+        if acc is None:
+            raise AssertionError(f"packbits: byte {j} of a block holds no element's bits")
         out[:, j] = acc
     return out.ravel()[:nbytes]
 
@@ -206,20 +208,22 @@ def unpack_bits(data: np.ndarray, n: int, b: int) -> np.ndarray:
     per = 8 // math.gcd(b, 8)
     block = per * b // 8
     blocks = -(-n // per)
-    raw = np.zeros(blocks * block, dtype=np.uint8)
-    raw[: min(data.size, raw.size)] = data[: raw.size]
-    raw = raw.reshape(blocks, block)
+    flat = np.zeros(blocks * block, dtype=np.uint8)
+    flat[: min(data.size, flat.size)] = data[: flat.size]
+    raw = flat.reshape(blocks, block)
     out = np.empty((blocks, per), dtype=ut)
     mask = ut((1 << b) - 1) if b < 64 else ut(0xFFFFFFFFFFFFFFFF)
     for e in range(per):
         lo, hi = e * b, (e + 1) * b
-        acc = None
+        value: np.ndarray | None = None  # every element spans at least one byte j
         for j in range(lo // 8, (hi - 1) // 8 + 1):
             shift = 8 * j - lo
             col = raw[:, j].astype(ut)
             part = col << ut(shift) if shift >= 0 else col >> ut(-shift)
-            acc = part if acc is None else acc | part
-        out[:, e] = acc & mask
+            value = part if value is None else value | part
+        if value is None:
+            raise AssertionError(f"packbits: element {e} of a block spans no byte")
+        out[:, e] = value & mask
     return out.ravel()[:n]
 
 

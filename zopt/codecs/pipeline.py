@@ -25,7 +25,7 @@ import asyncio
 import functools
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.metadata import ArrayMetadata, ArrayV3Metadata
+
+    from zopt.compat.zarr_compat import SyncCodec
 
 __all__ = [
     "ChunkContext",
@@ -134,6 +136,14 @@ def _fill_array(chunk_spec: ArraySpec) -> np.ndarray:
     return np.full((), fill_value_or_default(chunk_spec), dtype=chunk_spec.dtype.to_native_dtype())
 
 
+class _SyncChain(NamedTuple):
+    """A chain whose every codec runs synchronously (``ChunkIndexCodecPipeline``'s fast path)."""
+
+    array_array: tuple[SyncCodec[NDBuffer, NDBuffer], ...]
+    array_bytes: SyncCodec[NDBuffer, Buffer]
+    bytes_bytes: tuple[SyncCodec[Buffer, Buffer], ...]
+
+
 class ChunkIndexCodecPipeline(BatchedCodecPipeline):
     """zarr's ``BatchedCodecPipeline`` that publishes each chunk's key and grid coordinates.
 
@@ -171,9 +181,8 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         validate_codec_chain(array_metadata)
         return cls.from_codecs(array_metadata.codecs)
 
-    @functools.cached_property
-    def _sync_chain(self) -> bool:
-        """True when every codec encodes and decodes synchronously (the fast path applies).
+    def _sync_codecs(self) -> _SyncChain | None:
+        """The codecs when every one encodes and decodes synchronously (the fast path applies).
 
         ``sharding_indexed`` never takes the fast path, even where zarr (3.3+) gives it
         synchronous methods: those encode inner chunks through zarr's ``ChunkTransform``,
@@ -181,10 +190,28 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         """
         from zarr.codecs.sharding import ShardingCodec
 
-        codecs = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
-        return all(supports_sync(c) and not isinstance(c, ShardingCodec) for c in codecs)
+        aa = [c for c in self.array_array_codecs if supports_sync(c) and not isinstance(c, ShardingCodec)]
+        bb = [c for c in self.bytes_bytes_codecs if supports_sync(c) and not isinstance(c, ShardingCodec)]
+        ab = self.array_bytes_codec
+        if len(aa) < len(self.array_array_codecs) or len(bb) < len(self.bytes_bytes_codecs) \
+                or isinstance(ab, ShardingCodec) or not supports_sync(ab):
+            return None
+        return _SyncChain(tuple(aa), ab, tuple(bb))
 
-    def _specs(self, chunk_spec: ArraySpec) -> tuple[list[Any], Any, list[Any]]:
+    @functools.cached_property
+    def _sync_chain(self) -> bool:
+        """True when the fast path applies (``_sync_codecs``)."""
+        return self._sync_codecs() is not None
+
+    @functools.cached_property
+    def _sync(self) -> _SyncChain:
+        """``_sync_codecs``, for the fast path (taken only where ``_sync_chain``)."""
+        chain = self._sync_codecs()
+        if chain is None:
+            raise RuntimeError("the fast path runs only chains whose every codec is synchronous")
+        return chain
+
+    def _specs(self, chunk_spec: ArraySpec) -> tuple[list[ArraySpec], ArraySpec, list[ArraySpec]]:
         """The spec each codec sees, resolved once per distinct chunk spec (resolving runs e.g.
         cast_value's fill-value round trip, too costly for every chunk)."""
         cache = self.__dict__.setdefault("_spec_cache", {})
@@ -196,7 +223,7 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             cache[chunk_spec] = specs = self._resolve_specs(chunk_spec)
             return specs
 
-    def _resolve_specs(self, chunk_spec: ArraySpec) -> tuple[list[Any], Any, list[Any]]:
+    def _resolve_specs(self, chunk_spec: ArraySpec) -> tuple[list[ArraySpec], ArraySpec, list[ArraySpec]]:
         aa = []
         spec = chunk_spec
         for codec in self.array_array_codecs:
@@ -205,12 +232,12 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         ab = spec
         spec = self.array_bytes_codec.resolve_metadata(spec)
         bb = []
-        for codec in self.bytes_bytes_codecs:
+        for bb_codec in self.bytes_bytes_codecs:
             bb.append(spec)
-            spec = codec.resolve_metadata(spec)
+            spec = bb_codec.resolve_metadata(spec)
         return aa, ab, bb
 
-    def _limits(self, ab_spec: ArraySpec, bb_specs: list[Any]) -> list[int | None]:
+    def _limits(self, ab_spec: ArraySpec, bb_specs: list[ArraySpec]) -> list[int | None]:
         """Most bytes each bytes→bytes codec's decoding may yield: the array→bytes codec's
         encoded size of the chunk, grown by each codec's largest output (``bytes_bound``)."""
         from zopt.codecs.bounded import bytes_bound, raw_nbytes
@@ -225,29 +252,33 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
             n = None if n is None else bytes_bound(codec, n, spec)
         return out
 
-    def _encode_whole_chunk(self, chunk: NDBuffer, chunk_spec: ArraySpec) -> Any:
+    def _encode_whole_chunk(self, chunk: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         """The stored bytes of one whole chunk (an NDBuffer), or None when nothing is stored."""
         if not chunk_spec.config.write_empty_chunks and is_fill(chunk.as_numpy_array(), _fill_array(chunk_spec)):
             return None
+        aa_codecs, ab_codec, bb_codecs = self._sync
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
-        for codec, spec in zip(self.array_array_codecs, aa_specs, strict=True):
-            chunk = codec._encode_sync(chunk, spec)
-            if chunk is None:
+        value: NDBuffer | None
+        for codec, spec in zip(aa_codecs, aa_specs, strict=True):
+            value = codec._encode_sync(chunk, spec)
+            if value is None:
                 return None
-        data = self.array_bytes_codec._encode_sync(chunk, ab_spec)
-        for codec, spec in zip(self.bytes_bytes_codecs, bb_specs, strict=True):
+            chunk = value
+        data = ab_codec._encode_sync(chunk, ab_spec)
+        for bb_codec, spec in zip(bb_codecs, bb_specs, strict=True):
             if data is None:
                 return None
-            data = codec._encode_sync(data, spec)
+            data = bb_codec._encode_sync(data, spec)
         return data
 
-    def _decode_chunk(self, data: Buffer, chunk_spec: ArraySpec) -> Any:
+    def _decode_chunk(self, data: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        aa_codecs, ab_codec, bb_codecs = self._sync
         aa_specs, ab_spec, bb_specs = self._specs(chunk_spec)
-        limits = self._limits(ab_spec, bb_specs) if self.bytes_bytes_codecs else ()
-        for codec, spec, limit in zip(reversed(self.bytes_bytes_codecs), reversed(bb_specs), reversed(limits), strict=True):
-            data = decode_within(codec, numcodec_of(codec) if limit is not None else None, data, spec, limit)
-        chunk = self.array_bytes_codec._decode_sync(data, ab_spec)
-        for codec, spec in zip(reversed(self.array_array_codecs), reversed(aa_specs), strict=True):
+        limits = self._limits(ab_spec, bb_specs) if bb_codecs else ()
+        for bb_codec, spec, limit in zip(reversed(bb_codecs), reversed(bb_specs), reversed(limits), strict=True):
+            data = decode_within(bb_codec, numcodec_of(bb_codec) if limit is not None else None, data, spec, limit)
+        chunk = ab_codec._decode_sync(data, ab_spec)
+        for codec, spec in zip(reversed(aa_codecs), reversed(aa_specs), strict=True):
             chunk = codec._decode_sync(chunk, spec)
         return chunk
 
@@ -333,7 +364,8 @@ class ChunkIndexCodecPipeline(BatchedCodecPipeline):
         its Python package (``zopt.compat.zarr_compat.CODEC_PACKAGES``: pcodec on a reader without it)."""
         from zopt.compat.zarr_compat import missing_codec_package
 
-        for codec in (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs):
+        codecs: tuple[Codec, ...] = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
+        for codec in codecs:
             try:
                 name = str(codec.to_dict()["name"])
             except Exception:  # noqa: BLE001 - a codec without to_dict names nothing

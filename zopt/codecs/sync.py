@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -37,13 +37,13 @@ def _as_u8(out: object) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8) if isinstance(out, bytes | bytearray | memoryview) else np.asarray(out).view(np.uint8).ravel()
 
 
-def numcodec_of(codec: Codec) -> Any | None:
+def numcodec_of(codec: object) -> Any | None:
     """The numcodecs object behind a zarr codec (zstd, gzip, blosc, ``numcodecs.*`` wrappers;
     zopt's shuffle as an adapter), or None."""
     return _numcodec(codec)
 
 
-def _numcodec(codec: Codec) -> Any | None:
+def _numcodec(codec: object) -> Any | None:
     try:
         return _numcodec_cached(codec)
     except TypeError:  # unhashable codec objects (zarr's numcodecs.* wrappers hold a dict)
@@ -51,11 +51,11 @@ def _numcodec(codec: Codec) -> Any | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _numcodec_cached(codec: Codec) -> Any | None:
+def _numcodec_cached(codec: object) -> Any | None:
     return _numcodec_uncached(codec)
 
 
-def _numcodec_uncached(codec: Codec) -> Any | None:
+def _numcodec_uncached(codec: object) -> Any | None:
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
     from zopt.codecs.shuffle import ShuffleCodec
@@ -232,7 +232,7 @@ def zstd_row_sizes(codec: Codec) -> Callable[[np.ndarray], np.ndarray] | None:
     def sizes(rows: np.ndarray) -> np.ndarray:
         n, width = rows.shape
 
-        def per_row(ks: Any) -> np.ndarray:
+        def per_row(ks: Iterable[int]) -> np.ndarray:
             return np.array([len(exact.encode(np.ascontiguousarray(rows[k]))) for k in ks], dtype=np.int64)
 
         if n == 0:

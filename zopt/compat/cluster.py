@@ -25,6 +25,8 @@ from zopt.compat.job_cache import release_job
 from zopt.errors import ZoptError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from distributed import Client, Worker
 
 __all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
@@ -76,7 +78,7 @@ def _current_client(address: str) -> Any:
     return client
 
 
-def compute_on_cluster(tasks: list, address: str, ctx: Any, job_id: str | None) -> list:
+def compute_on_cluster(tasks: list, address: str, ctx: AbstractContextManager[object], job_id: str | None) -> list:
     """Compute ``tasks`` (Dask delayed objects whose keys contain ``job_id``) on the cluster at
     ``address`` inside the context manager ``ctx`` (a progress bar, whose ``advance`` is called as each
     task finishes). Returns their results in order. Raises SchedulerUnreachableError if the scheduler

@@ -24,9 +24,12 @@ from __future__ import annotations
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from zopt.errors import OptionError, ZoptError
+
+if TYPE_CHECKING:
+    from icechunk import Repository, Session
 
 __all__ = [
     "BranchMovedError", "IcechunkRef", "RepositoryNotFoundError", "commit_wave", "fresh_fork", "is_icechunk",
@@ -69,7 +72,7 @@ def is_icechunk_url(x: object) -> bool:
     return isinstance(x, str) and x.startswith(SCHEMES)
 
 
-def is_icechunk(x: object) -> bool:
+def is_icechunk(x: object) -> TypeGuard[str | Repository]:
     """An ``icechunk://…`` URL or an ``icechunk.Repository`` (checked without importing icechunk)."""
     return is_icechunk_url(x) or type(x).__module__.startswith("icechunk") and type(x).__name__ == "Repository"
 
@@ -78,7 +81,7 @@ def is_icechunk(x: object) -> bool:
 class IcechunkRef:
     """A repository (``repo``) and a branch in it, or a snapshot id (read only); ``text`` names them."""
 
-    repo: Any
+    repo: Repository
     branch: str | None
     snapshot: str | None
     text: str
@@ -107,7 +110,7 @@ def _storage(scheme: str, location: str) -> Any:
                          force_path_style=bool(endpoint))
 
 
-def open_ref(dst: Any, what: str = "dst") -> IcechunkRef:
+def open_ref(dst: str | Repository, what: str = "dst") -> IcechunkRef:
     """The repository and branch (or snapshot) of an ``icechunk://…`` URL or an ``icechunk.Repository``
     (its ``main`` branch). RepositoryNotFoundError (one line naming it) when the repository or the
     branch does not exist; nothing is created."""
@@ -130,11 +133,11 @@ def open_ref(dst: Any, what: str = "dst") -> IcechunkRef:
     return IcechunkRef(repo, branch, None, f"{repo_text}@{branch}")
 
 
-def _repo_text(repo: Any) -> str:
+def _repo_text(repo: Repository) -> str:
     return f"icechunk repository {repo.storage!r}".replace("\n", " ")
 
 
-def lookup_branch(repo: Any, branch: str, text: str, what: str = "dst") -> str:
+def lookup_branch(repo: Repository, branch: str, text: str, what: str = "dst") -> str:
     """The tip snapshot id of ``branch``; RepositoryNotFoundError naming it and the branches there."""
     ic = require()
     if branch not in repo.list_branches():
@@ -146,21 +149,22 @@ def lookup_branch(repo: Any, branch: str, text: str, what: str = "dst") -> str:
         raise RepositoryNotFoundError(f"{what}: {text}: no branch {branch!r} in the repository") from exc
 
 
-def readonly_store(dst: Any, what: str = "dst") -> tuple[Any, str]:
-    """``(read-only IcechunkStore, text)`` of an ``icechunk://…`` URL or a Repository (a branch's tip or a snapshot)."""
+def readonly_store(dst: str | Repository, what: str = "dst") -> tuple[Any, str]:
+    """``(read-only IcechunkStore, text)`` of an ``icechunk://…`` URL or a Repository (a branch's tip or a snapshot).
+    (The store is typed Any: callers put it where they held the URL.)"""
     ref = open_ref(dst, what)
     if ref.snapshot is not None:
         return ref.repo.readonly_session(snapshot_id=ref.snapshot).store, ref.text
     return ref.repo.readonly_session(branch=ref.branch).store, ref.text
 
 
-def commit_wave(session: Any, message: str, metadata: dict[str, Any], amend: bool) -> str:
+def commit_wave(session: Session, message: str, metadata: dict[str, Any], amend: bool) -> str:
     """Commit ``session`` with ``metadata``; ``amend``: replace the branch's last commit (the job's
     own) where icechunk can (2.x), else add a commit (1.1). Returns the snapshot id."""
     if amend and hasattr(session, "amend"):
         return session.amend(message, metadata=metadata, allow_empty=True)
     if version() >= (2, 0):
-        return session.commit(message, metadata=metadata, allow_empty=True)
+        return session.commit(message, metadata=metadata, allow_empty=True)  # type: ignore[call-arg,unused-ignore]  # icechunk 2.x's keyword; 1.1's stubs lack it
     if not session.has_uncommitted_changes:  # 1.1 refuses an empty commit: the wave wrote only fill chunks
         return session.snapshot_id
     return session.commit(message, metadata=metadata)

@@ -116,7 +116,7 @@ def _same_as_numcodecs() -> bool:
 class _Context:
     """A ``ZSTD_CCtx`` or ``ZSTD_DCtx`` freed with the thread-local storage that holds it."""
 
-    def __init__(self, lib: Any, compress: bool) -> None:
+    def __init__(self, lib: ctypes.CDLL, compress: bool) -> None:
         self.lib, self.compress = lib, compress
         self.ptr = lib.ZSTD_createCCtx() if compress else lib.ZSTD_createDCtx()
         if not self.ptr:
@@ -128,7 +128,7 @@ class _Context:
             self.ptr = None
 
 
-def _check(lib: Any, code: int, what: str) -> int:
+def _check(lib: ctypes.CDLL, code: int, what: str) -> int:
     if lib.ZSTD_isError(code):
         raise RuntimeError(f"zstd {what} error: {lib.ZSTD_getErrorName(code).decode()}")
     return code
@@ -173,7 +173,7 @@ def compress(data: np.ndarray, level: int, checksum: bool = False, head: int = 0
     return out
 
 
-def decompress_into(blob: Any, out: np.ndarray, nbytes: int | None = None) -> int:
+def decompress_into(blob: bytes | bytearray | memoryview | np.ndarray, out: np.ndarray, nbytes: int | None = None) -> int:
     """Decode the zstd frame(s) in ``blob`` (bytes-like or 1-D uint8) into ``out`` (C-contiguous,
     writable); returns the number of bytes decoded. ``nbytes``: the decoded size required
     (ValueError otherwise). The GIL is released while zstd runs. Raises RuntimeError for bytes

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 import sys
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 import zarr
 from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, ContainsGroupError
@@ -52,7 +52,8 @@ from zarr.errors import ContainsArrayAndGroupError, ContainsArrayError, Contains
 if TYPE_CHECKING:
     import numpy as np
     from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import NDBuffer
+    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
     from zarr.storage import StoreLike
 from zopt.errors import OptionError
 
@@ -78,6 +79,7 @@ __all__ = [
     "regular_chunk_shape",
     "resolve_codec",
     "supports_sync",
+    "SyncCodec",
     "zarr_version_string",
 ]
 
@@ -346,13 +348,26 @@ def existing_node_path(exc: BaseException) -> str | None:
     return None if found is None else found.group(1)
 
 # -- synchronous codecs -------------------------------------------------------------------------
+_In = TypeVar("_In", bound="NDBuffer | Buffer")
+_Out = TypeVar("_Out", bound="NDBuffer | Buffer")
+
+
+class SyncCodec(Protocol[_In, _Out]):
+    """A codec with synchronous methods (``supports_sync``): zarr 3.3+'s ``SupportsSyncCodec``,
+    which zarr 3.1 lacks. ``SyncCodec[NDBuffer, Buffer]`` is an array→bytes codec."""
+
+    def _encode_sync(self, chunk_data: _In, chunk_spec: ArraySpec, /) -> _Out | None: ...
+
+    def _decode_sync(self, chunk_data: _Out, chunk_spec: ArraySpec, /) -> _In: ...
+
+
 try:  # 3.3+: structural protocol plus a codec's own `_sync_capable` opt-out
     from zarr.abc.codec import _codec_supports_sync as _zarr_supports_sync  # type: ignore[attr-defined,unused-ignore]  # 3.3+ only
 except ImportError:
     _zarr_supports_sync = None  # type: ignore[assignment,unused-ignore]  # a function in 3.3+
 
 
-def supports_sync(codec: object) -> bool:
+def supports_sync(codec: object) -> TypeGuard[SyncCodec[Any, Any]]:
     """Whether ``codec`` can encode and decode without an event loop.
 
     True when it has ``_encode_sync`` and ``_decode_sync`` and does not opt out through
@@ -372,16 +387,17 @@ def supports_sync(codec: object) -> bool:
 _REGULAR_GRIDS = ("RegularChunkGrid", "RegularChunkGridMetadata")  # 3.1, 3.4
 
 
-def regular_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
+def regular_chunk_shape(metadata: ArrayV3Metadata | ArrayV2Metadata) -> tuple[int, ...] | None:
     """The chunk shape of array ``metadata`` (v2 or v3) with a regular chunk grid, else None
     (zarr 3.4's rectilinear grids). The grid class is ``RegularChunkGrid`` up to 3.3 and
     ``RegularChunkGridMetadata`` in 3.4."""
-    if getattr(metadata, "zarr_format", 3) == 2:
+    if metadata.zarr_format == 2:
         return tuple(int(c) for c in metadata.chunks)
     grid = metadata.chunk_grid
     if type(grid).__name__ not in _REGULAR_GRIDS:
         return None
-    return tuple(int(c) for c in grid.chunk_shape)
+    shape: tuple[int, ...] = grid.chunk_shape  # type: ignore[attr-defined,union-attr,unused-ignore]  # the regular grid classes (checked by name above: 3.1 and 3.4 name it differently) have it, their bases do not
+    return tuple(int(c) for c in shape)
 
 
 def nd_buffer(spec: ArraySpec, array: np.ndarray) -> NDBuffer:
@@ -390,19 +406,22 @@ def nd_buffer(spec: ArraySpec, array: np.ndarray) -> NDBuffer:
     return spec.prototype.nd_buffer.from_ndarray_like(array)  # type: ignore[arg-type]  # see the docstring
 
 
-def chunk_shape_of(metadata: Any) -> tuple[int, ...]:
+def chunk_shape_of(metadata: ArrayV3Metadata | ArrayV2Metadata) -> tuple[int, ...]:
     """``regular_chunk_shape`` of an array zopt reads chunk by chunk; ValueError for any other
     grid (zarr 3.4's rectilinear grids)."""
     shape = regular_chunk_shape(metadata)
     if shape is None:
-        raise ValueError(f"chunk_grid: {type(metadata.chunk_grid).__name__} is not a regular chunk grid")
+        raise ValueError(f"chunk_grid: {type(getattr(metadata, 'chunk_grid', None)).__name__} is not a regular chunk grid")
     return shape
 
 
-def item_size_of(metadata: Any) -> int:
+def item_size_of(metadata: ArrayV3Metadata | ArrayV2Metadata) -> int:
     """Bytes per element of a v3 array's data type (``ZDType.item_size``, which variable-size
-    types lack: AttributeError, TypeError or NotImplementedError)."""
-    return int(metadata.data_type.item_size)
+    types lack: AttributeError, TypeError or NotImplementedError; AttributeError for v2 metadata)."""
+    if metadata.zarr_format != 3:
+        raise AttributeError("v2 array metadata has no 'data_type'")
+    size = metadata.data_type.item_size  # type: ignore[attr-defined,unused-ignore]  # fixed-size ZDTypes have it (no common base in 3.1); AttributeError for the others, as documented
+    return int(size)
 
 
 # -- moved helpers ------------------------------------------------------------------------------

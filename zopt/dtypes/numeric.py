@@ -74,6 +74,16 @@ class NumericInfo:
         return table
 
     @functools.cached_property
+    def value_table(self) -> np.ndarray:
+        """``values``; ValueError for a type without it (over 16 bits)."""
+        return self._table("values")
+
+    @functools.cached_property
+    def position_table(self) -> np.ndarray:
+        """``positions``; ValueError for a type without it (over 16 bits)."""
+        return self._table("positions")
+
+    @functools.cached_property
     def midpoints(self) -> np.ndarray:
         """``(values[i] + values[i+1]) / 2`` (exact in float64)."""
         values = self._table("values")

@@ -46,6 +46,7 @@ from zopt.store.lock import StoreLockedError, running_on_this_host
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
+    from icechunk import Repository
     from zarr.abc.store import Store
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
@@ -74,9 +75,10 @@ class IcechunkTarget:
     def open(cls, dst: object, opening: Opening) -> IcechunkTarget:
         """``RepositoryNotFoundError`` for a missing repository or branch; an existing store on the
         branch replaced only with ``opening.overwrite``; nothing written."""
+        assert icc.is_icechunk(dst)  # claimed
         return cls(dst, opening.overwrite)
 
-    def __init__(self, dst: object, overwrite: bool) -> None:
+    def __init__(self, dst: str | Repository, overwrite: bool) -> None:
         ref = icc.open_ref(dst)  # RepositoryNotFoundError: nothing touched
         if ref.branch is None:
             raise OptionError("dst", f"{ref.text} names a snapshot; a destination is a branch (icechunk://PATH@BRANCH)")
@@ -250,6 +252,7 @@ class IcechunkTarget:
         if tip != self.base:
             raise icc.BranchMovedError(self._moved(tip))
         if self.snapshot != tip:  # else published by the interrupted run of this job: only its work branch is left
+            assert self.snapshot is not None  # the job's commit (run)
             try:
                 self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
             except ic.IcechunkError as exc:  # moved between the lookup and the reset
