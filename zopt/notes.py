@@ -14,9 +14,16 @@ __all__ = ["Note", "as_note"]
 class Note(str):
     """One note: ``Note(text, kind, array)``.
 
-    kind : what the note is about, e.g. ``"skipped"`` (arrays left out with broken metadata),
-        ``"repacked"`` (files packed differently, re-expressed), ``"menu"`` (the chains chosen),
-        ``"lossy"``, ``"layout"``, ``"resumed"``, ``"child"``; ``"info"`` when nothing picks it.
+    kind : what the note is about; a job's notes (``zopt.job``, ``zopt.io``, ``zopt.store``) use
+        ``"skipped"`` (arrays left out with broken metadata), ``"repacked"`` (files packed
+        differently, re-expressed or written as floats), ``"menu"`` (the chains chosen or recorded
+        in a plan), ``"lossy"`` (a lossy variable written lossless, the tails chosen), ``"layout"``
+        (chunk/shard options that change nothing, fixed slots without positional writes),
+        ``"resumed"`` (an interrupted job or child group resumed), ``"source"`` (several files:
+        their order, gaps, variables added along the concat dimension), ``"copied"`` (arrays
+        copied, not re-encoded), ``"checksum"`` (an array rewritten without a per-chunk crc32c),
+        ``"compact"`` (nothing to compact), ``"recovered"`` (a killed job's aside copy put back);
+        ``"info"`` (the default) when nothing picks it.
     array : the array (path) it is about, or None.
     """
 

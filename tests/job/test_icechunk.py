@@ -307,6 +307,18 @@ def test_cli_dry_run_writes_nothing_and_vs_default_is_refused(source, repo_path)
     assert repo.list_branches() == {"main"} and len(list(repo.ancestry(branch="main"))) == 1
 
 
+def test_a_dry_run_of_an_unsharded_array_builds_its_tasks_before_any_session(tmp_path, repo_path):
+    """A dry run builds the tasks without beginning the target: an Icechunk branch has no session
+    (no store) yet, and the chunk tasks of an unsharded array are built all the same (issue 37's
+    ChunkJob once refused a target without a store)."""
+    src = str(tmp_path / "small.zarr")
+    zarr.create_array(src, shape=(10, 8), dtype="f4", chunks=(10, 8), dimension_names=["y", "x"])[:] = 1
+    report = recompress(src, f"icechunk://{repo_path}", chunks="y=10", dry_run=True)
+    assert [(a.name, a.layout) for a in report.arrays] == [("", "unsharded")]
+    repo = ic.Repository.open(ic.local_filesystem_storage(repo_path))
+    assert repo.list_branches() == {"main"}
+
+
 def test_an_interrupted_job_resumes_and_a_moved_base_is_refused(source, repo_path, monkeypatch):
     src, t, _ = source
     url = f"icechunk://{repo_path}"

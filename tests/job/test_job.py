@@ -238,6 +238,9 @@ def test_the_unsharded_note_is_said_by_each_group_for_its_own_arrays(tmp_path):
     report = zopt.recompress(str(tmp_path / "s.zarr"), tmp_path / "o.zarr", layout="fixed-slot")
     said = [n for n in report.notes if "no array is sharded" in n]
     assert said and all(n.startswith("child: ") for n in said), report.notes
+    # issue 37: every note says what it is about (a Note with a kind, none left to the catch-all "info")
+    assert all(type(n).__name__ == "Note" and n.kind != "info" for n in report.notes), [repr(n) for n in report.notes]
+    assert {n.kind for n in said} == {"layout"}
 
 
 def test_notes_are_objects_picked_by_kind_and_print_as_their_text():

@@ -22,7 +22,7 @@ from zopt import recompress
 from zopt.io.paths import PARTIAL_SUFFIX
 from zopt.io.sources import source_variables, zarr_v3_group
 from zopt.job.targets import TargetSpec, target_arrays
-from zopt.job.work import build_work, layouts_for
+from zopt.job.work import WorkOptions, build_work, layouts_for
 from zopt.planning.analysis import analyze
 from zopt.planning.plan import PlanMismatchError, make_plan
 
@@ -86,7 +86,7 @@ def test_the_work_is_built_in_memory_and_counts_units_tasks_and_memory(src, tmp_
     split = {"v": split_chain([{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1}}])}
     targets = target_arrays(TargetSpec(str(src), zarr_v3_group(str(src)), source, ["v"], layouts, split))
     assert targets["v"].shards == (32, 48) and targets["v"].chunks == (16, 16)
-    work = build_work(["v"], source, layouts, targets, layout="fixed-slot", slot_parts_=2)
+    work = build_work(["v"], source, layouts, targets, WorkOptions("fixed-slot", slot_parts=2))
     w = work.arrays["v"]
     assert (w.units, len(w.pending), w.units_resumed) == (4, 4, 0)  # a 2×2 grid of shards
     assert w.parts == [(0, 1), (1, 2)] and w.tasks == 4 * 3  # two writers and a finalize per shard
@@ -99,7 +99,7 @@ def test_the_work_is_built_in_memory_and_counts_units_tasks_and_memory(src, tmp_
     from zopt.store.journal import Journal
 
     done = {Journal.key((0, 1)): ({1: 6}, 6)}
-    resumed = build_work(["v"], source, layouts, targets, layout="compact", done=lambda name: done).arrays["v"]
+    resumed = build_work(["v"], source, layouts, targets, WorkOptions("compact"), done=lambda name: done).arrays["v"]
     assert resumed.pending == [(0, 0), (1, 0), (1, 1)] and resumed.units_resumed == 1
     assert resumed.resumed_masks == {1: 6} and resumed.resumed_chunks == 6 and resumed.tasks == 3
     assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written anywhere

@@ -41,6 +41,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,16 +61,17 @@ from zopt.io.sources import (
 )
 from zopt.notes import Note
 from zopt.store.identity import content_sample, files_table
+from zopt.types import SourceLike
 
 __all__ = ["BATCH", "MultiSource", "along_concat_dim", "expand_sources", "job_source", "open_multi"]
 
 BATCH = 64  # files per summary task
 _MAX_GAP_NOTES = 5
 #: the MultiSource of the recompress job whose before_publish hook runs (``job_source``)
-_JOB_SOURCE: ContextVar[Any] = ContextVar("zopt_job_source", default=None)
+_JOB_SOURCE: ContextVar[MultiSource | None] = ContextVar("zopt_job_source", default=None)
 
 
-def expand_sources(src: Any) -> list[str]:
+def expand_sources(src: SourceLike) -> list[str]:
     """The files of ``src`` (a glob, a path, or a list of them; local or fsspec URLs), each glob
     sorted by name; local paths made absolute. ValueError naming a pattern that matches nothing."""
     items = [src] if isinstance(src, str | os.PathLike) else list(src)
@@ -103,24 +105,37 @@ def expand_sources(src: Any) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class FilesFound:
+    """What summarizing the files found (``open_multi``): the first file's variables ``schema``
+    (``{name: {dims, dtype, shape, attrs}}``), the combined coordinate values ``coord`` (or None),
+    the variables packed differently ``repacks`` (``{variable: Repack}``), ``identity`` (a digest of
+    every file's path, size, modification time and sampled bytes), the files' bytes ``nbytes`` and
+    the ``notes`` (gaps and re-expressions)."""
+
+    schema: dict[str, Any]
+    coord: np.ndarray | None
+    repacks: dict[str, Repack]
+    identity: str
+    nbytes: int
+    notes: list[Note]
+
+
 class MultiSource(CombinedSource):
     """Files combined along ``dim`` (see the module docstring), a ``zopt.io.source_kinds.Source``
     (``open_source(src, concat_dim=…)`` makes one). Plain class, not a dataclass, so Dask never
     walks its fields when it is a task argument.
 
-    files : the files in combined order; starts : each file's first index along ``dim``;
-    schema : the first file's variables ``{name: {dims, dtype, shape, attrs}}``; coord : the
-    combined coordinate values (or None); repacks : ``{variable: Repack}``; identity : a digest of
-    every file's path, size, modification time and sampled bytes; table : the per-file identities
-    (``zopt.store.identity.files_table``); notes : gaps and re-expressions; combine :
-    ``"by_coords"`` or ``"nested"`` (see ``open_multi``)."""
+    files : the files in combined order; starts : each file's first index along ``dim``; found :
+    what summarizing them found (``FilesFound``: schema, coord, repacks, identity, nbytes, notes,
+    kept as attributes of those names); table : the per-file identities
+    (``zopt.store.identity.files_table``); combine : ``"by_coords"`` or ``"nested"`` (see ``open_multi``)."""
 
-    def __init__(self, files: list[str], dim: str, starts: list[int], schema: dict[str, Any], coord: Any,
-                 repacks: dict[str, Repack], identity: str, nbytes: int, notes: list[str],
+    def __init__(self, files: list[str], dim: str, starts: list[int], found: FilesFound,
                  combine: str = "by_coords") -> None:
         self.files, self.dim, self.starts, self.combine = tuple(files), dim, tuple(starts), combine
-        self.schema, self.coord, self.repacks = schema, coord, repacks
-        self.identity, self.nbytes, self.notes = identity, nbytes, notes
+        self.schema, self.coord, self.repacks = found.schema, found.coord, found.repacks
+        self.identity, self.nbytes, self.notes = found.identity, found.nbytes, found.notes
         self.table: str | None = None  # zopt.store.identity.files_table: a refused resume names the files that changed
         self.length = starts[-1]
         self.text = f"{len(self.files)} files along {dim!r} ({self.files[0]} … {self.files[-1]})"
@@ -133,7 +148,7 @@ class MultiSource(CombinedSource):
         return concat_dim is not None
 
     @classmethod
-    def open(cls, src: Any, concat_dim: str | None, combine: str, scheduler: str | None) -> MultiSource:
+    def open(cls, src: SourceLike, concat_dim: str | None, combine: str, scheduler: str | None) -> MultiSource:
         assert concat_dim is not None  # claims
         return open_multi(src, concat_dim, scheduler, combine)
 
@@ -214,7 +229,7 @@ def _full_shape(dims: tuple[str, ...], other: list[int], dim: str, length: int) 
 # -- summaries: read by Dask tasks ------------------------------------------------------------
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
     return str(value) if not isinstance(value, str | int | float | bool | list | dict | type(None)) else value
@@ -231,14 +246,14 @@ def _check_number(path: str, name: str, key: str, attrs: dict[str, Any]) -> None
                          "CF packing needs a number; fix the attribute first")
 
 
-def _summary(path: str, dim: str, job_id: str) -> tuple[str, str, int, Any, dict[str, tuple]]:
+def _summary(path: str, dim: str, job_id: str) -> tuple[str, str, int, Any, dict[str, tuple[Any, ...]]]:
     """``(schema key, schema JSON, length along dim, coordinate values or None, {variable: packing})``
     of one file (a packing: ``(scale, offset, float type, min, max, fill)``, ``zopt.io.packing``)."""
     variables, sizes = file_variables(path, job_id)
     if dim not in sizes:
         raise OptionError("src", f"{path} has no dimension {dim!r} (concat_dim); it has {sorted(sizes)}")
     schema: dict[str, Any] = {}
-    packing: dict[str, tuple] = {}
+    packing: dict[str, tuple[Any, ...]] = {}
     for name, (dims, dtype, shape, all_attrs, read) in variables.items():
         attrs = {k: x for k, x in all_attrs.items() if k not in PACKING}
         entry = {"dims": list(dims), "dtype": dtype.str,
@@ -349,13 +364,13 @@ class _Summaries:
 COMBINE = ("by_coords", "nested")
 
 
-def check_combine(combine: Any) -> None:
+def check_combine(combine: object) -> None:
     """ValueError naming ``combine`` and the allowed values."""
     if combine not in COMBINE:
         raise OptionError("combine", f"{combine!r} is not one of {list(COMBINE)}")
 
 
-def check_combine_use(combine: Any, concat_dim: str | None) -> None:
+def check_combine_use(combine: object, concat_dim: str | None) -> None:
     """ValueError naming ``combine``: a value other than ``"by_coords"``/``"nested"``, or
     ``"nested"`` without ``concat_dim`` (it orders several sources), as ``RecompressJob`` refuses."""
     if concat_dim is None:
@@ -365,7 +380,7 @@ def check_combine_use(combine: Any, concat_dim: str | None) -> None:
     check_combine(combine)
 
 
-def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine: str = "by_coords") -> MultiSource:
+def open_multi(src: SourceLike, concat_dim: str, scheduler: str | None = None, combine: str = "by_coords") -> MultiSource:
     """``src`` (a glob, a path or URL, or a list of them) combined along ``concat_dim``; see the module
     docstring for the checks (ValueError naming the file and what differs; FileNotFoundError).
 
@@ -401,7 +416,8 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
         a, b = json.loads(s.schemas[s.keys[0]]), json.loads(s.schemas[s.keys[s.kind[first]]])
         raise OptionError("src", f"{files[first]} differs from {files[0]}: {_difference(a, b)}")
     if combine == "nested":
-        order, notes = np.arange(len(files)), [f"files combined along {concat_dim!r} in the order given (combine='nested')"]
+        order, notes = np.arange(len(files)), [Note(f"files combined along {concat_dim!r} in the order given "
+                                                    "(combine='nested')", "source")]
     else:
         order, notes = _order(files, s, concat_dim)
     repacks = {}
@@ -415,7 +431,7 @@ def open_multi(src: Any, concat_dim: str, scheduler: str | None = None, combine:
                               "repacked", name))
     coord = np.concatenate([s.coord(int(i)) for i in order]) if s.has_coord else None
     out = MultiSource([files[i] for i in order], concat_dim, np.concatenate([[0], np.cumsum(s.n[order])]).tolist(),
-                      json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes, combine)
+                      FilesFound(json.loads(s.schemas[s.keys[0]]), coord, repacks, s.identity, s.nbytes, notes), combine)
     out.table = files_table(dict(zip(files, s.ids, strict=True)))
     return out
 
@@ -439,7 +455,7 @@ def _identity(files: list[str], scheduler: str | None) -> str:
 def job_source(src: Source) -> Iterator[None]:
     """While a recompress job's ``before_publish`` hook runs: ``open_multi`` of the job's files
     (``src``, several files: a ``MultiSource``; one path does nothing) returns it when they are unchanged."""
-    if src.concat_dim is None:
+    if src.concat_dim is None or not isinstance(src, MultiSource):
         yield
         return
     token = _JOB_SOURCE.set(src)
@@ -470,15 +486,15 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "the variables differ"
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     """A coordinate value as a user wrote it: ``0.0``, not ``np.float64(0.0)``."""
     return repr(value.item()) if isinstance(value, np.generic) else repr(value)
 
 
-def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[str]]:
+def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[Note]]:
     """The files in combined order (by first coordinate value), the coordinate checked; gap notes."""
     if not s.has_coord:
-        return np.arange(len(files)), [f"no {dim!r} coordinate: files combined in the order given"]
+        return np.arange(len(files)), [Note(f"no {dim!r} coordinate: files combined in the order given", "source")]
     nan = np.flatnonzero(np.isnan(s.coords)) if s.coords.dtype.kind in "fc" else np.zeros(0, int)
     if nan.size:  # a NaN orders nowhere: sorted last, its file's data would move to the end
         j = int(nan[0])
@@ -507,13 +523,13 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
         raise OptionError("src", f"{b} overlaps {a} along {dim!r}: it starts at {_plain(firsts[j + 1])}, "
                          f"{a} ends at {_plain(lasts[j])}{hint}")
     typical = np.median(steps[inside]) if inside.any() else (np.median(between) if between.size else 0)
-    notes = []
+    notes: list[Note] = []
     gaps = np.flatnonzero(between > 1.5 * typical) if typical else np.zeros(0, int)
     for j in gaps[:_MAX_GAP_NOTES]:
-        notes.append(f"gap along {dim!r}: {files[order[j]]} ends at {lasts[j]!r}, {files[order[j + 1]]} starts at "
-                     f"{firsts[j + 1]!r} (typical step {typical!r})")
+        notes.append(Note(f"gap along {dim!r}: {files[order[j]]} ends at {lasts[j]!r}, {files[order[j + 1]]} starts "
+                          f"at {firsts[j + 1]!r} (typical step {typical!r})", "source"))
     if len(gaps) > _MAX_GAP_NOTES:
-        notes.append(f"… and {len(gaps) - _MAX_GAP_NOTES} more gaps along {dim!r}")
+        notes.append(Note(f"… and {len(gaps) - _MAX_GAP_NOTES} more gaps along {dim!r}", "source"))
     return np.concatenate([order, np.flatnonzero(s.n == 0)]), notes
 
 
@@ -521,7 +537,7 @@ def _order(files: list[str], s: _Summaries, dim: str) -> tuple[np.ndarray, list[
 
 
 def along_concat_dim(src: Source, source: dict[str, SourceVariable], names: list[str],
-                     notes: list[str]) -> list[str]:
+                     notes: list[Note]) -> list[str]:
     """``names`` and every other variable along the concat dimension of several files: the tasks
     write them all (no single file holds one); the numeric ones not asked for are added (a note),
     any other is refused naming it (ValueError). One path: ``names``."""
@@ -534,5 +550,5 @@ def along_concat_dim(src: Source, source: dict[str, SourceVariable], names: list
         raise OptionError("src", f"variables {other} along {dim!r} are not numeric; combining several files "
                          "writes every variable along the concat dimension through zopt: drop them first")
     if along:
-        notes.append(f"variables: {along} are along {dim!r} and are combined from every file too")
+        notes.append(Note(f"variables: {along} are along {dim!r} and are combined from every file too", "source"))
     return names + along

@@ -21,6 +21,8 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 import xarray as xr
 
+from zopt.notes import Note
+
 __all__ = ["SOURCE_KINDS", "CombinedSource", "Source", "SourceIdentity", "SourceVariable", "open_source"]
 
 
@@ -81,7 +83,7 @@ class Source(Protocol):
     def repacks(self) -> Mapping[str, Any]: ...
 
     @property
-    def notes(self) -> Sequence[str]: ...
+    def notes(self) -> Sequence[Note]: ...
 
     def zarr_store(self) -> Any:
         """The Zarr store it is, as zarr opens it (a path, a URL or a zarr Store), or None (a netCDF
@@ -165,7 +167,7 @@ class CombinedSource:
     location: str | None = None
     files: tuple[str, ...] = ()
     repacks: Mapping[str, Any] = MappingProxyType({})
-    notes: Sequence[str] = ()
+    notes: Sequence[Note] = ()
 
     @property
     def concat_dim(self) -> str | None:

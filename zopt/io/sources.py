@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 import zarr
+from zarr.core.metadata import ArrayV3Metadata
 
 from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array, unservable_array_error
@@ -36,9 +37,13 @@ from zopt.io import locations as loc
 from zopt.io.file_check import TruncatedFileError, check_file
 from zopt.io.source_check import check_store, load_json
 from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceVariable, open_source
+from zopt.notes import Note
+from zopt.store.shards import v3_metadata
 
 if TYPE_CHECKING:
     from zarr.storage import StoreLike
+
+    from zopt.store.raw_read import RawChunkReader
 
 __all__ = [
     "CombinedSource",
@@ -68,7 +73,7 @@ _open_lock = threading.Lock()  # serialises opens (see open_source)
 _datasets: JobCache[xr.Dataset] = JobCache("source datasets", _MAX_OPEN, close=lambda ds: ds.close())
 _MAX_ARRAYS = 64
 #: (job, (src, variable)) -> (zarr array or None, raw reader or None): a job's tasks open each source array once per process
-_arrays: JobCache[tuple[Any, Any]] = JobCache("source arrays", _MAX_ARRAYS)
+_arrays: JobCache[tuple[zarr.Array[Any] | None, RawChunkReader | None]] = JobCache("source arrays", _MAX_ARRAYS)
 
 
 def is_zarr(path: object) -> bool:
@@ -92,7 +97,7 @@ def not_a_store(path: str, label: str) -> ValueError:
     return ValueError(f"{label}: {path!r} is not a Zarr store (no zarr.json, .zgroup or .zarray at its root){hint}")
 
 
-def source_identity(src: str) -> tuple:
+def source_identity(src: str) -> tuple[object, ...]:
     """``(resolved path, (name, size, mtime_ns) …)`` of a file, or of a Zarr store's root metadata
     files: changes when the file (or the store's metadata) is rewritten. A URL: itself."""
     if loc.is_url(src):
@@ -152,7 +157,7 @@ def cached_tokens() -> list[str | None]:
     return _datasets.job_ids()
 
 
-def root_array_metadata(src: str | None) -> dict | None:
+def root_array_metadata(src: str | None) -> dict[str, Any] | None:
     """The metadata document of a store whose root is an array (``zarr.create_array("x.zarr", …)``),
     v3 ``zarr.json`` or v2 ``.zarray``; None for a group, a netCDF file or anything else (None:
     a source that is no one path)."""
@@ -224,13 +229,19 @@ def hierarchy_dims(src: str | None) -> set[str]:
         warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
         for _, node in zarr.open_group(top, mode="r").members(max_depth=None):
             if isinstance(node, zarr.Array):
-                names = (node.metadata.dimension_names if node.metadata.zarr_format == 3
+                meta = node.metadata
+                names = (meta.dimension_names if isinstance(meta, ArrayV3Metadata)
                          else node.attrs.get("_ARRAY_DIMENSIONS")) or (None,) * node.ndim
-                found.update(str(d) if d else f"dim_{i}" for i, d in enumerate(names))
+                found.update(str(d) if d else f"dim_{i}" for i, d in enumerate(_listed(names)))
     return found
 
 
-def children_to_copy(src: str | None, store: StoreLike, plan: Any) -> list[str]:
+def _listed(names: object) -> Sequence[object]:
+    """Dimension names as a sequence (a Zarr v2 array's ``_ARRAY_DIMENSIONS`` attribute is JSON)."""
+    return names if isinstance(names, Sequence) else ()
+
+
+def children_to_copy(src: str | None, store: StoreLike, plan: object) -> list[str]:
     """The child groups of ``src`` that recompress rewrites into the new store, each as a store of its
     own; ValueError naming them where the hierarchy cannot be kept (a netCDF file's groups, a
     destination store that is not a local directory, a plan, which covers one group). None (no
@@ -313,7 +324,7 @@ def _path_variables(src: str, group: zarr.Group | None, job_id: str | None) -> d
             raise err from exc
         return {
             name: SourceVariable(tuple(a.shape), a.dtype, tuple(
-                str(d) if d else f"dim_{i}" for i, d in enumerate(a.metadata.dimension_names or (None,) * a.ndim)))
+                str(d) if d else f"dim_{i}" for i, d in enumerate(v3_metadata(a).dimension_names or (None,) * a.ndim)))
             for name, a in arrays
         }
     ds = open_dataset(src, job_id)
@@ -332,7 +343,7 @@ def _read_path(src: str, name: str, region: tuple[slice, ...], job_id: str | Non
     through zarr with zopt's checks (``zopt.store.checked_read``: corrupt shards and chunks named, a
     torn read retried once), anything else through xarray (``open_dataset(src, job_id)``)."""
     array, reader = _zarr_source(src, name, job_id)
-    if reader is not None:
+    if reader is not None and array is not None:  # a reader comes with its array
         return reader.read_region(region, array.fill_value)
     if array is not None and array.metadata.zarr_format == 3:
         from zopt.store.checked_read import read_region
@@ -343,7 +354,7 @@ def _read_path(src: str, name: str, region: tuple[slice, ...], job_id: str | Non
     return open_dataset(src, job_id)[name].variable[region].values
 
 
-def _zarr_source(src: str, name: str, job_id: str | None) -> tuple[Any, Any]:
+def _zarr_source(src: str, name: str, job_id: str | None) -> tuple[zarr.Array[Any] | None, RawChunkReader | None]:
     """``(zarr array, RawChunkReader or None)`` of variable ``name`` of a Zarr source, or ``(None,
     None)`` for another source; opened once per process for a job (``job_id``: ``release_job`` forgets it)."""
     if job_id is None:
@@ -351,10 +362,11 @@ def _zarr_source(src: str, name: str, job_id: str | None) -> tuple[Any, Any]:
     return _arrays.get(job_id, (src, name), lambda: _open_zarr_source(src, name))
 
 
-def _open_zarr_source(src: str, name: str) -> tuple[Any, Any]:
+def _open_zarr_source(src: str, name: str) -> tuple[zarr.Array[Any] | None, RawChunkReader | None]:
     from zopt.store.raw_read import RawChunkReader
 
-    array = reader = None
+    array: zarr.Array[Any] | None = None
+    reader: RawChunkReader | None = None
     if is_zarr(src):
         try:
             array = open_array(src, path=name, mode="r")
@@ -377,7 +389,7 @@ def zarr_v3_group(src: str | None) -> zarr.Group | None:
         return None
 
 
-def root_array_variable(src: str, meta: dict) -> dict[str, SourceVariable]:
+def root_array_variable(src: str, meta: dict[str, Any]) -> dict[str, SourceVariable]:
     """``{"": SourceVariable}`` for a store whose root is an array (v2 or v3)."""
     array = zarr.open_array(src, mode="r")
     names = meta.get("dimension_names") or meta.get("attributes", {}).get("_ARRAY_DIMENSIONS")
@@ -395,14 +407,15 @@ class PathSource(str):
     __slots__ = ()
     concat_dim: str | None = None
     repacks: Mapping[str, Any] = MappingProxyType({})
-    notes: Sequence[str] = ()
+    notes: Sequence[Note] = ()
 
     @classmethod
     def claims(cls, src: object, concat_dim: str | None) -> bool:
         return concat_dim is None and isinstance(src, str | os.PathLike)
 
     @classmethod
-    def open(cls, src: Any, concat_dim: str | None, combine: str, scheduler: str | None) -> PathSource:
+    def open(cls, src: str | os.PathLike[str], concat_dim: str | None, combine: str, scheduler: str | None
+             ) -> PathSource:
         return cls(os.fspath(src))
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -17,6 +17,10 @@ import zarr
 from zopt.compat.zarr_compat import open_array
 from zopt.io.paths import store_text
 from zopt.io.source_kinds import SourceIdentity, SourceVariable
+from zopt.notes import Note
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
 
 __all__ = ["StoreSource"]
 
@@ -28,7 +32,7 @@ class StoreSource:
     files: tuple[str, ...] = ()
     concat_dim: str | None = None
     repacks: Mapping[str, Any] = MappingProxyType({})
-    notes: Sequence[str] = ()
+    notes: Sequence[Note] = ()
 
     @classmethod
     def claims(cls, src: object, concat_dim: str | None) -> bool:
@@ -37,14 +41,14 @@ class StoreSource:
         return concat_dim is None and isinstance(src, Store)
 
     @classmethod
-    def open(cls, src: Any, concat_dim: str | None, combine: str, scheduler: str | None) -> StoreSource:
+    def open(cls, src: Store, concat_dim: str | None, combine: str, scheduler: str | None) -> StoreSource:
         return cls(src)
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.text = store_text(store)
 
-    def zarr_store(self) -> Any:
+    def zarr_store(self) -> Store:
         return self.store
 
     def total_bytes(self) -> int:
@@ -63,8 +67,9 @@ class StoreSource:
         return np.asarray(open_array(self.store, path=name, mode="r")[region])
 
     def template(self, job_id: str | None = None) -> xr.Dataset:
-        return xr.open_dataset(self.store, engine="zarr", consolidated=False, decode_cf=False, mask_and_scale=False,
-                               decode_times=False, chunks=None)
+        # xarray's zarr engine opens a zarr Store; its annotation of the argument omits it
+        return xr.open_dataset(self.store, engine="zarr", consolidated=False,  # type: ignore[arg-type]
+                               decode_cf=False, mask_and_scale=False, decode_times=False, chunks=None)
 
     def identify(self, names: Sequence[str]) -> SourceIdentity:
         return SourceIdentity(self.text)

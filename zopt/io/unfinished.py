@@ -136,24 +136,23 @@ def describe_unfinished(where: str, record: dict[str, Any]) -> str:
             "run the same recompress again with --overwrite, which clears the store and starts over")
 
 
-def check_finished(location: Any) -> None:
+def check_finished(location: str | os.PathLike[str] | Store) -> None:
     """Raise ``UnfinishedStoreError`` (one line, ``describe_unfinished``) when the store at
     ``location`` (a local path, an fsspec URL or a zarr Store) holds the marker."""
     from zarr.abc.store import Store
 
-    where = str(location)
-    store = location
-    if not isinstance(location, Store):
-        text = os.fspath(location)
+    store: str | Store
+    if isinstance(location, Store):
+        from zopt.io.paths import store_text
+
+        store, where = location, store_text(location)
+    else:
+        where, text = str(location), os.fspath(location)
         store = text.removeprefix("file://")
         if "://" in store:
             import zarr
 
             store = zarr.storage.FsspecStore.from_url(text, read_only=True)
-    else:
-        from zopt.io.paths import store_text
-
-        where = store_text(location)
     record = read_unfinished(store)
     if record is not None:
         raise UnfinishedStoreError(describe_unfinished(where, record))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import xarray as xr
 
@@ -23,7 +23,32 @@ from zopt.planning.chunking import parse_shape, shape_for
 from zopt.planning.optimizer import MenuOptions
 from zopt.planning.plan import Plan, make_plan
 
-__all__ = ["analyze", "plan"]
+if TYPE_CHECKING:
+    from zopt.types import BudgetLike, NamesLike, ShapeLike
+
+__all__ = ["AnalysisOptions", "MenuKeywords", "analyze", "plan"]
+
+
+class MenuKeywords(TypedDict, total=False):
+    """``analyze``'s ``menu_options``: the codec ``menu`` to choose each array's whole chain from
+    (``zopt.planning.candidates``), its speed ``budget`` and the ``readers`` the chains must suit."""
+
+    menu: str | Sequence[str] | None
+    budget: BudgetLike
+    readers: NamesLike
+
+
+class AnalysisOptions(MenuKeywords, total=False):
+    """``plan``'s ``analysis_options``: ``analyze``'s keywords."""
+
+    codecs: Sequence[dict[str, Any]] | str | None
+    chunks: ShapeLike
+    sample: float | None
+    read: str
+    decode_times: bool
+    scheduler: str | None
+    progress: Callable[[int], Any] | None
+    note: Callable[[str], Any] | None
 
 _RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
 
@@ -47,7 +72,7 @@ def analyze(
     scheduler: str | None = None,
     progress: Callable[[int], Any] | None = None,
     note: Callable[[str], Any] | None = None,
-    **menu_options: Any,
+    **menu_options: Unpack[MenuKeywords],
 ) -> dict[str, xr.Dataset]:
     """Measure every chunk of every array of ``store``: one Dask task per shard.
 
@@ -101,7 +126,7 @@ def analyze(
     return out
 
 
-def _menu(options: Mapping[str, Any]) -> MenuOptions | None:
+def _menu(options: MenuKeywords) -> MenuOptions | None:
     """``analyze``'s ``menu``, ``budget`` and ``readers`` parsed (None without ``menu``): the menu as
     given, not narrowed to the default readers (a plan records the chains it chose). TypeError
     for another keyword, as Python says it."""
@@ -127,7 +152,7 @@ def plan(
     output: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     analysis: str | os.PathLike[str] | Mapping[str, xr.Dataset] | None = None,
-    **analysis_options: Any,
+    **analysis_options: Unpack[AnalysisOptions],
 ) -> Plan:
     """A ``Plan``: one ``conditional`` mask per chunk of each array, chosen by ``policy``.
 

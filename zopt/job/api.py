@@ -18,7 +18,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zarr
 
@@ -29,7 +29,7 @@ from zopt.job.options import RecompressJob, parse_max_memory
 from zopt.job.prepare import Prepared, parse_job, plan_of_work
 from zopt.job.reports import RecompressReport
 from zopt.job.targets import same_metadata
-from zopt.notes import as_note
+from zopt.notes import Note
 from zopt.store.journal import keeps_partial
 
 __all__ = ["parse_max_memory", "recompress", "recompress_in_place", "run_job"]
@@ -38,6 +38,8 @@ from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: t
 
 if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import Plan
+    from zopt.types import BudgetLike, LossyLike, NamesLike, PathLike
 
 
 def recompress(
@@ -55,16 +57,16 @@ def recompress(
     progress: Callable[[Any], Any] | None = None,
     layout: str = "compact",
     slot_parts: int | None = None,
-    plan: Any = None,
+    plan: Plan | PathLike | None = None,
     max_memory: int | str | None = None,
     dry_run: bool = False,
-    lossy: Any = None,
+    lossy: LossyLike = None,
     readers: Sequence[str] | str | None = None,
     checksum: bool | None = None,
     before_publish: Callable[[Any, list[str]], None] | None = None,
     skip_broken: bool = False,
-    menu: Any = None,
-    budget: Any = None,
+    menu: NamesLike = None,
+    budget: BudgetLike = None,
     concat_dim: str | None = None,
     combine: str = "by_coords",
 ) -> RecompressReport:
@@ -224,7 +226,7 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
                             skipped=prepared.skipped, readers=readers)
 
 
-def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
+def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[Note],
              t0: float) -> RecompressReport:
     """The plan of work, with every child group's, and the graph built (never run)."""
     try:
@@ -245,8 +247,8 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
                 a.units_resumed = a.units
             reports[a.name] = a
         if finished:
-            notes.append(_FINISHED_CHILD.format(child=child))
-        notes.extend(as_note(n).in_child(child) for n in sub.notes)
+            notes.append(Note(_FINISHED_CHILD.format(child=child), "resumed", child))
+        notes.extend(n.in_child(child) for n in sub.notes)
     from zopt.planning.readers import array_codecs, reader_line
 
     return RecompressReport(dst=target.text, arrays=list(reports.values()), seconds=time.perf_counter() - t0,
@@ -255,10 +257,11 @@ def _dry_run(job: RecompressJob, p: Prepared, target: Target, notes: list[str],
 
 
 def _run(job: RecompressJob, p: Prepared) -> WriteRun:
+    assert p.work is not None  # plan_of_work made it
     return WriteRun(p.work, p.src, job.decision, p.job_id, p.lossy_vars, p.reports, job.scheduler, job.progress)
 
 
-def _write(job: RecompressJob, p: Prepared, target: Target, notes: list[str]) -> float:
+def _write(job: RecompressJob, p: Prepared, target: Target, notes: list[Note]) -> float:
     """Create (or resume) the target, run the graph, rewrite the child groups. Returns graph seconds.
     On an error the partial store is kept when the journal can resume it, else removed."""
     made = False
@@ -266,9 +269,10 @@ def _write(job: RecompressJob, p: Prepared, target: Target, notes: list[str]) ->
         target.begin(p.record is None, p.job_id, p.src.text)
         partial = target.root  # an Icechunk target's session exists once begun
         if p.record is None:
+            assert p.spec is not None  # plan_of_work made it
             target.create(p.spec, p.fp, p.job_id, p.layouts)  # the metadata, then the journal's record
         else:
-            notes.append(f"resumed the interrupted job in {target.kept_text}")
+            notes.append(Note(f"resumed the interrupted job in {target.kept_text}", "resumed"))
         made = True
         for name in p.names:  # the work was planned on metadata made in memory: the target must be the same
             if not same_metadata(zarr.open_array(partial, path=name, mode="r"), p.planned[name]):
@@ -291,18 +295,18 @@ def _child_finished(p: Prepared, partial: str, child: str) -> bool:
     return p.record is not None and os.path.exists(os.path.join(partial, child, "zarr.json"))
 
 
-def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[str]) -> float:
+def _write_children(job: RecompressJob, p: Prepared, partial: str, notes: list[Note]) -> float:
     """Each child group is a store of its own inside the new one, written by the same job re-rooted."""
     seconds = 0.0
     for child in p.children:
         if _child_finished(p, partial, child):
-            notes.append(_FINISHED_CHILD.format(child=child))  # published into the partial store
+            notes.append(Note(_FINISHED_CHILD.format(child=child), "resumed", child))  # published into the partial store
             continue
         sub = run_job(job.for_child(child, os.path.join(partial, child)), child=True)
         for a in sub.arrays:
             a.name = f"{child}/{a.name}"
             p.reports[a.name] = a
-        notes.extend(n.in_child(child) for n in map(as_note, sub.notes) if n.kind != "skipped")
+        notes.extend(n.in_child(child) for n in sub.notes if n.kind != "skipped")
         seconds += sub.graph_seconds
     return seconds
 
@@ -354,7 +358,11 @@ def _keep_or_discard(target: Target, exc: BaseException) -> None:
         target.discard()
 
 
-def _resumable(journal: Any) -> bool:
+class _Journal(Protocol):
+    def read(self) -> object: ...
+
+
+def _resumable(journal: _Journal) -> bool:
     """Whether the journal holds a record a re-run resumes; reading it may fail where another job took the
     destination over (an Icechunk work branch): then not this job's to keep."""
     try:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from zopt.errors import OptionError
+from zopt.notes import Note
 from zopt.store.lock import store_lock
 from zopt.store.rewrite import (
     GRACE_SECONDS,
@@ -57,7 +58,7 @@ class CompactReport:
     store: str
     arrays: list[ArrayCompaction] = field(default_factory=list)
     seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)  # e.g. arrays whose torn reads cannot be detected
+    notes: list[Note] = field(default_factory=list)  # e.g. arrays whose torn reads cannot be detected
 
     def total(self, attr: str) -> int:
         return sum(getattr(a, attr) for a in self.arrays)
@@ -151,17 +152,17 @@ def compact(
             compute([dask.delayed(_shrink_one, pure=False)(p, lay, key, str(tmp_dir), dask_key_name=f"zopt-shrink-{key}-{job_id}")
                       for _, p, lay, key in holes], scheduler, None)
     if not report.arrays:
-        report.notes.append(f"nothing to compact: {'none of the arrays named' if arrays else f'no array of {store}'} "
-                            "is sharded")
+        report.notes.append(Note(f"nothing to compact: {'none of the arrays named' if arrays else f'no array of {store}'} "
+                                 "is sharded", "compact"))
     elif not any(res["compacted"] for res in results):
-        report.notes.append("nothing to compact: every shard is already packed")
-    for (entry, path, _, _), res in zip(shards, results, strict=True):
+        report.notes.append(Note("nothing to compact: every shard is already packed", "compact"))
+    for (entry, shard_path, _, _), res in zip(shards, results, strict=True):
         entry.shards += 1
         entry.compacted += res["compacted"]
         entry.apparent_before += res["apparent_before"]
         entry.allocated_before += res["allocated_before"]
-        if os.path.exists(path):
-            entry.apparent_after += os.path.getsize(path)
-            entry.allocated_after += allocated_bytes(path)
+        if os.path.exists(shard_path):
+            entry.apparent_after += os.path.getsize(shard_path)
+            entry.allocated_after += allocated_bytes(shard_path)
     report.seconds = time.perf_counter() - t0
     return report

@@ -11,14 +11,17 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from zopt.compat.scheduling import compute
 from zopt.job.graph import job_key, shard_tasks, unit_key
+from zopt.job.opening import ProgressFactory, WriteRun
 from zopt.job.reports import ArrayReport
 from zopt.job.tasks import (
+    ChunkJob,
+    Masks,
     ShardJob,
     assemble_shard,
     encode_shard_part,
@@ -29,35 +32,61 @@ from zopt.job.tasks import (
     write_region,
     write_slot_part,
 )
-from zopt.job.work import Work
 from zopt.store.journal import InPlaceJournal, Journal
-from zopt.store.shards import ShardLayout
+from zopt.store.shards import ShardLayout, v3_metadata
 
 if TYPE_CHECKING:
     import zarr
+    from dask.delayed import Delayed
+    from zarr.abc.store import Store
 
     from zopt.codecs.decisions import DecisionLike
-    from zopt.planning.plan import Plan
+    from zopt.planning.plan import ArrayPlan
 
-__all__ = ["InPlaceRun", "in_place_tasks", "run_writes", "write_tasks"]
+__all__ = ["InPlaceRun", "WriteTarget", "in_place_tasks", "run_writes", "write_tasks"]
 
 
-def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any]) -> list[tuple[str, Any]]:
-    """``(array name, Delayed)`` for every write unit left in ``work``, writing into ``target``
+class _Marks(Protocol):
+    def marker(self, name: str, coords: tuple[int, ...]) -> str | None: ...
+
+
+class WriteTarget(Protocol):
+    """What ``write_tasks`` writes into (a ``zopt.job.destinations.Target``): ``root``, a local
+    directory or a zarr Store; ``store``, the Store shards are put into whole (None: files at
+    paths); ``journal``, where each unit marks itself done (None: not resumed);
+    ``shard_dir(name)``, the directory (or key prefix) of array ``name``."""
+
+    @property
+    def root(self) -> str | Store | None: ...
+
+    @property
+    def store(self) -> Store | None: ...
+
+    @property
+    def journal(self) -> _Marks | None: ...
+
+    def shard_dir(self, name: str) -> str: ...
+
+
+def write_tasks(run: WriteRun, target: WriteTarget) -> list[tuple[str, Delayed]]:
+    """``(array name, Delayed)`` for every write unit left in ``run.work``, writing into ``target``
     (``zopt.job.targets``); each unit marks itself done in the target's journal, if any."""
     import dask
 
+    work, src, decision, job_id, lossy = run.work, run.src, run.decision, run.job_id, run.lossy
     journal = target.journal
-    tasks: list[tuple[str, Any]] = []
+    tasks: list[tuple[str, Delayed]] = []
     for name, w in work.arrays.items():
         def marker(coords: tuple[int, ...], name: str = name) -> str | None:
             return journal.marker(name, coords) if journal is not None else None
 
-        if w.layout == "unsharded":
+        if w.shard_layout is None:  # unsharded: a chunk per task
+            chunk_job = dask.delayed(ChunkJob(src, name, target.root, decision, w.plan, job_id, lossy.get(name)),
+                                     traverse=False, name=job_key(name, job_id))
             for coords in w.pending:
                 tasks.append((name, dask.delayed(write_region, pure=False)(
-                    src, name, target.root, w.region(coords), decision, w.plan, job_id, marker=marker(coords),
-                    lossy=lossy.get(name), dask_key_name=unit_key("chunk", name, coords, job_id))))
+                    chunk_job, w.region(coords), marker=marker(coords),
+                    dask_key_name=unit_key("chunk", name, coords, job_id))))
             continue
         shard_job = ShardJob(src, name, target.shard_dir(name), w.shard_layout, w.shape, decision, job_id,
                              w.chunk_key_encoding, w.plan, target.store, lossy.get(name), w.copy)
@@ -66,20 +95,16 @@ def write_tasks(work: Work, target: Any, src: str, decision: DecisionLike, job_i
             tasks.extend((name, t) for t in shard_tasks(write_packed_shard, shard_job, job_key(name, job_id), units))
             continue
         shared = dask.delayed(shard_job, traverse=False, name=job_key(name, job_id))
-        if w.layout == "compact":  # split below the shard: encoders, then one assembly writing the shard
-            for coords in w.pending:
-                parts = [dask.delayed(encode_shard_part, pure=False)(shared, coords, p,
-                                                                      dask_key_name=unit_key("part", name, coords, job_id, p[0]))
-                         for p in w.parts]
-                tasks.append((name, dask.delayed(assemble_shard, pure=False)(
-                    shared, coords, *parts, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job_id))))
-            continue
+        # a shard split in parts: a task per part (compact: encoders; fixed-slot: slot writers), then
+        # one task writing the shard from them (compact: the assembly; fixed-slot: the finalize)
+        part_task, part_kind, shard_task = ((encode_shard_part, "part", assemble_shard) if w.layout == "compact"
+                                            else (write_slot_part, "slots", finalize_shard))
         for coords in w.pending:
-            writes = [dask.delayed(write_slot_part, pure=False)(shared, coords, p,
-                                                                 dask_key_name=unit_key("slots", name, coords, job_id, p[0]))
-                      for p in w.parts]
-            tasks.append((name, dask.delayed(finalize_shard, pure=False)(
-                shared, coords, *writes, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job_id))))
+            parts = [dask.delayed(part_task, pure=False)(shared, coords, p,
+                                                         dask_key_name=unit_key(part_kind, name, coords, job_id, p[0]))
+                     for p in w.parts]
+            tasks.append((name, dask.delayed(shard_task, pure=False)(
+                shared, coords, *parts, marker=marker(coords), dask_key_name=unit_key("shard", name, coords, job_id))))
     return tasks
 
 
@@ -89,14 +114,15 @@ class InPlaceRun:
     directory ``tmp_dir`` (inside the store, under its lock) and journal ``resume``."""
 
     store: str
-    decision: Any
+    decision: DecisionLike
     job_id: str
     tmp_dir: str
     resume: InPlaceJournal
 
 
-def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_layout: ShardLayout | None, plan: Plan,
-                   report: ArrayReport) -> tuple[list[tuple[str, Any]], list[tuple[str, ShardLayout, str]]]:
+def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_layout: ShardLayout | None,
+                   plan: ArrayPlan | None, report: ArrayReport
+                   ) -> tuple[list[tuple[str, Delayed]], list[tuple[str, ShardLayout, str]]]:
     """``recompress_in_place``'s tasks for one array of the local store ``run.store``: one per stored
     shard (chunk when unsharded; absent ones stay absent), and ``(path, layout, key)`` of each shard.
 
@@ -108,13 +134,16 @@ def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_lay
     store, decision, job_id, tmp_dir, resume = run.store, run.decision, run.job_id, run.tmp_dir, run.resume
     import dask
 
-    tasks, shards = [], []
+    tasks: list[tuple[str, Delayed]] = []
+    shards: list[tuple[str, ShardLayout, str]] = []
+    write: Callable[..., tuple[Masks, int]]
+    first: tuple[object, ...]
     if shard_layout is None:
         write, first = rewrite_chunk_in_place, (store, name)
     else:
         write, first = rewrite_shard_in_place, (dask.delayed(
             ShardJob(store, name, os.path.join(store, name), shard_layout, tuple(array.shape), decision, job_id,
-                     array.metadata.chunk_key_encoding, plan),
+                     v3_metadata(array).chunk_key_encoding, plan),
             traverse=False, name=job_key(name, job_id),
         ),)
     extra = (decision, plan) if shard_layout is None else ()
@@ -138,8 +167,9 @@ def in_place_tasks(run: InPlaceRun, name: str, array: zarr.Array[Any], shard_lay
     return tasks, shards
 
 
-def run_writes(tasks: list, reports: dict[str, ArrayReport], measure: Callable[[str], tuple[int, int]],
-               scheduler: str | None, progress: Any, job_id: str | None = None) -> float:
+def run_writes(tasks: list[tuple[str, Delayed]], reports: dict[str, ArrayReport],
+               measure: Callable[[str], tuple[int, int]], scheduler: str | None, progress: ProgressFactory | None,
+               job_id: str | None = None) -> float:
     """Compute ``(array name, write task)`` pairs, add each task's ``(masks, chunks written)`` to
     its array's report, then measure (``measure(name)``: apparent and allocated bytes) what every
     array stores. Returns the graph's wall time in seconds."""

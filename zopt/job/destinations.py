@@ -16,11 +16,8 @@ destination is one class and one line in ``TARGET_KINDS``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zopt.compat.zarr_compat import NODE_EXISTS_ERRORS, existing_node_path
@@ -47,7 +44,7 @@ from zopt.io.unfinished import (
 )
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.icechunk_target import IcechunkTarget
-from zopt.job.reports import ArrayReport
+from zopt.job.opening import Opening, WriteRun
 from zopt.job.targets import (
     PartialStoreGoneError,
     TargetSpec,
@@ -56,7 +53,7 @@ from zopt.job.targets import (
     destination,
     stored_sizes,
 )
-from zopt.job.work import Work
+from zopt.notes import Note
 from zopt.store.journal import Journal, remove_temporaries
 from zopt.store.lock import destination_lock
 from zopt.store.shards import remove_temp_files
@@ -65,36 +62,6 @@ if TYPE_CHECKING:
     from zarr.abc.store import Store
 
 __all__ = ["TARGET_KINDS", "LocalTarget", "Opening", "StoreTarget", "Target", "WriteRun", "open_target"]
-
-
-@dataclass
-class Opening:
-    """What opening a destination takes besides ``dst``: ``overwrite``; ``sources``, the files the job
-    reads (an overlap is refused); ``hold``, where a local directory's lock and the target's end are
-    registered (None: a child group's job, under its parent's lock); ``notes``, the job's notes;
-    ``layout``, the job's shard layout (a note where the destination has no positional writes)."""
-
-    overwrite: bool = False
-    sources: tuple[str, ...] = ()
-    hold: contextlib.ExitStack | None = None
-    notes: list[str] = field(default_factory=list)
-    layout: str = "compact"
-
-
-@dataclass
-class WriteRun:
-    """One run of the plan of work ``work`` from ``src`` (a ``zopt.io.source_kinds.Source``): the
-    decision, the job's id, the lossy variables, the reports the tasks fill, the scheduler and the
-    progress bar factory (``progress(n_units)``)."""
-
-    work: Work
-    src: Any
-    decision: Any
-    job_id: str
-    lossy: dict[str, Any]
-    reports: dict[str, ArrayReport]
-    scheduler: str | None = None
-    progress: Callable[[int], Any] | None = None
 
 
 @runtime_checkable
@@ -185,8 +152,9 @@ def open_target(dst: object, opening: Opening) -> Target:
     kind = next(k for k in TARGET_KINDS if k.claims(dst))  # LocalTarget claims whatever is left
     target: Target = kind.open(dst, opening)
     if opening.layout == "fixed-slot" and not target.positional:
-        opening.notes.append(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
-                             "has none, so each shard was assembled packed inside one task and written with one put")
+        opening.notes.append(Note(f"layout: fixed slots need positional writes (a local directory store); {target.text} "
+                                  "has none, so each shard was assembled packed inside one task and written with one put",
+                                  "layout"))
     if opening.hold is not None:
         opening.hold.callback(target.end)
     return target
@@ -205,7 +173,7 @@ class LocalTarget:
         return True  # the last kind: a path (or a file:// URL)
 
     @classmethod
-    def open(cls, dst: Any, opening: Opening) -> LocalTarget:
+    def open(cls, dst: object, opening: Opening) -> LocalTarget:
         """``dst`` resolved on the client, SRC/DST overlaps refused, locked, a killed job's aside copy
         recovered, an existing store replaced only with ``overwrite``."""
         path = destination(dst)[1]
@@ -218,7 +186,7 @@ class LocalTarget:
             opening.hold.enter_context(destination_lock(dst, "recompress"))
         recovered = recover(dst)
         if recovered:
-            opening.notes.append(recovered)
+            opening.notes.append(Note(recovered, "recovered"))
         check_replaceable(dst, opening.overwrite)
         return cls(dst)
 
@@ -252,7 +220,7 @@ class LocalTarget:
         self.journal.begin(fp, job_id, layouts)  # once the metadata exists: a partial store without it starts over
 
     def tasks(self, run: WriteRun) -> list[tuple[str, Any]]:
-        return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
+        return write_tasks(run, self)
 
     def write(self, run: WriteRun) -> float:
         seconds = run_writes(self.tasks(run), run.reports, self.stored_sizes, run.scheduler, run.progress,
@@ -313,11 +281,12 @@ class StoreTarget:
         return isinstance(dst, Store) or (isinstance(dst, str | os.PathLike) and loc.is_url(dst))
 
     @classmethod
-    def open(cls, dst: Any, opening: Opening) -> StoreTarget:
+    def open(cls, dst: object, opening: Opening) -> StoreTarget:
         """SRC/DST URL overlaps refused; a store holding anything but a Zarr store refused, one holding
         another live job's marker refused (``StoreLockedError``), an existing one replaced only with
         ``overwrite``."""
         store = destination(dst)[0]
+        assert store is not None  # claimed: a Store or a URL
         for one in opening.sources:
             check_no_url_overlap(one, store)
         holds = check_store_replaceable(store, opening.overwrite, store_text(store), (UNFINISHED_KEY,))
@@ -381,7 +350,7 @@ class StoreTarget:
                                    "time per store")
 
     def tasks(self, run: WriteRun) -> list[tuple[str, Any]]:
-        return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
+        return write_tasks(run, self)
 
     def write(self, run: WriteRun) -> float:
         return run_writes(self.tasks(run), run.reports, self.stored_sizes, run.scheduler, run.progress,

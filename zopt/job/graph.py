@@ -13,26 +13,31 @@ so a progress bar can count a job's write units by prefix (``zopt.compat.schedul
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dask.delayed import Delayed
+    from dask.typing import Key
 
 __all__ = ["job_key", "shard_tasks", "unit_key"]
 
 
-def shard_tasks(func: Callable, unit: object, job_key: str, units: Iterable[tuple[str, tuple[int, ...], str | None]]
-                ) -> list:
+def shard_tasks(func: Callable[..., object], unit: object, job_key: str,
+                units: Iterable[tuple[str, tuple[int, ...], str | None]]) -> list[Delayed]:
     """``Delayed`` objects computing ``func(job, coords, marker)`` for each ``(key, coords, marker)``
     of ``units``, in order, sharing one graph layer that holds ``job`` under ``job_key``."""
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
 
-    layer: dict[str, Any] = {job_key: unit}
+    layer: dict[Key, Any] = {job_key: unit}
     keys = []
     for key, coords, marker in units:
         layer[key] = (func, job_key, coords, marker)  # the job's key is replaced by the job; coords stay a tuple
         keys.append(key)
     name = f"{job_key}-shards"
     graph = HighLevelGraph({name: layer}, {name: set()})
-    return [Delayed(k, graph, layer=name) for k in keys]
+    # dask's Delayed.__init__ has no annotations
+    return [Delayed(k, graph, layer=name) for k in keys]  # type: ignore[no-untyped-call]
 
 
 def unit_key(kind: str, name: str, coords: tuple[int, ...], job_id: str, suffix: object = None) -> str:

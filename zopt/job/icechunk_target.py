@@ -28,6 +28,8 @@ import contextlib
 import dataclasses
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from zopt.compat import icechunk_compat as icc
@@ -36,17 +38,16 @@ from zopt.errors import OptionError, ZoptError
 from zopt.io.paths import check_store_replaceable
 from zopt.job.dask_graph import write_tasks
 from zopt.job.graph import unit_key
-from zopt.job.reports import ArrayReport
+from zopt.job.opening import Opening, WriteRun
 from zopt.job.targets import TargetSpec, create_target
-from zopt.job.tasks import ShardJob, write_packed_shard, write_region
-from zopt.job.work import Work
+from zopt.job.tasks import ChunkJob, Masks, ShardJob, write_packed_shard, write_region
 from zopt.store.journal import ResumeMismatchError
 from zopt.store.lock import StoreLockedError, running_on_this_host
 
 if TYPE_CHECKING:
-    from zopt.codecs.decisions import (
-        DecisionLike,  # (not zopt.job.destinations' Opening, WriteRun: it imports this module)
-    )
+    from dask.delayed import Delayed
+    from icechunk import Repository
+    from zarr.abc.store import Store
 
 __all__ = ["WAVE_UNITS", "IcechunkTarget", "RECORD_KEY", "WorkBranchChangedError"]
 
@@ -71,12 +72,13 @@ class IcechunkTarget:
         return icc.is_icechunk(dst)
 
     @classmethod
-    def open(cls, dst: Any, opening: Any) -> IcechunkTarget:
+    def open(cls, dst: object, opening: Opening) -> IcechunkTarget:
         """``RepositoryNotFoundError`` for a missing repository or branch; an existing store on the
         branch replaced only with ``opening.overwrite``; nothing written."""
+        assert icc.is_icechunk(dst)  # claimed
         return cls(dst, opening.overwrite)
 
-    def __init__(self, dst: Any, overwrite: bool) -> None:
+    def __init__(self, dst: str | Repository, overwrite: bool) -> None:
         ref = icc.open_ref(dst)  # RepositoryNotFoundError: nothing touched
         if ref.branch is None:
             raise OptionError("dst", f"{ref.text} names a snapshot; a destination is a branch (icechunk://PATH@BRANCH)")
@@ -88,6 +90,7 @@ class IcechunkTarget:
         self.created = False  # this job made the work branch (and has not committed yet while snapshot is None)
         self.lost = False  # another job changed the work branch under this one
         self.journal = _CommitJournal(self)
+        self.record: dict[str, Any] = {}  # the job's record, in its commits' metadata (``record_job``)
         self.src_text = ""
         self.overwrite = overwrite
         self.published = self._published_record()
@@ -112,14 +115,14 @@ class IcechunkTarget:
 
     # -- the Target protocol (zopt.job.destinations) ------------------------------------------
     @property
-    def store(self) -> Any:
+    def store(self) -> Store | None:
         return None if self.session is None else self.session.store
 
     @property
-    def root(self) -> Any:
+    def root(self) -> Store | None:
         return self.store
 
-    def store_of(self) -> Any:
+    def store_of(self) -> Store | str:
         return self.store or self.text
 
     def shard_dir(self, name: str) -> str:
@@ -131,21 +134,23 @@ class IcechunkTarget:
 
     def create(self, spec: TargetSpec, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
         """The target metadata on the work branch, committed with the job's record (``record_job``)."""
-        create_target(spec, self.root)
+        store = self.root
+        assert store is not None  # begun: the work session's store
+        create_target(spec, store)
         self.journal.begin(fp, job_id, layouts)
 
-    def tasks(self, run: Any) -> list[tuple[str, Any]]:
-        return write_tasks(run.work, self, run.src, run.decision, run.job_id, run.lossy)
+    def tasks(self, run: WriteRun) -> list[tuple[str, Delayed]]:
+        return write_tasks(run, self)
 
-    def write(self, run: Any) -> float:
+    def write(self, run: WriteRun) -> float:
         """Waves of forked sessions, each merged and committed (``run``)."""
-        return self.run(run.work, run.src, run.decision, run.job_id, run.lossy, run.reports, run.scheduler,
-                        run.progress)
+        return self.run(run)
 
-    def written(self) -> Any:
+    def written(self) -> Store | None:
         """The job's commit (its work session's store is not where the waves of forked sessions wrote)."""
         if self.snapshot is not None:
-            return self.repo.readonly_session(snapshot_id=self.snapshot).store
+            store: Store = self.repo.readonly_session(snapshot_id=self.snapshot).store
+            return store
         return self.root
 
     def output(self) -> str:
@@ -214,7 +219,7 @@ class IcechunkTarget:
             "at a time per branch")
 
     @contextlib.contextmanager
-    def _alone(self) -> Any:
+    def _alone(self) -> Iterator[None]:
         """Icechunk's errors from another job writing the same work branch, as ``WorkBranchChangedError``."""
         ic = icc.require()
         try:
@@ -247,6 +252,7 @@ class IcechunkTarget:
         if tip != self.base:
             raise icc.BranchMovedError(self._moved(tip))
         if self.snapshot != tip:  # else published by the interrupted run of this job: only its work branch is left
+            assert self.snapshot is not None  # the job's commit (run)
             try:
                 self.repo.reset_branch(self.branch, self.snapshot, from_snapshot_id=self.base)
             except ic.IcechunkError as exc:  # moved between the lookup and the reset
@@ -294,16 +300,15 @@ class IcechunkTarget:
             raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
         return session
 
-    def run(self, work: Work, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any],
-            reports: dict[str, ArrayReport], scheduler: str | None, progress: Any) -> float:
-        """Write every pending unit of ``work`` in waves of ``WAVE_UNITS`` (each merged and committed),
-        the last one marked complete; one progress bar (``progress(n_units)``) over all waves.
-        Returns the graph seconds."""
-        units = [(name, coords) for name, w in work.arrays.items() for coords in w.pending]
-        bar = progress(len(units)) if progress is not None and units else None
+    def run(self, run: WriteRun) -> float:
+        """Write every pending unit of ``run.work`` in waves of ``WAVE_UNITS`` (each merged and committed),
+        the last one marked complete; one progress bar (``run.progress(n_units)``) over all waves; the
+        masks and chunks of each unit go into ``run.reports``. Returns the graph seconds."""
+        units = [(name, coords) for name, w in run.work.arrays.items() for coords in w.pending]
+        bar = run.progress(len(units)) if run.progress is not None and units else None
         try:
             with bar if bar is not None else contextlib.nullcontext():
-                seconds = self._waves(units, work, src, decision, job_id, lossy, reports, scheduler, bar)
+                seconds = self._waves(units, run, bar)
         except Exception as exc:  # e.g. a task writing into a session another job's branch changed under it
             if isinstance(exc, WorkBranchChangedError) or self._mine():
                 raise
@@ -313,26 +318,27 @@ class IcechunkTarget:
             self._commit()
         if not self._mine():  # self.snapshot: this job's last commit; the branch must still be there
             raise self._changed(RuntimeError(f"branch {self.work_branch!r} is no longer at this job's last commit"))
-        for name, rep in reports.items():
+        for name, rep in run.reports.items():
             rep.stored_after, rep.allocated_after = self.stored_sizes(name)
         self.session = None  # --verify and publish read the committed snapshot
         return seconds
 
-    def _waves(self, units: list, work: Work, src: str, decision: DecisionLike, job_id: str, lossy: dict[str, Any],
-               reports: dict[str, ArrayReport], scheduler: str | None, bar: Any) -> float:
+    def _waves(self, units: list[tuple[str, tuple[int, ...]]], run: WriteRun,
+               bar: AbstractContextManager[object] | None) -> float:
         import time
 
         import dask
 
+        job_id, reports = run.job_id, run.reports
         seconds = 0.0
         for start in range(0, len(units), WAVE_UNITS):
             wave = units[start:start + WAVE_UNITS]
             fork = self.session.fork()
             tasks = [dask.delayed(_write_unit, pure=False)(
-                _unit_job(work, name, coords, src, decision, job_id, lossy), fork, coords,
-                dask_key_name=unit_key("ice", name, coords, job_id)) for name, coords in wave]
+                _unit_job(run, name, coords), fork, coords, dask_key_name=unit_key("ice", name, coords, job_id))
+                for name, coords in wave]
             t0 = time.perf_counter()
-            results = compute(tasks, scheduler, None if bar is None else lambda n: _WaveBar(bar), job_id)
+            results = compute(tasks, run.scheduler, None if bar is None else lambda n: _WaveBar(bar), job_id)
             seconds += time.perf_counter() - t0
             self.session.merge(*(f for _, _, f in results))
             for (name, coords), (masks, n, _) in zip(wave, results, strict=True):
@@ -348,7 +354,7 @@ class IcechunkTarget:
 class _WaveBar:
     """The job's one progress bar as each wave's ``compute`` sees it: entered and left once, by ``run``."""
 
-    def __init__(self, bar: Any) -> None:
+    def __init__(self, bar: AbstractContextManager[object]) -> None:
         self.bar = bar
 
     def __enter__(self) -> _WaveBar:
@@ -366,24 +372,29 @@ class _WaveBar:
             self.bar.advance(n)
 
 
-def _unit_job(work: Work, name: str, coords: tuple[int, ...], src: str, decision: DecisionLike, job_id: str,
-              lossy: dict[str, Any]) -> tuple:
-    w = work.arrays[name]
-    if w.layout == "unsharded":
-        return ("region", src, name, w.region(coords), decision, w.plan, job_id, lossy.get(name))
-    return ("shard", ShardJob(src, name, name, w.shard_layout, w.shape, decision, job_id, w.chunk_key_encoding, w.plan,
-                              None, lossy.get(name)))
+def _unit_job(run: WriteRun, name: str, coords: tuple[int, ...]) -> tuple[ChunkJob | ShardJob, tuple[slice, ...] | None]:
+    """The job of array ``name``'s units (its ``dst``/``store``: each task's fork of the session,
+    ``_write_unit``) and the region of unit ``coords`` where it is a chunk (None: a shard)."""
+    w = run.work.arrays[name]
+    lossy = run.lossy.get(name)
+    if w.shard_layout is None:  # unsharded
+        return ChunkJob(run.src, name, "", run.decision, w.plan, run.job_id, lossy), w.region(coords)
+    return ShardJob(run.src, name, name, w.shard_layout, w.shape, run.decision, run.job_id, w.chunk_key_encoding,
+                    w.plan, None, lossy), None
 
 
-def _write_unit(unit: tuple, fork: Any, coords: tuple[int, ...]) -> tuple[collections.Counter, int, Any]:
-    """Dask task: one write unit through a fresh copy of the job's ``ForkSession``; returns it with
-    ``(masks, chunks written)`` for the client to merge. Idempotent: a re-run writes the same keys."""
+def _write_unit(job: tuple[ChunkJob | ShardJob, tuple[slice, ...] | None], fork: object, coords: tuple[int, ...]
+                ) -> tuple[Masks, int, object]:
+    """Dask task: write unit ``coords`` of an array (``_unit_job``) through a fresh copy of the job's
+    ``ForkSession`` ``fork``; returns it with ``(masks, chunks written)`` for the client to merge.
+    Idempotent: a re-run writes the same keys."""
     mine = icc.fresh_fork(fork)
-    if unit[0] == "shard":
-        masks, n = write_packed_shard(dataclasses.replace(unit[1], store=mine.store), coords)
+    unit, region = job
+    if isinstance(unit, ShardJob):
+        masks, n = write_packed_shard(dataclasses.replace(unit, store=mine.store), coords)
     else:
-        _, src, name, region, decision, plan, job_id, lossy = unit
-        masks, n = write_region(src, name, mine.store, region, decision, plan, job_id, lossy=lossy)
+        assert region is not None  # a chunk's
+        masks, n = write_region(dataclasses.replace(unit, dst=mine.store), region)
     return masks, n, mine
 
 
@@ -403,7 +414,7 @@ class _CommitJournal:
             raise StoreLockedError(t.text, record, t.work_branch, message=(
                 f"dst {t.text} is being written by another zopt job (job {record.get('job')}, pid {record['pid']} on "
                 f"host {record['host']!r}; its work branch {t.work_branch!r}): wait for it to finish"))
-        t.record = record
+        t.record = record if record is not None else {}  # none yet: ``record_job`` makes the job's
         return record
 
     def _read(self) -> dict[str, Any] | None:
@@ -449,10 +460,10 @@ class _CommitJournal:
     def begin(self, fp: dict[str, Any] | None, job_id: str, layouts: dict[str, Any]) -> None:
         self.target.record_job(fp, job_id, layouts)
 
-    def marker(self, name: str, coords: Any) -> None:
+    def marker(self, name: str, coords: tuple[int, ...]) -> None:
         return None
 
-    def done(self, name: str) -> dict[str, tuple[collections.Counter, int]]:
+    def done(self, name: str) -> dict[str, tuple[Masks, int]]:
         found = self.target.record.get("done", {}).get(name, {})
         return {k: (collections.Counter({int(m): c for m, c in masks.items()}), int(n)) for k, (masks, n) in found.items()}
 

@@ -7,8 +7,8 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.compat.scheduling import check_scheduler
@@ -17,17 +17,23 @@ from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
 from zopt.job.dask_graph import InPlaceRun, in_place_tasks, run_writes
+from zopt.job.opening import ProgressFactory
 from zopt.job.options import RecompressJob, refused_in_place
 from zopt.job.reports import ArrayReport, RecompressReport
 from zopt.job.targets import chunk_bytes_stored, stored_sizes
 from zopt.job.work import plan_for
+from zopt.notes import Note
 from zopt.store.journal import InPlaceJournal
 from zopt.store.lock import store_lock
 from zopt.store.rewrite import GRACE_SECONDS, has_inner_checksum, shrink_after_grace, unchecked_note
-from zopt.store.shards import layout_of
+from zopt.store.shards import ShardLayout, layout_of, v3_metadata
 
 if TYPE_CHECKING:
+    from dask.delayed import Delayed
+
     from zopt.codecs.decisions import DecisionLike
+    from zopt.planning.plan import ArrayPlan, Plan
+    from zopt.types import PathLike
 
 __all__ = ["recompress_in_place"]
 
@@ -37,11 +43,11 @@ def recompress_in_place(
     variables: Sequence[str] | None = None,
     *,
     decision: DecisionLike = "compress_if_smaller",
-    plan: Any = None,
+    plan: Plan | PathLike | None = None,
     scheduler: str | None = None,
-    progress: Callable[[Any], Any] | None = None,
+    progress: ProgressFactory | None = None,
     grace: float = GRACE_SECONDS,
-    **options: Any,
+    **options: object,
 ) -> RecompressReport:
     """Re-decide the ``conditional`` masks of a store's arrays in place, shard by shard.
 
@@ -96,26 +102,29 @@ def recompress_in_place(
             raise OptionError("variables", f"{missing} not in the store; it has {sorted(arrays)}")
         names = list(variables)
     else:
-        names = [n for n, a in arrays.items() if conditional_codecs_in(a.metadata.codecs)]
+        names = [n for n, a in arrays.items() if conditional_codecs_in(v3_metadata(a).codecs)]
         if not names:
             raise OptionError("store", f"no array of {store!r} has a conditional codec, so in place there is nothing to "
                              "re-decide; rewrite it into a new store with recompress SRC DST")
-    layouts, plans = {}, {}
+    layouts: dict[str, ShardLayout | None] = {}
+    plans: dict[str, ArrayPlan | None] = {}
     for name in names:  # checked before the store is locked or any file touched
         array = arrays[name]
-        if not conditional_codecs_in(array.metadata.codecs):
+        if not conditional_codecs_in(v3_metadata(array).codecs):
             raise OptionError("variables", f"array {name!r} has no conditional codec, so its chunks cannot change without "
                              "changing its metadata; rewrite it into a new store with recompress SRC DST")
-        layouts[name] = layout_of(array)
-        inner = layouts[name].inner_shape if layouts[name] is not None else tuple(array.chunks)
+        layout = layouts[name] = layout_of(array)
+        inner = layout.inner_shape if layout is not None else tuple(array.chunks)
         plans[name] = plan_for(plan, name, array, inner) if plan is not None else None
     t0 = time.perf_counter()
     source_bytes = loc.total_bytes(store)
-    tasks, reports, notes = [], {}, []
+    tasks: list[tuple[str, Delayed]] = []
+    reports: dict[str, ArrayReport] = {}
+    notes: list[Note] = []
     job_id = uuid.uuid4().hex[:12]
     with store_lock(store, job_id) as tmp_dir:
         resume = InPlaceJournal.start(store, names, decision, plan)  # what an interrupted run of this job finished
-        shards = []  # (path, layout, key) of every shard rewritten
+        shards: list[tuple[str, ShardLayout, str]] = []  # (path, layout, key) of every shard rewritten
         run = InPlaceRun(store, decision, job_id, str(tmp_dir), resume)
         for name in names:
             array, shard_layout = arrays[name], layouts[name]
@@ -145,7 +154,7 @@ def recompress_in_place(
                             graph_seconds=graph_seconds, notes=notes, readers=reader_line(store_arrays(store)))
 
 
-def _refuse(options: dict[str, Any]) -> None:
+def _refuse(options: dict[str, object]) -> None:
     """ValueError naming the options of ``recompress`` a rewrite in place does not honour; TypeError
     for a name that is no option (as Python says it), or one of this function's own under another name."""
     import dataclasses

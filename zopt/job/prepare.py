@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import zarr
+
+    from zopt.lossy.prepare import LossyVariable
+    from zopt.planning.optimizer import MenuChoice
     from zopt.planning.plan import Plan
 
 import numpy as np
@@ -44,9 +48,9 @@ from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
 from zopt.job.reports import ArrayReport
 from zopt.job.reshard import choose_copies
-from zopt.job.targets import TargetSpec, stored_bytes_of, target_arrays
-from zopt.job.work import ArrayWork, build_work, layouts_for
-from zopt.notes import Note, as_note
+from zopt.job.targets import Layouts, TargetSpec, stored_bytes_of, target_arrays
+from zopt.job.work import ArrayWork, Work, WorkOptions, build_work, layouts_for
+from zopt.notes import Note
 from zopt.planning.chains import (
     chains_to_check,
     menu_chains,
@@ -68,28 +72,28 @@ class Prepared:
 
     job_id: str
     src: Source  # the resolved source: a path or URL (PathSource), or several files (MultiSource)
-    source_group: Any
-    root_meta: Any
+    source_group: zarr.Group | None
+    root_meta: dict[str, Any] | None
     children: list[str]
-    notes: list[str]
+    notes: list[Note]
     skipped: list[str] = field(default_factory=list)
-    plan: Any = None  # the job's Plan, loaded
+    plan: Plan | None = None  # the job's Plan, loaded
     names: list[str] = field(default_factory=list)
     source: dict[str, SourceVariable] = field(default_factory=dict)
-    lossy_vars: dict[str, Any] = field(default_factory=dict)
+    lossy_vars: dict[str, LossyVariable] = field(default_factory=dict)
     #: lossy variables written lossless (their lossless default stored fewer bytes): MenuChoice each
-    lossless_instead: dict[str, Any] = field(default_factory=dict)
-    layouts: dict[str, Any] = field(default_factory=dict)
+    lossless_instead: dict[str, MenuChoice] = field(default_factory=dict)
+    layouts: Layouts = field(default_factory=dict)
     splits: dict[str, Any] = field(default_factory=dict)
     spec: TargetSpec | None = None
-    planned: dict[str, Any] = field(default_factory=dict)
-    work: Any = None
+    planned: dict[str, zarr.Array[Any]] = field(default_factory=dict)
+    work: Work | None = None
     reports: dict[str, ArrayReport] = field(default_factory=dict)
     fp: dict[str, Any] | None = None
     record: dict[str, Any] | None = None
 
 
-def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[Source, Target, list[str]]:
+def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> tuple[Source, Target, list[Note]]:
     """SRC resolved on the client (workers may run elsewhere), DST made a target; overlaps refused.
 
     ``hold``: a local directory DST's lock (``zopt.store.lock.destination_lock``) is taken into it
@@ -101,19 +105,20 @@ def parse_job(job: RecompressJob, hold: contextlib.ExitStack | None = None) -> t
     return src, target, notes
 
 
-def _source(job: RecompressJob) -> tuple[Source, list[str]]:
+def _source(job: RecompressJob) -> tuple[Source, list[Note]]:
     """SRC resolved: a path or URL, or with ``concat_dim`` the files combined (``zopt.io.multi``), and notes."""
     if job.concat_dim is None:
+        assert isinstance(job.src, str)  # several sources come with concat_dim (RecompressJob.parse)
         return open_source(os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
     multi = open_source(job.src, concat_dim=job.concat_dim, combine=job.combine, scheduler=job.scheduler)
-    return multi, [f"src: {multi.text}", *multi.notes]
+    return multi, [Note(f"src: {multi.text}", "source"), *multi.notes]
 
 
 def job_layout(job: RecompressJob, target: Target) -> str:
     return job.layout if target.positional else "compact"
 
 
-def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[str]) -> Prepared:
+def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[Note]) -> Prepared:
     """Describe the source, attach lossy and plan, check readers and the journal, build the work."""
     plan = job.plan
     if isinstance(plan, str | os.PathLike):
@@ -137,9 +142,10 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[st
             raise OptionError("lossy", f"{unknown} are not child groups of the source; it has {p.children or 'none'}")
         p.names = along_concat_dim(src, p.source, p.names, notes)  # several files: every variable along concat_dim
         specs = {"chunks": job.chunks, "shards": job.shards}
-        notes.extend(unused_shape_notes(p.source, p.names, specs, _other_groups_dims(src, p.source, p.names, specs)))
+        notes.extend(Note(n, "layout") for n in unused_shape_notes(p.source, p.names, specs,
+                                                                     _other_groups_dims(src, p.source, p.names, specs)))
         if p.root_meta and not p.names:
-            notes.append("the source is a root array that is not numeric; copied as it is")
+            notes.append(Note("the source is a root array that is not numeric; copied as it is", "copied", ""))
         _attach_lossy(job, src, p, job_layout(job, target))
         _check_journal(job, src, target, p)
         _build_work(job, src, target, p, plan)
@@ -170,7 +176,9 @@ def _attach_lossy(job: RecompressJob, src: Source, p: Prepared, layout: str) -> 
         lossless = {n: _lossless_default(job, p, n, layout) for n in own if n in p.source}
         options = LossyOptions(job.chunks, job.shards, job.variables, job.scheduler, job.readers, tuple(chain),
                                job.budget)
-        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, options, lossless)
+        # prepare_for_recompress says ``src: str`` and takes any Source (reads through zopt.io.sources.read_source)
+        p.lossy_vars = prepare_for_recompress(src, p.source, p.names, own, options,  # type: ignore[arg-type]
+                                              lossless)
         _lossy_notes(job, p, lossless)
     if job.readers:
         from zopt.planning.readers import check_readers
@@ -222,16 +230,17 @@ def _lossy_notes(job: RecompressJob, p: Prepared, lossless: dict[str, dict[str, 
                 tails.append(f"{n}={lv.tail}")
             continue
         del p.lossy_vars[n]
+        trial = lv.lossless_trial or {}  # set with lv.lossless (zopt.lossy.prepare._with_tail)
         lossy_bytes = (lv.tail_trial or {}).get(lv.tail)
         if job.codecs is None:
             p.lossless_instead[n] = MenuChoice(name=lv.lossless, chain=lossless[n][lv.lossless],
-                                               trials={k: (b, 0.0) for k, b in lv.lossless_trial.items()},
+                                               trials={k: (b, 0.0) for k, b in trial.items()},
                                                budget=job.budget)
-        p.notes.append(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
-                       f"({lv.lossless}) stored {lv.lossless_trial[lv.lossless]} bytes and the lossy tail "
-                       f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit")
+        p.notes.append(Note(f"lossy {n}={lv.spec.text()}: on sampled chunks the lossless default "
+                            f"({lv.lossless}) stored {trial[lv.lossless]} bytes and the lossy tail "
+                            f"({lv.tail}) {lossy_bytes}: {n} written lossless, bit for bit", "lossy", n))
     if tails:
-        p.notes.append("lossy tails chosen by trial (zopt.lossy.tails): " + ", ".join(tails))
+        p.notes.append(Note("lossy tails chosen by trial (zopt.lossy.tails): " + ", ".join(tails), "lossy"))
 
 
 def _check_journal(job: RecompressJob, src: Source, target: Target, p: Prepared) -> None:
@@ -263,15 +272,19 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     if job.codecs is None:
         todo = {n: p.source[n] for n in p.names
                 if n not in p.lossy_vars and n not in chosen and p.source[n].dtype.kind in "biufc"}
-        chosen.update(menu_chains(src, todo, p.layouts, plan, _menu(job, job_layout(job, target)),
+        # menu_chains (zopt.planning.chains, untyped yet) says ``src: str`` and takes any Source: PathSource is a str,
+        # the trials read through zopt.io.sources.read_source
+        chosen.update(menu_chains(src, todo,  # type: ignore[arg-type]
+                                  p.layouts, plan, _menu(job, job_layout(job, target)),
                                   run=TrialRun(job.scheduler, p.job_id), repacks=repacks,
                                   partial=target.root if p.record is not None else None))
     if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
-        p.notes.append(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
-                       + " (zopt.planning.candidates): "
-                       + ", ".join(f"{n}={chosen[n].name}" + (f" (after the re-expression's scale_offset + "
-                                                             f"cast_value {repacks[n].int_dtype})" if n in repacks else "")
-                                   for n in p.names if n in chosen))
+        p.notes.append(Note(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
+                            + " (zopt.planning.candidates): "
+                            + ", ".join(f"{n}={chosen[n].name}" + (f" (after the re-expression's scale_offset + "
+                                                                  f"cast_value {repacks[n].int_dtype})"
+                                                                  if n in repacks else "")
+                                        for n in p.names if n in chosen), "menu"))
     chains = {n: chosen[n].chain if n in chosen else chain if job.codecs is not None
               else default_chain(p.source[n].dtype) for n in p.names}
     chains.update({n: lv.chain(chain) for n, lv in p.lossy_vars.items()})  # zopt.lossy
@@ -295,13 +308,14 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     p.planned = target_arrays(p.spec)
     _check_units(src, p.source, p.layouts)
     journal = target.journal
-    p.work = build_work(p.names, p.source, p.layouts, p.planned, layout=job_layout(job, target),
-                        slot_parts_=job.slot_parts, plan=plan, done=journal.done if p.record is not None else None)
+    p.work = build_work(p.names, p.source, p.layouts, p.planned,
+                        WorkOptions(job_layout(job, target), job.slot_parts, plan),
+                        done=journal.done if p.record is not None else None)
     p.notes.extend(choose_copies(job, src, p.work, p.lossy_vars, plan))  # issue 34 G5
     _note_unsharded_options(job, p)
     limit = job.max_memory
     over = p.work.over_memory(limit)
-    if over is not None:
+    if over is not None and limit is not None:  # over: only under a limit
         raise OptionError("max_memory", _memory_message(over, limit))
     p.reports = {name: _report(w, p.source[name], stored_bytes_of(src.location, name)) for name, w in p.work.arrays.items()}
 
@@ -318,7 +332,7 @@ def _repacks(src: Source, p: Prepared, readers: list[str]) -> dict[str, Any]:
     if not found or reads_repacking(readers):
         return found
     for n, r in found.items():  # the source's note on re-expressing it is replaced by this one
-        p.notes[:] = [x for x in map(as_note, p.notes) if not (x.kind == "repacked" and x.array == n)]
+        p.notes[:] = [x for x in p.notes if not (x.kind == "repacked" and x.array == n)]
         p.notes.append(Note(f"{n}: files packed differently, written as the {np.dtype(r.dtype)} values they decode to "
                             f"(exact); one integer packing (scale_offset + cast_value {r.int_dtype}, smaller) is "
                             "written for readers of those codecs: --readers zarr-python-3.2 or zopt (zarr-python 3.1 "
@@ -346,15 +360,15 @@ def _check_units(src: Source, source: dict[str, SourceVariable], layouts: dict[s
 def _note_unsharded_options(job: RecompressJob, p: Prepared) -> None:
     """A note when shard-only options were given but no array is sharded: they change nothing,
     and the user is told so rather than left to believe they applied."""
-    if not p.work.arrays or p.children or any(w.layout != "unsharded" for w in p.work.arrays.values()):
+    if p.work is None or not p.work.arrays or p.children or any(w.layout != "unsharded" for w in p.work.arrays.values()):
         return  # with child groups, each child's job says it for its own arrays
     given = [name for name, on in (("layout='fixed-slot'", job.layout == "fixed-slot"),
                                    ("slot_parts", job.slot_parts is not None), ("checksum=True", job.checksum is True))
              if on]
     if given:
-        p.notes.append(f"{', '.join(given)}: no array is sharded (each fits one shard, or its shards are its "
-                       f"chunks), so {'it changes' if len(given) == 1 else 'they change'} nothing; give shards "
-                       "(--shards) larger than the chunks to shard them")
+        p.notes.append(Note(f"{', '.join(given)}: no array is sharded (each fits one shard, or its shards are its "
+                            f"chunks), so {'it changes' if len(given) == 1 else 'they change'} nothing; give shards "
+                            "(--shards) larger than the chunks to shard them", "layout"))
 
 
 def _report(w: ArrayWork, var: SourceVariable, stored_before: int | None) -> ArrayReport:

@@ -6,6 +6,9 @@ Shared by ``zopt recompress`` (``zopt.cli.recompress``) and ``zopt verify`` (``z
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from types import TracebackType
+
 from rich.console import Console
 
 __all__ = ["RichProgress"]
@@ -22,7 +25,7 @@ class RichProgress:
             console=Console(stderr=True), transient=False,
         )
         self.task = self.progress.add_task("shards", total=total)
-        self._callback = None
+        self._callback = ExitStack()  # the Dask callback while the bar is shown
         self.keys: frozenset[str] = frozenset()
 
     def watch_keys(self, keys: frozenset[str]) -> None:
@@ -36,19 +39,19 @@ class RichProgress:
         bar = self
 
         class _Tick(Callback):
-            def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's signature
+            def _posttask(self, key: object, result: object, dsk: object, state: object,
+                          id: object) -> None:  # noqa: A002 - dask's signature
                 if str(key) in bar.keys:
                     bar.progress.advance(bar.task)
 
-        self._callback = _Tick()
-        self._callback.__enter__()
+        self._callback.enter_context(_Tick())  # type: ignore[no-untyped-call]  # dask's Callback is unannotated
         return self
 
     def advance(self, n: int = 1) -> None:
         """``n`` more shards done (called as a cluster's tasks finish)."""
         self.progress.advance(self.task, n)
 
-    def __exit__(self, *exc: object) -> None:
-        if self._callback is not None:
-            self._callback.__exit__(*exc)
-        self.progress.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._callback.__exit__(exc_type, exc, tb)
+        self.progress.__exit__(exc_type, exc, tb)

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from zopt.notes import Note
+
 __all__ = ["ArrayReport", "RecompressReport"]
 
 
@@ -50,7 +52,7 @@ class RecompressReport:
     seconds: float
     source_bytes: int | None = None
     graph_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)  # what the run did differently from what was asked, and why
+    notes: list[Note] = field(default_factory=list)  # what the run did differently from what was asked, and why
     job: Any = None  # the RecompressJob that made it (zopt.job.options)
     skipped: list[str] = field(default_factory=list)  # broken source arrays left out (skip_broken)
     #: which readers open the written store (``zopt.planning.readers.reader_line``): the summary's last line

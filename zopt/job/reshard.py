@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from zopt.notes import Note
 from zopt.store.reshard import ChunkCopier
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["choose_copies"]
 
 
-def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[str, Any], plan: Plan | None) -> list[str]:
+def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[str, Any], plan: Plan | None) -> list[Note]:
     """Give each ``work`` array (``zopt.job.work.ArrayWork``) that can be copied its ``copy``;
     returns the notes naming them and the check made on the way (none when no array is copied).
 
@@ -45,5 +46,6 @@ def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[
             checks.setdefault(w.copy.check, []).append(name or "the root array")
     words = {"crc32c": "every chunk's crc32c checked",
              "sampled decode": "every chunk's size and zstd frame header checked and one in 8 decoded (zopt.store.reshard)"}
-    return [f"{', '.join(names)}: copied encoded chunks into the shards (inner chunks and chain equal the source's: "
-            f"nothing decoded and encoded again; {words[check]})" for check, names in checks.items()]
+    return [Note(f"{', '.join(names)}: copied encoded chunks into the shards (inner chunks and chain equal the "
+                 f"source's: nothing decoded and encoded again; {words[check]})", "copied")
+            for check, names in checks.items()]

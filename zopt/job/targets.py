@@ -15,20 +15,29 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import xarray as xr
 import zarr
+from zarr.core.metadata import ArrayV3Metadata
 
 from zopt.errors import ZoptError
 from zopt.io import locations as loc
 from zopt.io.paths import OverlapError, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
 from zopt.store.journal import JOURNAL_DIR
-from zopt.store.shards import allocated_bytes
+from zopt.store.shards import allocated_bytes, v3_metadata
 
 if TYPE_CHECKING:
+    from zarr.abc.store import Store
     from zarr.storage import StoreLike
+
+    from zopt.io.source_kinds import Source
+
+#: where a target is written: a local directory or a zarr Store
+TargetLike: TypeAlias = "str | os.PathLike[str] | Store"
+#: ``{name: (inner chunk shape, shard shape or None)}``
+Layouts: TypeAlias = "dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]"
 
 __all__ = [
     "PartialStoreGoneError", "check_no_url_overlap", "chunk_bytes_stored", "create_target", "destination",
@@ -41,7 +50,7 @@ class PartialStoreGoneError(ZoptError, FileNotFoundError):
     job was writing it; nothing was published."""
 
 
-def put_shard(store: StoreLike, key: str, data: bytes | list | None) -> None:
+def put_shard(store: Store, key: str, data: bytes | list[memoryview] | None) -> None:
     """Put a whole packed shard (bytes, or ``pack_parts``' pieces) at ``key`` of a zarr Store with
     one ``set``, or delete it for None."""
     from zarr.core.buffer import default_buffer_prototype
@@ -63,19 +72,19 @@ class TargetSpec:
     ``zarr.create_array`` takes them); ``root_meta`` for a store whose root is an array; ``job_id``
     the job's; ``attrs`` extra attributes and ``fills`` fill values per variable (``zopt.lossy``)."""
 
-    src: Any  # a zopt.io.source_kinds.Source: a path (PathSource, a str) where source_group or root_meta is set
+    src: Source  # a path (PathSource, a str) where source_group or root_meta is set
     source_group: zarr.Group | None
     source: dict[str, SourceVariable]
     names: list[str]
-    layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]
+    layouts: Layouts
     splits: dict[str, dict[str, Any]]
-    root_meta: dict | None = None
+    root_meta: dict[str, Any] | None = None
     job_id: str | None = None
     attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
     fills: dict[str, Any] = field(default_factory=dict)
 
 
-def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = False) -> None:
+def create_target(spec: TargetSpec, partial: TargetLike, *, only_rewritten: bool = False) -> None:
     """Create the target at ``partial`` (a local path or a zarr Store): group attributes, the other variables with their
     data, and the rewritten variables ``names`` as empty arrays with the new chunking (``layouts``: ``{name: (inner
     chunk shape, shard shape or None)}``) and codecs (``splits``: each one's codecs, split as ``zarr.create_array``
@@ -93,20 +102,23 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
     src, names, layouts, splits, attrs = spec.src, spec.names, spec.layouts, spec.splits, spec.attrs
     source_group, job_id, fills = spec.source_group, spec.job_id, spec.fills
     if spec.root_meta is not None:
+        assert isinstance(src, str)  # a path (TargetSpec.src)
         arr = zarr.open_array(src, mode="r")
         if not names:
             if not only_rewritten:
                 copy_array_files(src, partial, "")
             return
         inner, shard = layouts[""]
-        v3 = arr.metadata.zarr_format == 3
+        meta = arr.metadata
+        v3 = meta if isinstance(meta, ArrayV3Metadata) else None
         zarr.create_array(
-            partial, shape=arr.shape, dtype=arr.metadata.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
-            fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names if v3 else None,
+            partial, shape=arr.shape, dtype=v3.data_type if v3 else arr.dtype, chunks=inner, shards=shard,
+            fill_value=meta.fill_value, dimension_names=v3.dimension_names if v3 else None,
             attributes=dict(arr.attrs), zarr_format=3, **splits[""],
         )
         return
     if source_group is not None:
+        assert isinstance(src, str)  # a path (TargetSpec.src)
         # no xarray round trip (and no dask.array import) for the common v3 → v3 rewrite
         zarr.create_group(partial, zarr_format=3, attributes=dict(source_group.attrs))
         for name, arr in source_group.arrays():
@@ -115,9 +127,10 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
                     copy_array_files(os.path.join(src, name), partial, name)
                 continue
             inner, shard = layouts[name]
+            meta = v3_metadata(arr)
             zarr.create_array(
-                partial, name=name, shape=arr.shape, dtype=arr.metadata.data_type, chunks=inner, shards=shard,
-                fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
+                partial, name=name, shape=arr.shape, dtype=meta.data_type, chunks=inner, shards=shard,
+                fill_value=meta.fill_value, dimension_names=meta.dimension_names,
                 attributes={**arr.attrs, **attrs.get(name, {})}, zarr_format=3, **splits[name],
             )
         return
@@ -134,8 +147,8 @@ def create_target(spec: TargetSpec, partial: Any, *, only_rewritten: bool = Fals
         if name not in var.dims:  # an index coordinate keeps its values: placeholders would make a bogus index
             template[name] = var.copy(data=da.empty(var.shape, dtype=var.dtype, chunks=shard or inner))
         template[name].attrs.update(attrs.get(name, {}))
-    for name in template.variables:
-        template[name].encoding = {}
+    for var_name in template.variables:
+        template[var_name].encoding = {}
     encoding = encodings(ds, names, splits, layouts, fills)
     if isinstance(partial, str | os.PathLike):  # a new directory
         template.to_zarr(partial, mode="w-", compute=False, zarr_format=3, consolidated=False, encoding=encoding)
@@ -158,7 +171,7 @@ def target_arrays(spec: TargetSpec) -> dict[str, zarr.Array[Any]]:
 
 def same_metadata(a: zarr.Array[Any], b: zarr.Array[Any]) -> bool:
     """Whether two arrays have the same shape, data type, chunk grid, chunk keys and codecs."""
-    def key(x: zarr.Array[Any]) -> Any:
+    def key(x: zarr.Array[Any]) -> str:
         m = x.metadata.to_dict()
         return json.dumps({k: m.get(k) for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs")},
                           sort_keys=True, default=str)
@@ -171,7 +184,7 @@ def chunk_bytes_stored(store: str, name: str) -> int:
     return stored_sizes(store, name)[0]
 
 
-def stored_sizes(store: StoreLike, name: str) -> tuple[int, int]:
+def stored_sizes(store: TargetLike, name: str) -> tuple[int, int]:
     """(apparent, allocated) bytes of the chunk files of array ``name`` in a local store (a path),
     or of its chunk keys in a zarr Store (allocated = apparent)."""
     if not isinstance(store, str | os.PathLike):
@@ -203,7 +216,7 @@ def stored_bytes_of(src: str | None, name: str) -> int | None:
     return chunk_bytes_stored(src, name)
 
 
-def destination(dst: Any) -> tuple[Any, str | None]:
+def destination(dst: object) -> tuple[Store | None, str | None]:
     """``(store, None)`` for a destination without positional writes — a ``zarr.abc.store.Store``
     as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``
     — and ``(None, path)`` for a local directory (a path or a ``file://`` URL)."""
@@ -211,6 +224,8 @@ def destination(dst: Any) -> tuple[Any, str | None]:
 
     if isinstance(dst, Store):
         return dst, None
+    if not isinstance(dst, str | os.PathLike):
+        raise TypeError(f"expected str, bytes or os.PathLike object, not {type(dst).__name__}")  # as os.fspath
     text = os.fspath(dst)
     if text.startswith("file://"):
         return None, text.removeprefix("file://")
@@ -230,7 +245,7 @@ def check_no_url_overlap(src: str, store: StoreLike) -> None:
 _METADATA_DOCS = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
 
 
-def copy_array_files(source_dir: str, target: Any, name: str) -> None:
+def copy_array_files(source_dir: str, target: TargetLike, name: str) -> None:
     """Copy an array's files byte for byte into a local store (a path) or a zarr Store."""
     if isinstance(target, str | os.PathLike) and not loc.is_url(source_dir):
         shutil.copytree(source_dir, os.path.join(target, name), dirs_exist_ok=not name)
@@ -252,7 +267,7 @@ def copy_array_files(source_dir: str, target: Any, name: str) -> None:
             sync(target.set(key, default_buffer_prototype().buffer.from_bytes(data)))
 
 
-def encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts,
+def encodings(ds: xr.Dataset, names: list[str], splits: dict[str, dict[str, Any]], layouts: Layouts,
                fills: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     enc = {}
     for name in names:

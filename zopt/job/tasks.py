@@ -21,9 +21,10 @@ import collections
 import math
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import zarr
@@ -49,15 +50,26 @@ from zopt.store.shards import (
     pack_batches,
     read_shard,
     tmp_path,
+    v3_metadata,
     write_packed,
     write_slots,
 )
 
 if TYPE_CHECKING:
-    from zopt.codecs.decisions import DecisionLike
+    from zarr.abc.store import Store
+    from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+
+    from zopt.codecs.decisions import CodecRef, DecisionLike, TrialRunner
+    from zopt.io.source_kinds import Source
+    from zopt.lossy.prepare import LossyVariable
+    from zopt.planning.plan import ArrayPlan
+    from zopt.store.reshard import ChunkCopier
+
+#: a write task's count of each conditional mask (``RecompressReport.masks``)
+Masks: TypeAlias = "collections.Counter[int]"
 
 __all__ = [
-    "Recorder", "ShardJob", "assemble_shard", "encode_shard_part", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
+    "ChunkJob", "Masks", "Recorder", "ShardJob", "assemble_shard", "encode_shard_part", "finalize_shard", "masks_of", "rewrite_chunk_in_place", "rewrite_shard_in_place",
     "write_packed_shard", "write_region", "write_slot_part",
 ]
 
@@ -67,13 +79,15 @@ class Recorder(Decision):
     """Wraps a decision and records each chunk's mask and payload size (bytes)."""
 
     inner: Decision | None
-    log: list = field(default_factory=list)
+    #: ``(chunk index, mask, payload bytes)`` per chunk
+    log: list[tuple[tuple[int, ...] | None, int, int]] = field(default_factory=list)
 
     @property
     def needs_chunk_index(self) -> bool:  # type: ignore[override]
         return bool(self.inner and self.inner.needs_chunk_index)
 
-    def choose(self, chunk_index, codecs, data, run):
+    def choose(self, chunk_index: tuple[int, ...] | None, codecs: Sequence[CodecRef], data: np.ndarray,
+               run: TrialRunner) -> tuple[int, np.ndarray]:
         if self.inner is None:
             mask, payload = 0, data
         else:
@@ -82,12 +96,17 @@ class Recorder(Decision):
         return mask, payload
 
 
+#: ``ShardJob._encoding``: the inner chunks' encoder, their native type, the fill value, the reader of
+#: aligned source chunks (or None) and the batch encoder (or None)
+_Encoding: TypeAlias = ("tuple[ChunkEncoder, np.dtype[Any], np.ndarray, AlignedChunkReader | None, "
+                        "BatchEncoder | None]")
+
 _MAX_TARGETS = 16
 #: (job, (path, array, what)) -> an opened array (and what goes with it): a job's tasks open it once per process
 _targets: JobCache[Any] = JobCache("target arrays", _MAX_TARGETS)
 
 
-def _target_array(dst: Any, name: str, job_id: str | None) -> zarr.Array[Any]:
+def _target_array(dst: str | Store, name: str, job_id: str | None) -> zarr.Array[Any]:
     """Array ``name`` of the destination ``dst`` opened for writing, once per process and job for a
     local directory (its metadata does not change while the job writes chunks; a retried task
     finds the same array)."""
@@ -96,15 +115,32 @@ def _target_array(dst: Any, name: str, job_id: str | None) -> zarr.Array[Any]:
 
     if not isinstance(dst, str) or job_id is None:
         return make()
-    return _targets.get(job_id, (dst, name, "write"), make)
+    array: zarr.Array[Any] = _targets.get(job_id, (dst, name, "write"), make)
+    return array
 
 
-def write_region(
-    src: str, name: str, dst: str, region: tuple[slice, ...], decision: DecisionLike, plan: Any = None, job_id: str | None = None,
-    marker: str | None = None,
-    lossy: Any = None,
-) -> tuple[collections.Counter, int]:
-    """Dask task (unsharded targets): write one chunk region through zarr; then its journal ``marker``."""
+@dataclass(frozen=True)
+class ChunkJob:
+    """What every chunk task (``write_region``) of one unsharded array shares: the source ``src``
+    (a path, or a ``zopt.io.sources.Source``), the array ``name``, the destination ``dst`` (a local
+    directory or a zarr Store), the ``decision``, the array's ``plan`` (its masks decide, its
+    digests check the content), the job's id ``job_id`` and ``lossy`` (checks or bitrounds each chunk)."""
+
+    src: str | Source
+    name: str
+    dst: str | Store | None  # None: a target not begun (an Icechunk dry run's tasks, never run)
+    decision: DecisionLike
+    plan: ArrayPlan | None = None
+    job_id: str | None = None
+    lossy: LossyVariable | None = None
+
+
+def write_region(unit: ChunkJob, region: tuple[slice, ...], marker: str | None = None) -> tuple[Masks, int]:
+    """Dask task (unsharded targets): write one chunk region of ``unit``'s array through zarr; then
+    its journal ``marker``. Returns the conditional masks' counts and the chunks stored (0 or 1)."""
+    src, name, dst, decision, plan, job_id, lossy = (unit.src, unit.name, unit.dst, unit.decision, unit.plan,
+                                                     unit.job_id, unit.lossy)
+    assert dst is not None  # a task runs once its target has begun
     data = read_source(src, name, region, job_id)
     array = _target_array(dst, name, job_id)
     if lossy is not None:  # zopt.lossy: check the bound or bitround, per chunk
@@ -114,14 +150,14 @@ def write_region(
         index = tuple(r.start // c for r, c in zip(region, array.chunks, strict=True))
         plan.check_chunk(index, data, array.fill_value)
         decision = plan
-    conditional = conditional_codecs_in(array.metadata.codecs)
+    conditional = conditional_codecs_in(v3_metadata(array).codecs)
     recorder = None
     if conditional:
         resolved = conditional[0].with_decision(decision).decision
         recorder = Recorder(resolved)
         array = with_decision(array, recorder)
     array[region] = data
-    masks: collections.Counter = collections.Counter()
+    masks: Masks = collections.Counter()
     if recorder is not None:
         masks.update(mask for _, mask, _ in recorder.log)
     # without a conditional codec nothing records the write: ask the store whether the chunk
@@ -144,23 +180,23 @@ def _chunk_stored(array: zarr.Array[Any], region: tuple[slice, ...]) -> bool:
 class ShardJob:
     """What every shard task of one array needs (picklable for distributed workers)."""
 
-    src: str
+    src: str | Source  # a path (PathSource) or another Source: several files combined (zopt.io.multi)
     name: str
     shard_dir: str  # directory of the array in the destination store
     layout: ShardLayout
     shape: tuple[int, ...]
-    decision: Any
+    decision: DecisionLike
     job_id: str  # identifies this run's temporary shard files and its open sources (zopt.io.sources)
-    chunk_key_encoding: Any  # the array's zarr ChunkKeyEncoding: where each shard's key is
-    plan: Any = None  # zopt.planning.plan.ArrayPlan: its masks decide, its digests check the content
-    store: Any = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
-    lossy: Any = None  # zopt.lossy.prepare.LossyVariable: checks (abs) or bitrounds each inner chunk
-    copy: Any = None  # zopt.store.reshard.ChunkCopier: the source's encoded chunks copied, not re-encoded
+    chunk_key_encoding: ChunkKeyEncoding  # where each shard's key is
+    plan: ArrayPlan | None = None  # its masks decide, its digests check the content
+    store: Store | None = None  # a zarr Store without positional writes; shard_dir is then the array's key prefix
+    lossy: LossyVariable | None = None  # checks (abs) or bitrounds each inner chunk
+    copy: ChunkCopier | None = None  # the source's encoded chunks copied, not re-encoded
 
     def path(self, shard_coords: tuple[int, ...]) -> str:
         return os.path.join(self.shard_dir, *self.chunk_key_encoding.encode_chunk_key(shard_coords).split("/"))
 
-    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | list | None) -> None:
+    def write_packed(self, shard_coords: tuple[int, ...], data: bytes | list[memoryview] | None) -> None:
         """Write (or, for None, delete) a whole packed shard (bytes, or ``pack_parts``' pieces):
         atomically into a local directory, with one ``set`` into a store."""
         if self.store is None:
@@ -169,12 +205,12 @@ class ShardJob:
             key = "/".join(p for p in (self.shard_dir, self.chunk_key_encoding.encode_chunk_key(shard_coords)) if p)
             put_shard(self.store, key, data)
 
-    def _encoding(self) -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None, BatchEncoder | None]:
+    def _encoding(self) -> _Encoding:
         """The inner chunks' encoder (with the decision attached), their native type, the fill value,
         the reader of aligned source chunks (or None) and the batch encoder (or None): made once per
         process and job (issue 34: opening the source array and building the chain cost
         milliseconds of GIL per shard)."""
-        def make() -> tuple[ChunkEncoder, np.dtype, np.ndarray, AlignedChunkReader | None, BatchEncoder | None]:
+        def make() -> _Encoding:
             layout = self.layout
             encoder = layout.inner_encoder().with_decision(self.plan if self.plan is not None else self.decision)
             native = encoder.spec.dtype.to_native_dtype()
@@ -187,7 +223,8 @@ class ShardJob:
 
         if not isinstance(self.src, str):  # e.g. several files combined (zopt.io.multi)
             return make()
-        return _targets.get(self.job_id, (self.src, self.name, self.shard_dir, "encode"), make)
+        encoding: _Encoding = _targets.get(self.job_id, (self.src, self.name, self.shard_dir, "encode"), make)
+        return encoding
 
     def _region(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> tuple[list[slice], int]:
         """The array region of a shard (or of part ``[start, stop)`` of its first split axis) and that axis."""
@@ -200,14 +237,16 @@ class ShardJob:
             region[axis] = slice(lo, hi)
         return region, axis
 
-    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+    def encode(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool
+               ) -> Iterator[tuple[int, EncodedChunk]]:
         """Read the region of a shard (or of part ``[start, stop)`` of its first split axis)
         and yield ``(i, EncodedChunk)`` for its inner chunks that differ from the fill value."""
         for batch in self.encode_batches(shard_coords, part, limit):
             for i, data, masks in batch.chunks():
                 yield i, EncodedChunk(data, masks)
 
-    def encode_batches(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+    def encode_batches(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool
+                       ) -> Iterator[EncodedBatch]:
         """``encode``'s chunks as ``EncodedBatch``es, in shard order: about ``GROUP_BYTES`` of
         chunks per batch, each step of the chain once per batch (issue 34, part 2), where the
         chain has a batch encoder; else one batch of chunks encoded one by one."""
@@ -228,17 +267,18 @@ class ShardJob:
         inner = layout.inner_shape
         slot = layout.slot_size if limit else None
         per = max(1, GROUP_BYTES // max(1, math.prod(inner) * native.itemsize))
-        tiles = None if direct is not None else self._tiles(region, native, fill)
+        if direct is None:
+            tiles = self._tiles(region, native, fill)
         for g in range(0, len(items), per):
             group = items[g : g + per]
-            if tiles is None:
+            if direct is None:
+                stack = tiles[g : g + len(group)]
+            else:
                 stack = _stack(len(group), inner, native)
                 direct.read_many([it[1] for it in group], stack, fill)
                 for k, (_, _, chunk_region, full) in enumerate(group):
                     if not full:  # the source's edge chunk: the part outside the array is the fill value
                         _blank_outside(stack[k], chunk_region, fill)
-            else:
-                stack = tiles[g : g + len(group)]
             empty = fill_rows(stack, fill)
             if empty.any():
                 keep = np.flatnonzero(~empty)
@@ -259,7 +299,8 @@ class ShardJob:
         order = [*range(0, 2 * len(inner), 2), *range(1, 2 * len(inner), 2)]
         return np.ascontiguousarray(data.reshape(split).transpose(order)).reshape(-1, *inner)
 
-    def _encode_each(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool):
+    def _encode_each(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool
+                     ) -> Iterator[tuple[int, EncodedChunk]]:
         """``encode`` chunk by chunk: chains without a batch encoder, plans and lossy modes."""
         layout = self.layout
         region, axis = self._region(shard_coords, part)
@@ -315,13 +356,14 @@ def _blank_outside(chunk: np.ndarray, region: tuple[slice, ...], fill: np.ndarra
         chunk[(slice(None),) * d + (slice(r.stop - r.start, None),)] = fill
 
 
-def masks_of(encoded: list) -> collections.Counter:
+def masks_of(encoded: Sequence[tuple[int, EncodedChunk]]) -> Masks:
+    """The count of each conditional mask of ``(i, EncodedChunk)`` pairs."""
     return collections.Counter(e.mask for _, e in encoded if e.mask is not None)
 
 
-def batch_masks(batches: list[EncodedBatch]) -> collections.Counter:
+def batch_masks(batches: list[EncodedBatch]) -> Masks:
     """``masks_of`` for batches."""
-    masks: collections.Counter = collections.Counter()
+    masks: Masks = collections.Counter()
     for b in batches:
         if b.masks is not None and len(b):
             values, counts = np.unique(b.masks, return_counts=True)
@@ -330,7 +372,7 @@ def batch_masks(batches: list[EncodedBatch]) -> collections.Counter:
 
 
 def write_packed_shard(unit: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
-                        ) -> tuple[collections.Counter, int]:
+                        ) -> tuple[Masks, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
     return assemble_shard(unit, shard_coords, encode_shard_part(unit, shard_coords, None), marker=marker)
 
@@ -343,7 +385,7 @@ def encode_shard_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple
 
 
 def assemble_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
-                   ) -> tuple[collections.Counter, int]:
+                   ) -> tuple[Masks, int]:
     """Dask task (compact layout): pack the shard's encoded ``parts`` (in order) and write it,
     atomically (a rerun writes the same bytes again); then its journal ``marker``. Returns the
     conditional masks' counts and the chunks stored."""
@@ -355,7 +397,8 @@ def assemble_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: list[E
     return result
 
 
-def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]):
+def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]
+                    ) -> tuple[Masks, list[tuple[int, int]]]:
     """Dask task (fixed-slot layout): encode part of a shard and write it into its slots."""
     encoded = list(unit.encode(shard_coords, part, limit=True))
     tmp = tmp_path(unit.path(shard_coords), unit.job_id)
@@ -363,8 +406,8 @@ def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[i
     return masks_of(encoded), written
 
 
-def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts, marker: str | None = None
-                    ) -> tuple[collections.Counter, int]:
+def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: tuple[Masks, list[tuple[int, int]]], marker: str | None = None
+                    ) -> tuple[Masks, int]:
     """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
     path = unit.path(shard_coords)
     written = [w for _, ws in parts for w in ws]
@@ -374,7 +417,7 @@ def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts, marker
     else:
         Path(tmp).unlink(missing_ok=True)
         Path(path).unlink(missing_ok=True)
-    masks: collections.Counter = collections.Counter()
+    masks: Masks = collections.Counter()
     for m, _ in parts:
         masks.update(m)
     if marker is not None:
@@ -382,10 +425,11 @@ def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts, marker
     return masks, len(written)
 
 
-def rewrite_shard_in_place(unit: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[collections.Counter, int]:
+def rewrite_shard_in_place(unit: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[Masks, int]:
     """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.store.rewrite``,
     phase A), unless it holds exactly those chunks packed already (a retried task)."""
     path = unit.path(shard_coords)
+    assert isinstance(unit.src, str)  # an in-place job reads its own local store
     key = os.path.relpath(path, unit.src)
     old, blob = read_shard(path, unit.layout, key)
     encoded = list(unit.encode(shard_coords, None, limit=False))
@@ -400,14 +444,18 @@ def _in_place_array(store: str, name: str, job_id: str | None) -> tuple[zarr.Arr
     and job (an in-place job changes chunk files, never the metadata)."""
     def make() -> tuple[zarr.Array[Any], ChunkEncoder]:
         array = open_array(store, path=name, mode="r")
-        spec = chunk_spec(tuple(array.chunks), array.metadata.data_type, array.fill_value)
-        return array, ChunkEncoder(array.metadata.codecs, spec)
+        spec = chunk_spec(tuple(array.chunks), v3_metadata(array).data_type, array.fill_value)
+        return array, ChunkEncoder(v3_metadata(array).codecs, spec)
 
-    return make() if job_id is None else _targets.get(job_id, (store, name, "in place"), make)
+    if job_id is None:
+        return make()
+    opened: tuple[zarr.Array[Any], ChunkEncoder] = _targets.get(job_id, (store, name, "in place"), make)
+    return opened
 
 
-def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike, plan: Any = None,
-                           tmp_dir: str | None = None, job_id: str | None = None):
+def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike,
+                           plan: ArrayPlan | None = None, tmp_dir: str | None = None, job_id: str | None = None
+                           ) -> tuple[Masks, int]:
     """Dask task (unsharded arrays, in place): encode one stored chunk again and replace its file.
     ``job``: the job's id, under which the array is opened once per process."""
     array, encoder = _in_place_array(store, name, job_id)

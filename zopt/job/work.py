@@ -22,12 +22,17 @@ from __future__ import annotations
 import collections
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import zarr
+    from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+
+    from zopt.planning.chunking import ShapeSpec
+    from zopt.planning.plan import ArrayPlan
+    from zopt.store.reshard import ChunkCopier
 
 import numpy as np
 
@@ -36,10 +41,10 @@ from zopt.io.sources import SourceVariable
 from zopt.planning.chunking import variable_layout
 from zopt.planning.plan import Plan, PlanMismatchError
 from zopt.store.journal import Journal
-from zopt.store.shards import ShardLayout, layout_of
+from zopt.store.shards import ShardLayout, layout_of, v3_metadata
 
 __all__ = [
-    "LAYOUTS", "MIN_PART_BYTES", "SLOT_TASK_BYTES", "TASKS_PER_WORKER", "ArrayWork", "Work", "build_work",
+    "LAYOUTS", "MIN_PART_BYTES", "SLOT_TASK_BYTES", "TASKS_PER_WORKER", "ArrayWork", "Work", "WorkOptions", "build_work",
     "default_workers", "encode_parts", "layouts_for", "plan_for", "projected_task_bytes", "slot_parts", "split_axis",
 ]
 
@@ -128,7 +133,7 @@ def projected_task_bytes(array: zarr.Array[Any], shard_layout: ShardLayout | Non
     return 2 * region + 2 * shard_layout.n_inner * slot + 4 * inner
 
 
-def plan_for(plan: Plan, name: str, array: zarr.Array[Any], inner: tuple[int, ...]) -> Any:
+def plan_for(plan: Plan, name: str, array: zarr.Array[Any], inner: tuple[int, ...]) -> ArrayPlan:
     """The ``ArrayPlan`` of array ``name``, checked against its target ``array`` (a zarr array):
     PlanMismatchError for a plan without it or made for another grid, chain, shape or dtype."""
     if name not in plan.arrays:
@@ -137,7 +142,7 @@ def plan_for(plan: Plan, name: str, array: zarr.Array[Any], inner: tuple[int, ..
             "plan every rewritten array or restrict the rewrite with --variable"
         )
     ap = plan.arrays[name]
-    found = conditional_codecs_in(array.metadata.codecs)
+    found = conditional_codecs_in(v3_metadata(array).codecs)
     if not found and ap.chain is not None and not any(c["name"] == "conditional" for c in ap.chain):
         # the plan chose a chain without masks (zopt.planning.optimizer): its grid, shape, dtype and content still hold
         ap.check(tuple(array.shape), inner, ap.codecs, ap.header_bits, str(array.dtype))
@@ -155,7 +160,8 @@ def plan_for(plan: Plan, name: str, array: zarr.Array[Any], inner: tuple[int, ..
     return ap
 
 
-def layouts_for(source: dict[str, SourceVariable], names: Sequence[str], chunks: Any, shards: Any, plan: Plan,
+def layouts_for(source: dict[str, SourceVariable], names: Sequence[str], chunks: ShapeSpec, shards: ShapeSpec,
+                plan: Plan | None,
                 explicit: Sequence[str] | None) -> dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]:
     """``{name: (inner chunk shape, shard shape or None)}`` (``zopt.planning.chunking.variable_layout``)."""
     return {name: variable_layout(name, source[name], chunks, shards, plan, explicit) for name in names}
@@ -172,15 +178,15 @@ class ArrayWork:
     shard: tuple[int, ...] | None
     layout: str  # "compact", "fixed-slot" or "unsharded"
     shard_layout: ShardLayout | None
-    chunk_key_encoding: Any  # the target array's zarr ChunkKeyEncoding
-    plan: Any  # zopt.planning.plan.ArrayPlan, checked against this array, or None
+    chunk_key_encoding: ChunkKeyEncoding  # the target array's
+    plan: ArrayPlan | None  # checked against this array
     parts: list[tuple[int, int]]  # fixed-slot, or a packed shard split (G4): the slabs of inner-chunk rows each task takes
     projected_task_bytes: int
     units: int
     pending: list[tuple[int, ...]]
     resumed_masks: collections.Counter[int] = field(default_factory=collections.Counter)  # of units already done
     resumed_chunks: int = 0
-    copy: Any = None  # zopt.store.reshard.ChunkCopier: encoded source chunks copied into the shards (issue 34 G5)
+    copy: ChunkCopier | None = None  # encoded source chunks copied into the shards (issue 34 G5)
 
     @property
     def units_resumed(self) -> int:
@@ -211,16 +217,29 @@ class Work:
         return next((w for w in self.arrays.values() if w.projected_task_bytes > max_memory), None)
 
 
+@dataclass(frozen=True)
+class WorkOptions:
+    """How ``build_work`` cuts the arrays into tasks: the shard ``layout`` (``LAYOUTS``), the
+    fixed-slot writers per shard ``slot_parts`` (None: ``slot_parts``' default), the job's ``plan``
+    (None: none) and the ``workers`` that will run it (None: ``default_workers()``)."""
+
+    layout: str = "compact"
+    slot_parts: int | None = None
+    plan: Plan | None = None
+    workers: int | None = None
+
+
 def build_work(names: Sequence[str], source: dict[str, SourceVariable],
-               layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], targets: dict[str, Any], *,
-               layout: str = "compact", slot_parts_: int | None = None, plan: Plan | None = None,
-               done: Callable[[str], dict] | None = None, workers: int | None = None) -> Work:
+               layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]], targets: dict[str, zarr.Array[Any]],
+               options: WorkOptions = WorkOptions(),
+               done: Callable[[str], Mapping[str, tuple[Mapping[int, int], int]]] | None = None) -> Work:
     """The plan of work for arrays ``names``: ``targets`` holds each one's target zarr array
     (its metadata, in memory), ``done(name)`` the journal markers of units an interrupted run
-    finished, ``workers`` the workers that will run it (default ``default_workers()``): packed
-    shards are split below the shard when the job's pending shards are too few for them
-    (``encode_parts``). Raises PlanMismatchError (``plan_for``) and ValueError for a fixed-slot
-    chain without a size bound, before anything is written."""
+    finished (``{unit key: (masks, chunks)}``), ``options`` the layout, slot parts, plan and workers:
+    packed shards are split below the shard when the job's pending shards are too few for the
+    workers (``encode_parts``). Raises PlanMismatchError (``plan_for``) and ValueError for a
+    fixed-slot chain without a size bound, before anything is written."""
+    layout, slot_parts_, plan, workers = options.layout, options.slot_parts, options.plan, options.workers
     arrays = {}
     for name in names:
         inner, shard = layouts[name]
@@ -231,8 +250,8 @@ def build_work(names: Sequence[str], source: dict[str, SourceVariable],
         shape = tuple(source[name].shape)
         w = ArrayWork(
             name=name, shape=shape, inner=tuple(inner), shard=tuple(shard) if shard else None, layout=kind,
-            shard_layout=shard_layout, chunk_key_encoding=target.metadata.chunk_key_encoding, plan=array_plan,
-            parts=slot_parts(shard_layout, slot_parts_) if kind == "fixed-slot" else [],
+            shard_layout=shard_layout, chunk_key_encoding=v3_metadata(target).chunk_key_encoding, plan=array_plan,
+            parts=slot_parts(shard_layout, slot_parts_) if kind == "fixed-slot" and shard_layout is not None else [],
             projected_task_bytes=projected_task_bytes(target, shard_layout, kind, slot_parts_), units=0, pending=[],
         )
         finished = done(name) if done is not None else {}
@@ -250,5 +269,6 @@ def build_work(names: Sequence[str], source: dict[str, SourceVariable],
     if packed:
         workers = workers or default_workers()
         for w in packed:
-            w.parts = encode_parts(w.shard_layout, pending, workers)
+            if w.shard_layout is not None:  # a packed array is sharded
+                w.parts = encode_parts(w.shard_layout, pending, workers)
     return Work(arrays)

@@ -93,8 +93,8 @@ class AlignedChunkReader:
         self._direct_zstd = zstd is not None and libzstd.available()
 
     @classmethod
-    def open(cls, store: str | os.PathLike[str], name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
-        """A reader for array ``name`` of the local store ``store`` when its chunks are
+    def open(cls, store: object, name: str, inner_shape: tuple[int, ...], native: np.dtype) -> AlignedChunkReader | None:
+        """A reader for array ``name`` of the local store ``store`` (a path; anything else: None) when its chunks are
         ``inner_shape``, its data type is ``native`` and its chain ``[bytes]`` or
         ``[bytes, zstd]`` with little-endian (or 1-byte) values; otherwise None."""
         import numcodecs

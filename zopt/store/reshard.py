@@ -98,8 +98,8 @@ class ChunkCopier:
     exact: int | None = None  # every codec keeps the size (``bytes``, ``shuffle``, ``crc32c``): each chunk's bytes
 
     @classmethod
-    def open(cls, src: Any, name: str, target: ShardLayout) -> ChunkCopier | None:
-        """A copier when array ``name`` of the local Zarr v3 store ``src`` has the target's data
+    def open(cls, src: object, name: str, target: ShardLayout) -> ChunkCopier | None:
+        """A copier when array ``name`` of the local Zarr v3 store ``src`` (a path; else None) has the target's data
         type, fill value, inner chunk shape (regular grid) and inner codec JSON, chunked or
         sharded; otherwise None (the job encodes as usual)."""
         import zarr

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from zopt.errors import OptionError
+from zopt.notes import Note
 from zopt.store.files import atomic_write
 from zopt.store.shards import EMPTY, PAD_LIMIT, ShardLayout
 
@@ -79,7 +80,7 @@ def slack(table: np.ndarray, layout: ShardLayout, file_size: int) -> int:
     return file_size - data_end(table, layout) - (layout.index_nbytes if layout.index_location == "end" else 0)
 
 
-def same_chunks(blob: bytes | memoryview, table: np.ndarray, chunks: dict[int, bytes]) -> bool:
+def same_chunks(blob: bytes | memoryview, table: np.ndarray, chunks: Mapping[int, bytes | memoryview]) -> bool:
     """True when the shard ``blob`` with index ``table`` holds exactly ``chunks`` ({i: bytes})."""
     used = {int(i) for i in np.flatnonzero(table[:, 0] != EMPTY)}
     if used != set(chunks):
@@ -91,7 +92,7 @@ def same_chunks(blob: bytes | memoryview, table: np.ndarray, chunks: dict[int, b
 def rewrite_shard(
     path: str | os.PathLike[str],
     layout: ShardLayout,
-    chunks: dict[int, bytes | memoryview],
+    chunks: Mapping[int, bytes | memoryview],
     tmp_dir: str | os.PathLike[str],
     old: np.ndarray | None = None,
     old_size: int = 0,
@@ -155,10 +156,11 @@ def has_inner_checksum(layout: ShardLayout) -> bool:
     return bool(layout.inner_codecs) and isinstance(layout.inner_codecs[-1], Crc32cCodec)
 
 
-def unchecked_note(name: str) -> str:
-    """The report note for an array rewritten without a per-chunk checksum."""
-    return (f"array {name!r} has no crc32c at the end of its inner codec chain: a reader reading it during the "
-            "rewrite can pair an old index with a new shard and is only protected where such bytes fail to decode")
+def unchecked_note(name: str) -> Note:
+    """The report note (kind ``"checksum"``) for an array rewritten without a per-chunk checksum."""
+    return Note(f"array {name!r} has no crc32c at the end of its inner codec chain: a reader reading it during the "
+                "rewrite can pair an old index with a new shard and is only protected where such bytes fail to decode",
+                "checksum", name)
 
 
 def shrink_after_grace(shards: list[tuple[str, ShardLayout, str]], tmp_dir: str, grace: float,

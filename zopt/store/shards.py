@@ -46,6 +46,7 @@ from zopt.store.files import TMP_MARK, atomic_write, temp_path, write_all
 
 if TYPE_CHECKING:
     import zarr
+    from zarr.core.metadata import ArrayV3Metadata
 
 __all__ = [
     "EMPTY",
@@ -58,6 +59,7 @@ __all__ = [
     "read_index_stat",
     "read_shard",
     "remove_temp_files",
+    "v3_metadata",
     "write_all",
     "pack_batches",
     "write_packed",
@@ -210,6 +212,19 @@ class ShardLayout:
                 all(a[3] for a in combo),
             ))
         return items
+
+
+def v3_metadata(array: zarr.Array[Any]) -> ArrayV3Metadata:
+    """The metadata of ``array``, a Zarr v3 array (what zopt writes and rewrites in place).
+
+    Raises ZoptError for a Zarr v2 array.
+    """
+    from zarr.core.metadata import ArrayV3Metadata
+
+    meta = array.metadata
+    if not isinstance(meta, ArrayV3Metadata):
+        raise ZoptError(f"array {array.path or '/'} of {array.store_path} is a Zarr v2 array; a Zarr v3 one was expected")
+    return meta
 
 
 def layout_of(array: zarr.Array[Any]) -> ShardLayout | None:
