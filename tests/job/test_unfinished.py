@@ -183,3 +183,50 @@ def test_two_jobs_on_one_store_url_at_once_never_both_succeed(source, s3_bucket,
         stop_workers(procs)
     print(f"two jobs on one store URL ({'replacing' if replacing else 'new'}): "  # the campaign's figure (-s)
           f"{outcomes.count([0, 1])}/{len(outcomes)} rounds one published and one refused")
+
+
+def test_a_job_whose_store_another_job_published_while_it_planned_stops_and_leaves_no_marker(source, tmp_path):
+    """Found under load (two jobs on one ``s3://`` URL): job B found the store empty, then planned
+    for longer than job A took to write and publish it. B put its marker, saw A's ``zarr.json``
+    and yielded, and its marker stayed over A's finished store, which ``zopt verify`` then called
+    unfinished. B now checks for metadata before its marker and stops having written nothing."""
+    from zarr.core.sync import sync
+
+    from zopt.io.unfinished import StoreTakenOverError, read_unfinished
+    from zopt.job.destinations import StoreTarget
+
+    src, values = source
+    store = zarr.storage.LocalStore(str(tmp_path / "dst.zarr"))
+    late = StoreTarget(store, clear=False)  # B: the store held nothing when B opened it
+    recompress(src, store, scheduler="synchronous")  # A: the whole job, while B plans
+    with pytest.raises(StoreTakenOverError, match="leaves the store to it"):
+        late.begin(True, "job-b", str(src))
+    assert read_unfinished(store) is None and not sync(store.exists(UNFINISHED_KEY))
+    check_finished(store)
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:], values)
+
+
+def test_an_error_after_another_job_cleared_the_store_is_said_as_the_takeover(tmp_path):
+    """Found under load: job A consolidating a store that job B had just cleared (``--overwrite``)
+    failed with zarr's "No group found in store", not saying why. An error of a job whose marker
+    is no longer its own is now the takeover, naming the other job; with its own (or a yielded)
+    marker the error stays as it is."""
+    from zarr.core.sync import sync
+
+    from zopt.io.unfinished import StoreTakenOverError, mark_unfinished
+    from zopt.job.destinations import StoreTarget
+
+    store = zarr.storage.LocalStore(str(tmp_path / "dst.zarr"))
+    target = StoreTarget(store, clear=False)
+    target.begin(True, "job-a", "src.zarr")
+    failure = FileNotFoundError("No group found in store")
+    assert target.gone(failure) is None  # still its own store: the error is the error
+    mark_unfinished(store, "job-c", "src.zarr", yielded=True)  # a job that yielded the store to this one
+    assert target.gone(failure) is None
+    sync(store.delete_dir(""))  # job B: --overwrite clears the store and marks it
+    mark_unfinished(store, "job-b", "src.zarr")
+    said = target.gone(failure)
+    assert isinstance(said, StoreTakenOverError)
+    assert "job job-b" in str(said) and "another zopt job cleared the store" in str(said), said
+    target.discard()  # B's store: not this job's to clear
+    assert sync(store.exists(UNFINISHED_KEY))

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from zarr.abc.store import Store
 
 __all__ = ["UNFINISHED_KEY", "StoreTakenOverError", "UnfinishedStoreError", "check_finished", "check_not_running",
-           "describe_unfinished", "done_writing", "mark_unfinished", "owns", "read_unfinished", "remove_unfinished"]
+           "describe_unfinished", "done_writing", "mark_unfinished", "owns", "read_unfinished", "remove_unfinished",
+           "taken_over_by"]
 
 UNFINISHED_KEY = "zopt-unfinished.json"
 
@@ -70,14 +71,24 @@ def remove_unfinished(store: Store, job_id: str | None, where: str) -> None:
     its own): its last write. ``StoreTakenOverError`` (one line naming the
     store ``where`` and the other job) when the marker is not this job's: another job cleared the
     store meanwhile, so this job's writes may be gone."""
-    record = read_unfinished(store)
-    if not owns(record, job_id) and not (record or {}).get("yielded"):
-        other = "its marker is gone (that job published)" if record is None else \
-            "it holds " + ", ".join(f"{k} {record[k]}" for k in ("job", "started", "host", "pid") if k in record)
-        raise StoreTakenOverError(
-            f"dst {where}: another zopt job cleared the store while this one (job {job_id}) was writing it: {other}; "
-            "this job's output is not published and the store is left to that job: run one job at a time per store")
+    taken = taken_over_by(store, job_id, where)
+    if taken is not None:
+        raise taken
     _sync(store.delete(UNFINISHED_KEY))
+
+
+def taken_over_by(store: Store, job_id: str | None, where: str) -> StoreTakenOverError | None:
+    """The ``StoreTakenOverError`` (one line naming the store ``where`` and the other job) when the
+    marker in ``store`` is neither job ``job_id``'s nor yielded to it: another job cleared the store
+    while this one wrote it. None while the store is still this job's."""
+    record = read_unfinished(store)
+    if owns(record, job_id) or (record or {}).get("yielded"):
+        return None
+    other = "its marker is gone (that job published)" if record is None else \
+        "it holds " + ", ".join(f"{k} {record[k]}" for k in ("job", "started", "host", "pid") if k in record)
+    return StoreTakenOverError(
+        f"dst {where}: another zopt job cleared the store while this one (job {job_id}) was writing it: {other}; "
+        "this job's output is not published and the store is left to that job: run one job at a time per store")
 
 
 def done_writing(job_id: str | None) -> None:

@@ -41,6 +41,7 @@ from zopt.io.unfinished import (
     owns,
     read_unfinished,
     remove_unfinished,
+    taken_over_by,
 )
 from zopt.job.dask_graph import run_writes, write_tasks
 from zopt.job.icechunk_target import IcechunkTarget
@@ -318,8 +319,8 @@ class StoreTarget:
         if not fresh:
             return
         other = read_unfinished(self.store)  # cleared above: a marker now is a job that began since
-        if other is not None:
-            raise self.taken_over(other)
+        if other is not None or _sync_exists(self.store, "zarr.json"):  # or one that has even published since
+            raise self.taken_over(other)  # before this job's marker: it wrote nothing, so nothing is left behind
         self.job_id, self.src = job_id, src_text
         mark_unfinished(self.store, job_id, src_text)
         if _sync_exists(self.store, "zarr.json"):  # another job put its marker and metadata in the same moments
@@ -372,8 +373,16 @@ class StoreTarget:
         if owns(read_unfinished(self.store), self.job_id):  # never another job's store, written or being written
             self._clear()
 
-    def gone(self, exc: BaseException) -> None:
-        return None  # a store has no partial directory another process could remove
+    def gone(self, exc: BaseException) -> StoreTakenOverError | None:
+        """An error of this job after another job cleared its store (its marker replaced or gone):
+        the takeover in words, since zarr's own error ("No group found", a missing array) would not
+        say why. None while the marker is still this job's (or yielded to it)."""
+        if self.job_id is None or isinstance(exc, StoreTakenOverError):
+            return None
+        try:
+            return taken_over_by(self.store, self.job_id, self.text)
+        except Exception:  # the store cannot be read now: the error stays as it is
+            return None
 
     def end(self) -> None:
         """The job has ended, however: its marker, if left, is no longer a live job's in this process."""
