@@ -152,7 +152,9 @@ def test_two_jobs_on_one_store_url_at_once_never_both_succeed(source, s3_bucket,
     marker (put before the first key), stops when another job's marker or metadata appears after
     it cleared the store, and fails at its end if its marker was replaced, leaving the store to the
     other job. At most one exits 0, the other fails with one line, and a store published with exit
-    0 equals the source. Both can fail when both clear the store within the same moments (counted)."""
+    0 equals the source. Both can fail when both clear the store within the same moments (counted).
+    Replacing, both can succeed when one job's planning outlasts the whole other job: its clear then
+    replaces a published store, as ``--overwrite`` asks; the store it publishes equals the source."""
     from concurrent_cli import run_at_once, start_workers, stop_workers
 
     src, values = source
@@ -168,13 +170,15 @@ def test_two_jobs_on_one_store_url_at_once_never_both_succeed(source, s3_bucket,
             results = run_at_once(procs, ["recompress", str(src), dst, *args, *(["--overwrite"] if replacing else [])])
             codes = sorted(code for code, _ in results)
             outcomes.append(codes)
-            assert codes in ([0, 1], [1, 1]), results
+            # replacing, both may publish: one planned for longer than the other took to write and publish,
+            # then cleared that store as --overwrite asks and wrote its own (one after the other, in effect)
+            assert codes in ([0, 1], [1, 1], *([[0, 0]] if replacing else [])), results
             for code, out in results:
                 if code:
                     assert out.startswith("Error: ") and out.count("\n") == 1 and "Traceback" not in out, out
                     assert any(words in out for words in _REFUSALS), out
             fs.invalidate_cache()
-            if codes == [0, 1]:
+            if 0 in codes:
                 assert not fs.exists(f"{dst[5:]}/{UNFINISHED_KEY}")
                 np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[:].view("u4"), values.view("u4"))
             else:  # nothing claims to be finished
@@ -182,7 +186,8 @@ def test_two_jobs_on_one_store_url_at_once_never_both_succeed(source, s3_bucket,
     finally:
         stop_workers(procs)
     print(f"two jobs on one store URL ({'replacing' if replacing else 'new'}): "  # the campaign's figure (-s)
-          f"{outcomes.count([0, 1])}/{len(outcomes)} rounds one published and one refused")
+          f"{outcomes.count([0, 1])}/{len(outcomes)} rounds one published and one refused, "
+          f"{outcomes.count([0, 0])} both published one after the other")
 
 
 def test_a_job_whose_store_another_job_published_while_it_planned_stops_and_leaves_no_marker(source, tmp_path):

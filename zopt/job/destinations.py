@@ -319,8 +319,13 @@ class StoreTarget:
         if not fresh:
             return
         other = read_unfinished(self.store)  # cleared above: a marker now is a job that began since
-        if other is not None or _sync_exists(self.store, "zarr.json"):  # or one that has even published since
-            raise self.taken_over(other)  # before this job's marker: it wrote nothing, so nothing is left behind
+        if other is not None:
+            raise self.taken_over(other)
+        if not self.clear and _sync_exists(self.store, "zarr.json"):
+            # found empty, now written (even published) by another job: this job deleted nothing, so it
+            # stops before its marker. One that cleared may have deleted the other's marker: it marks
+            # the store and yields (below), so that the store never looks finished while written
+            raise self.taken_over(None)
         self.job_id, self.src = job_id, src_text
         mark_unfinished(self.store, job_id, src_text)
         if _sync_exists(self.store, "zarr.json"):  # another job put its marker and metadata in the same moments
