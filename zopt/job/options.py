@@ -23,6 +23,7 @@ from zopt.errors import OptionError
 from zopt.lossy.spec import LossySpec
 from zopt.planning.chunking import ShapeSpec, shape_text
 from zopt.planning.optimizer import DEFAULT_BUDGET, MenuOptions
+from zopt.types import LossyLike
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -57,7 +58,7 @@ def parse_max_memory(value: int | str | None) -> int | None:
     return n
 
 
-def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
+def _lossy_items(lossy: LossyLike) -> list[tuple[str, str]]:
     """``[(variable, spec text)]`` of ``lossy`` (``["T=abs:0.1", …]``, ``{"T": "abs:0.1"}`` or one string)."""
     if lossy is None:
         return []
@@ -123,7 +124,7 @@ class RecompressJob:
 
     @classmethod
     def parse(cls, src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], dst: str | os.PathLike[str] | Store,
-              **options: Any) -> RecompressJob:
+              **options: object) -> RecompressJob:
         """The job of ``zopt.recompress(src, dst, **options)``, every option parsed and checked once:
         ``codecs`` (JSON text or list), ``preset`` (a name), ``chunks``/``shards`` (``ShapeLike``),
         ``decision`` (``DecisionLike`` or None: the preset's, else ``compress_if_smaller``),
@@ -283,7 +284,7 @@ def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str 
         before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
 
 
-def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: Any, combine: Any,
+def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: object, combine: object,
              given: Mapping[str, Any]) -> str | tuple[str, ...]:
     """SRC as text; several sources (a list, or a glob) need ``concat_dim``; ``plan`` is not for them."""
     from zopt.io.multi import check_combine_use
@@ -297,9 +298,9 @@ def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], con
                               "(e.g. concat_dim='time', --concat-dim time)")
         check_combine_use(combine, None)
         return out
-    check_combine_use(combine, concat_dim)  # OptionError naming combine and the allowed values
     if not isinstance(concat_dim, str) or not concat_dim:
         raise OptionError("concat_dim", f"{concat_dim!r} is not a dimension name")
+    check_combine_use(combine, concat_dim)  # OptionError naming combine and the allowed values
     if given.get("lossy"):
         raise OptionError("lossy", "not supported with several sources (concat_dim) yet; recompress them "
                           "losslessly, then run the lossy job on the combined store")
