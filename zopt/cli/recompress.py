@@ -210,7 +210,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                                      done=verified, skip_broken=skip_broken, concat_dim=concat_dim,
                                      combine=combine)
     from zopt.job.api import run_job
-    from zopt.job.options import RecompressJob
+    from zopt.job.options import RecompressJob, RefusedOptionError
 
     decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
     try:
@@ -223,7 +223,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             combine=combine,
         )
     except OptionError as exc:
-        if exc.option == "preset":  # a usage error (exit status 2) on --preset; others: one line from zopt.cli.commands
+        # a usage error (exit status 2) on --preset and on a flag refused here; others: one line from zopt.cli.commands
+        if exc.option == "preset" or isinstance(exc, RefusedOptionError):
             raise option_usage_error(ctx, exc) from exc
         raise
     try:
