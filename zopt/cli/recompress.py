@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -24,6 +24,9 @@ from zopt.compat.scheduling import scheduler_option
 from zopt.errors import OptionError, disk_full_message, is_disk_full
 from zopt.job.progress import RichProgress as _RichProgress
 
+if TYPE_CHECKING:
+    from zopt.job.reports import RecompressReport
+
 __all__ = ["RESUME_NOTE", "STORE_NOTE", "presets_command", "recompress", "summary_table", "work_table"]
 
 #: what Ctrl-C says where the interrupted job resumes (``zopt.compat.interrupts``)
@@ -32,7 +35,7 @@ RESUME_NOTE = "journal kept, run the same command to resume"
 STORE_NOTE = "run the same command with --overwrite to start over"
 
 
-def work_table(report: Any) -> Table:
+def work_table(report: RecompressReport) -> Table:
     """The plan of work of ``recompress --dry-run`` (a RecompressReport with nothing written)."""
     table = Table(title=f"zopt recompress --dry-run → {report.dst}")
     for col in ("array", "shape", "dtype", "layout", "shards", "done", "tasks", "logical", "source stored", "memory/task"):
@@ -55,7 +58,7 @@ def _tree_bytes(path: str) -> int:
     return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def summary_table(report: Any, baseline: dict[str, int] | None = None, baseline_seconds: float | None = None) -> Table:
+def summary_table(report: RecompressReport, baseline: dict[str, int] | None = None, baseline_seconds: float | None = None) -> Table:
     """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s; with
     ``baseline`` (``zopt.planning.baseline.zarr_default_bytes``) also what zarr's default codecs store,
     and with ``baseline_seconds`` the wall-clock time that pass took."""
@@ -207,7 +210,7 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                                      done=verified, skip_broken=skip_broken, concat_dim=concat_dim,
                                      combine=combine)
     from zopt.job.api import run_job
-    from zopt.job.options import RecompressJob
+    from zopt.job.options import RecompressJob, RefusedOptionError
 
     decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
     try:
@@ -220,7 +223,8 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
             combine=combine,
         )
     except OptionError as exc:
-        if exc.option == "preset":  # a usage error (exit status 2) on --preset; others: one line from zopt.cli.commands
+        # a usage error (exit status 2) on --preset and on a flag refused here; others: one line from zopt.cli.commands
+        if exc.option == "preset" or isinstance(exc, RefusedOptionError):
             raise option_usage_error(ctx, exc) from exc
         raise
     try:
@@ -268,7 +272,7 @@ def _interrupt_note(dst: str) -> str:
     return STORE_NOTE
 
 
-def _print_readers(report: Any) -> None:
+def _print_readers(report: RecompressReport) -> None:
     """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
     if report.readers:
         console.print(report.readers, markup=False)

@@ -23,6 +23,7 @@ from zopt.errors import OptionError
 from zopt.lossy.spec import LossySpec
 from zopt.planning.chunking import ShapeSpec, shape_text
 from zopt.planning.optimizer import DEFAULT_BUDGET, MenuOptions
+from zopt.types import LossyLike
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from zopt.planning.plan import Plan
 
 
-__all__ = ["DEFAULT_DECISION", "DecisionLike", "RecompressJob", "ShapeLike", "parse_max_memory", "refused_in_place"]
+__all__ = ["DEFAULT_DECISION", "SEVERAL", "DecisionLike", "RecompressJob", "RefusedOptionError", "ShapeLike", "parse_max_memory", "refuse_options",
+           "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
 LAYOUTS = ("compact", "fixed-slot")
@@ -40,6 +42,21 @@ _DERIVED = {"fingerprint": False, "derived": True}  # made by RecompressJob.pars
 #: options a rewrite in place (``recompress_in_place``, ``--in-place``) honours; every other field is refused
 #: there (``refused_in_place``): it keeps every array's metadata and writes no new store
 _IN_PLACE = {"in_place": True}
+#: options of ``zopt.recompress`` only, with no ``zopt recompress`` flag (Python callables; the CLI has its own forms)
+_API_ONLY = {"api_only": True}
+#: where an option is refused, by the kind of job (``refuse_options``): ``SEVERAL``, several sources combined
+#: along ``concat_dim`` (``zopt.io.multi``)
+SEVERAL = "several"
+
+
+class RefusedOptionError(OptionError):
+    """An option given where its field's metadata refuses it (``refuse_options``): the CLI's usage
+    error on its flag."""
+
+
+def _refused(**why: str) -> dict[str, dict[str, str]]:
+    """Field metadata: the kinds of job (``SEVERAL``) that refuse the option, each with its reason."""
+    return {"refused": why}
 
 
 def parse_max_memory(value: int | str | None) -> int | None:
@@ -57,7 +74,7 @@ def parse_max_memory(value: int | str | None) -> int | None:
     return n
 
 
-def _lossy_items(lossy: Any) -> list[tuple[str, str]]:
+def _lossy_items(lossy: LossyLike) -> list[tuple[str, str]]:
     """``[(variable, spec text)]`` of ``lossy`` (``["T=abs:0.1", …]``, ``{"T": "abs:0.1"}`` or one string)."""
     if lossy is None:
         return []
@@ -100,8 +117,11 @@ class RecompressJob:
     variables: tuple[str, ...] | None = field(default=None, metadata=_IN_PLACE)
     layout: str = "compact"
     slot_parts: int | None = None
-    plan: Plan | str | os.PathLike[str] | None = field(default=None, metadata=_IN_PLACE)
-    lossy: Mapping[str, LossySpec] = field(default_factory=dict)
+    plan: Plan | str | os.PathLike[str] | None = field(default=None, metadata={**_IN_PLACE, **_refused(
+        several="a plan is made for one source's arrays; with several sources (concat_dim) use a decision (or a preset)")})
+    lossy: Mapping[str, LossySpec] = field(default_factory=dict, metadata=_refused(
+        several="not supported with several sources (concat_dim) yet; recompress them losslessly, then run the lossy "
+                "job on the combined store"))
     readers: frozenset[str] = frozenset()  # as given (none: the job's default, ``zopt.job.prepare.job_readers``)
     checksum: bool | None = None
     skip_broken: bool = False
@@ -112,10 +132,11 @@ class RecompressJob:
     scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE})
     overwrite: bool = field(default=False, metadata=_HOW)
     progress: Callable[[int], AbstractContextManager[object]] | None = field(
-        default=None, metadata={**_HOW, **_IN_PLACE}, compare=False)
+        default=None, metadata={**_HOW, **_IN_PLACE, **_API_ONLY}, compare=False)
     max_memory: int | None = field(default=None, metadata=_HOW)
     dry_run: bool = field(default=False, metadata=_HOW)
-    before_publish: Callable[[object, list[str]], None] | None = field(default=None, metadata=_HOW, compare=False)
+    before_publish: Callable[[object, list[str]], None] | None = field(default=None, metadata={**_HOW, **_API_ONLY},
+                                                                       compare=False)
     # derived by ``parse``, not options: the menu's options (None: a chain or a plan is given), and
     # the options as given (``described``, for ``--dry-run``)
     menu_options: MenuOptions | None = field(default=None, metadata=_DERIVED)
@@ -123,7 +144,7 @@ class RecompressJob:
 
     @classmethod
     def parse(cls, src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], dst: str | os.PathLike[str] | Store,
-              **options: Any) -> RecompressJob:
+              **options: object) -> RecompressJob:
         """The job of ``zopt.recompress(src, dst, **options)``, every option parsed and checked once:
         ``codecs`` (JSON text or list), ``preset`` (a name), ``chunks``/``shards`` (``ShapeLike``),
         ``decision`` (``DecisionLike`` or None: the preset's, else ``compress_if_smaller``),
@@ -283,7 +304,7 @@ def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str 
         before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
 
 
-def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: Any, combine: Any,
+def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: object, combine: object,
              given: Mapping[str, Any]) -> str | tuple[str, ...]:
     """SRC as text; several sources (a list, or a glob) need ``concat_dim``; ``plan`` is not for them."""
     from zopt.io.multi import check_combine_use
@@ -297,16 +318,28 @@ def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], con
                               "(e.g. concat_dim='time', --concat-dim time)")
         check_combine_use(combine, None)
         return out
-    check_combine_use(combine, concat_dim)  # OptionError naming combine and the allowed values
     if not isinstance(concat_dim, str) or not concat_dim:
         raise OptionError("concat_dim", f"{concat_dim!r} is not a dimension name")
-    if given.get("lossy"):
-        raise OptionError("lossy", "not supported with several sources (concat_dim) yet; recompress them "
-                          "losslessly, then run the lossy job on the combined store")
-    if given.get("plan") is not None:
-        raise OptionError("plan", "a plan is made for one source's arrays; with several sources (concat_dim) "
-                          "use a decision (or a preset)")
+    check_combine_use(combine, concat_dim)  # OptionError naming combine and the allowed values
+    refuse_options(given, SEVERAL)
     return out
+
+
+def _given(name: str, value: object, default: object) -> bool:
+    """Whether ``value`` of option ``name`` was given: not None, not its default, not empty."""
+    if value is None or value == _LOOSE_DEFAULTS.get(name, default) or value == default:
+        return False
+    return not (isinstance(value, str | list | tuple | dict | set | frozenset) and not value)
+
+
+def refuse_options(given: Mapping[str, object], where: str) -> None:
+    """``OptionError`` naming the first option of ``given`` (``{RecompressJob field name: value}``,
+    as given) whose field's metadata refuses it in a job of kind ``where`` (``SEVERAL``), with the
+    field's reason; options left at their default are not refused."""
+    for f in dataclasses.fields(RecompressJob):
+        why = f.metadata.get("refused", {}).get(where)
+        if why is not None and f.name in given and _given(f.name, given[f.name], f.default):
+            raise RefusedOptionError(f.name, why)
 
 
 def refused_in_place(given: Mapping[str, Any]) -> list[str]:
