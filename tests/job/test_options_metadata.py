@@ -60,3 +60,20 @@ def test_the_cli_refuses_it_with_several_sources_naming_its_flag(tmp_path, name)
     assert result.exit_code == 2, result.output
     assert flag in result.output and "several sources" in result.output
     assert "Traceback" not in result.output and not dst.exists()
+
+
+def test_the_command_line_flags_of_the_job_are_built_from_the_fields():
+    """Issue 37: an option is its field (with its ``Flag``), its keyword and the module where it acts; the
+    ``zopt recompress`` flag follows from the field, so the command is not a fourth file to edit."""
+    from zopt.job.options import flagged_options
+
+    params = {p.name: p for p in recompress_command.params}
+    flagged = flagged_options()
+    assert [name for name, _ in flagged] == [f.name for f in OPTIONS if "flag" in f.metadata]
+    assert {f.name for f in OPTIONS if "flag" not in f.metadata} == {"src", "dst", "progress", "before_publish"}
+    for name, flag in flagged:
+        param = params[name]
+        assert param.help == flag.help and param.multiple == flag.multiple, name
+        assert "/".join(param.opts + param.secondary_opts) == flag.decls[0], name
+    job_flags = [p.name for p in recompress_command.params if p.name in dict(flagged)]
+    assert job_flags == [name for name, _ in flagged]  # --help lists them in field order

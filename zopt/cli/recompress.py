@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -102,65 +103,51 @@ def summary_table(report: RecompressReport, baseline: dict[str, int] | None = No
     return fitted(table, ("written", "before", "dtype", "zarr default", "shape", "chunks", "logical"))
 
 
+#: the flags whose value click checks with a function of its own (``Flag`` has no field for it)
+_CALLBACKS = {"scheduler": scheduler_option}
+
+
+def _job_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """One click option per ``RecompressJob`` option with a ``Flag`` (``zopt.job.options``), in field order."""
+    from zopt.job.options import flagged_options
+
+    for name, flag in reversed(flagged_options()):  # click lists the last applied first
+        kw: dict[str, Any] = {"default": flag.default, "help": flag.help, "show_default": flag.show_default}
+        if flag.choices:
+            kw["type"] = click.Choice(list(flag.choices))
+        elif flag.at_least is not None:
+            kw["type"] = click.IntRange(min=flag.at_least)
+        elif flag.directory:
+            kw["type"] = click.Path(exists=True, file_okay=False)
+        if flag.is_flag:
+            kw["is_flag"] = True
+        if flag.multiple:
+            kw["multiple"] = True
+        if name in _CALLBACKS:
+            kw["callback"] = _CALLBACKS[name]
+        command = click.option(*flag.decls, **kw)(command)
+    return command
+
+
 @click.command("recompress")
 @click.argument("src", type=Location())
 @click.argument("dst", required=False)
-@click.option("--codecs", "codecs", default=None, help="Target codec chain as JSON (inside sharding when sharded). Default: each variable's chain chosen from the codec menu (--menu, --budget).")
-@click.option("--chunks", default=None, help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. 1,32,32. "
-              "Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole.")
-@click.option("--shards", default=None, help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner chunks. "
-              "Default: ~64 MiB.")
-@click.option("--decision", default="compress_if_smaller", show_default=True, type=click.Choice(["compress_if_smaller", "always", "never"]), help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")
-@click.option("--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array of a child group.")
-@click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed address such as tcp://127.0.0.1:8786.")
-@click.option("--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and deleted once the new one is in place).")
-@click.option("--layout", default="compact", show_default=True, type=click.Choice(["compact", "fixed-slot"]), help="Shard layout: packed shards (one task per shard) or fixed slots written by several tasks per shard.")
-@click.option("--slot-parts", type=click.IntRange(min=1), default=None, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each).")
-@click.option("--plan", "plan", type=click.Path(exists=True, file_okay=False), default=None, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial encoding.")
-@click.option("--max-memory", default=None, help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")
+@_job_flags
 @click.option("--in-place", is_flag=True, help="No DST: re-decide the conditional masks of SRC's arrays shard by shard, "
               "each shard replaced atomically, metadata unchanged (write fast, compress later).")
-@click.option("--checksum/--no-checksum", default=None,
-              help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read during a later "
-                   "compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact).")
 @click.option("--grace", type=click.FloatRange(min=0), default=None,
               help="--in-place: seconds between replacing the shards (sizes kept) and dropping their holes, so readers "
                    "holding a shard index can drain (default 2; docs/reliability.md).")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-@click.option("--preset", default=None, help="A named codec menu or chain and decision instead of --codecs (see zopt "
-              "presets): default, fast (the fast one; zopt's conditional), archive (smallest, slow), lossless-8bit. An "
-              "explicit --decision overrides the preset's.")
 @click.option("--vs-default", is_flag=True, help="Also encode every shard with zarr's default codecs (same chunks and "
               "shards, in memory) and show the size zarr alone would store, and zopt's size against it (lossy "
               "arrays: from SRC's values).")
-@click.option("--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory "
-              "per task, shards an interrupted run already finished) and exit without writing.")
-@click.option("--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
-              "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")
-@click.option("--readers", default=None, help="Comma-separated zopt, zarr-python (>= 3.1, no zopt), zarr-python-3.2 "
-              "(adds scale_offset, cast_value), tensorstore, zarrs: without --codecs, only chains they all read are "
-              "chosen from the menu (default: zarr-python; zopt adds its conditional codec; an explicit --decision: "
-              "zopt); with --codecs, refuse a chain one cannot read (docs/lossy.md); abs:E's tail trial tries only what "
-              "they read.")
-@click.option("--menu", default=None, help="Without --codecs: the candidates each variable's chain is chosen from, a menu "
-              "(default, archive) or comma-separated candidate names (docs/presets.md, zopt.planning.candidates).")
-@click.option("--budget", default=None, help="Without --codecs: the speed budget of the menu choice, a number > 0 "
-              "(default 1: each extra default-encode-time must save 1 %% of size; larger favours size) or 'inf' (size first).")
-@click.option("--concat-dim", default=None, help="SRC is several files (a quoted glob such as 'archive/*.nc'), "
-              "combined along this dimension as xarray's open_mfdataset does, checked before anything is written "
-              "(docs/archives.md).")
-@click.option("--combine", type=click.Choice(["by_coords", "nested"]), default="by_coords", show_default=True,
-              help="With --concat-dim: order the files by their coordinate along it (by_coords) or as given, a glob "
-              "sorted by name (nested), as xarray's open_mfdataset combine.")
 @click.option("--verify", "verify_first", is_flag=True, help="Run zopt verify on the finished output before publishing it: "
               "on any difference nothing is published and the partial output is kept.")
-@click.option("--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit "
-              "status 3) instead of failing naming the file.")
 @wide_option
 @click.pass_context
-def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, scheduler, overwrite, layout, slot_parts, plan,
-               max_memory, in_place, checksum, grace, no_progress, preset, vs_default, dry_run, lossy, readers,
-               menu, budget, concat_dim, combine, verify_first, skip_broken) -> None:
+def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, grace: float | None, no_progress: bool,
+               vs_default: bool, verify_first: bool, **options: Any) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     By default each variable's chain is chosen from a menu of codecs plain zarr-python (>= 3.1, with
@@ -174,6 +161,9 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
     repository (icechunk://PATH[@BRANCH], icechunk+s3://BUCKET/PREFIX[@BRANCH]; docs/icechunk.md),
     written in one commit. With --in-place and no DST,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
+    # the job's options by field name (zopt.job.options.flagged_options), as given
+    plan, dry_run, concat_dim, scheduler = options["plan"], options["dry_run"], options["concat_dim"], options["scheduler"]
+    skip_broken, combine, lossy = options["skip_broken"], options["combine"], options["lossy"]
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if dry_run and vs_default:
@@ -210,18 +200,13 @@ def recompress(ctx, src, dst, codecs, chunks, shards, decision, variables, sched
                                      done=verified, skip_broken=skip_broken, concat_dim=concat_dim,
                                      combine=combine)
     from zopt.job.api import run_job
-    from zopt.job.options import RecompressJob, RefusedOptionError
+    from zopt.job.options import RecompressJob, RefusedOptionError, flagged_options
 
-    decided = ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT
+    given = {name: (list(options[name]) or None) if flag.multiple else options[name] for name, flag in flagged_options()}
+    if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
+        given["decision"] = None  # the preset's, else compress_if_smaller (RecompressJob.parse)
     try:
-        job = RecompressJob.parse(
-            src, dst, codecs=codecs, preset=preset, chunks=chunks, shards=shards, decision=decision if decided else None,
-            variables=list(variables) or None, scheduler=scheduler, overwrite=overwrite,
-            progress=None if no_progress else _RichProgress, layout=layout, slot_parts=slot_parts, plan=plan,
-            max_memory=max_memory, dry_run=dry_run, checksum=checksum, lossy=list(lossy) or None, readers=readers,
-            before_publish=check, skip_broken=skip_broken, menu=menu, budget=budget, concat_dim=concat_dim,
-            combine=combine,
-        )
+        job = RecompressJob.parse(src, dst, **given, progress=None if no_progress else _RichProgress, before_publish=check)
     except OptionError as exc:
         # a usage error (exit status 2) on --preset and on a flag refused here; others: one line from zopt.cli.commands
         if exc.option == "preset" or isinstance(exc, RefusedOptionError):

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from zopt.planning.plan import Plan
 
 
-__all__ = ["DEFAULT_DECISION", "SEVERAL", "DecisionLike", "RecompressJob", "RefusedOptionError", "ShapeLike", "parse_max_memory", "refuse_options",
-           "refused_in_place"]
+__all__ = ["DEFAULT_DECISION", "SEVERAL", "DecisionLike", "Flag", "RecompressJob", "RefusedOptionError", "ShapeLike", "flagged_options", "parse_max_memory",
+           "refuse_options", "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
 LAYOUTS = ("compact", "fixed-slot")
@@ -57,6 +57,37 @@ class RefusedOptionError(OptionError):
 def _refused(**why: str) -> dict[str, dict[str, str]]:
     """Field metadata: the kinds of job (``SEVERAL``) that refuse the option, each with its reason."""
     return {"refused": why}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """An option's flag on ``zopt recompress`` (field metadata ``flag``), from which
+    ``zopt.cli.recompress`` builds its click option: so a new option is its field here, its keyword
+    in ``zopt.recompress`` and the module where it acts (issue 37). ``decls`` as click takes them
+    (``("--variable", "variables")``, ``("--checksum/--no-checksum",)``); the value as given on the
+    command line (text, parsed by ``RecompressJob.parse`` like the API's), unless ``choices`` (one
+    of them), ``at_least`` (an integer ≥ it), ``directory`` (an existing directory), ``is_flag``;
+    ``multiple``: repeatable, a list (None when not given)."""
+
+    decls: tuple[str, ...]
+    help: str
+    default: object = None
+    show_default: bool = False
+    choices: tuple[str, ...] = ()
+    at_least: int | None = None
+    directory: bool = False
+    is_flag: bool = False
+    multiple: bool = False
+
+
+def _flag(*decls: str, help: str, **form: Any) -> dict[str, Flag]:
+    """Field metadata: the option's ``Flag``."""
+    return {"flag": Flag(decls, help, **form)}
+
+
+def flagged_options() -> list[tuple[str, Flag]]:
+    """``[(field name, Flag)]`` of every ``RecompressJob`` option with a flag, in field order."""
+    return [(f.name, f.metadata["flag"]) for f in dataclasses.fields(RecompressJob) if "flag" in f.metadata]
 
 
 def parse_max_memory(value: int | str | None) -> int | None:
@@ -109,32 +140,76 @@ class RecompressJob:
 
     src: str | tuple[str, ...] = field(metadata=_IN_PLACE)  # several: along concat_dim
     dst: str | Store  # a local path, an fsspec URL, an Icechunk URL, or a zarr Store
-    codecs: tuple[dict[str, Any], ...] | None = None  # the chain every variable gets; None: each its own
-    preset: str | None = None  # its name (its chain, decision, menu and budget are in those fields)
-    chunks: ShapeSpec = None
-    shards: ShapeSpec = None
-    decision: DecisionLike = field(default=DEFAULT_DECISION, metadata=_IN_PLACE)
-    variables: tuple[str, ...] | None = field(default=None, metadata=_IN_PLACE)
-    layout: str = "compact"
-    slot_parts: int | None = None
+    codecs: tuple[dict[str, Any], ...] | None = field(default=None, metadata=_flag(  # the chain every variable gets; None: each its own
+        "--codecs", "codecs", help="Target codec chain as JSON (inside sharding when sharded). Default: each variable's chain "
+        "chosen from the codec menu (--menu, --budget)."))
+    preset: str | None = field(default=None, metadata=_flag(  # its name (its chain, decision, menu and budget are in those fields)
+        "--preset", help="A named codec menu or chain and decision instead of --codecs (see zopt presets): default, fast "
+        "(the fast one; zopt's conditional), archive (smallest, slow), lossless-8bit. An explicit --decision overrides "
+        "the preset's."))
+    chunks: ShapeSpec = field(default=None, metadata=_flag(
+        "--chunks", help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. "
+        "1,32,32. Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole."))
+    shards: ShapeSpec = field(default=None, metadata=_flag(
+        "--shards", help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner "
+        "chunks. Default: ~64 MiB."))
+    decision: DecisionLike = field(default=DEFAULT_DECISION, metadata={**_IN_PLACE, **_flag(
+        "--decision", default=DEFAULT_DECISION, show_default=True, choices=("compress_if_smaller", "always", "never"),
+        help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")})
+    variables: tuple[str, ...] | None = field(default=None, metadata={**_IN_PLACE, **_flag(
+        "--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array "
+        "of a child group.")})
+    layout: str = field(default="compact", metadata=_flag(
+        "--layout", default="compact", show_default=True, choices=LAYOUTS, help="Shard layout: packed shards (one task per "
+        "shard) or fixed slots written by several tasks per shard."))
+    slot_parts: int | None = field(default=None, metadata=_flag(
+        "--slot-parts", at_least=1, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each)."))
     plan: Plan | str | os.PathLike[str] | None = field(default=None, metadata={**_IN_PLACE, **_refused(
-        several="a plan is made for one source's arrays; with several sources (concat_dim) use a decision (or a preset)")})
-    lossy: Mapping[str, LossySpec] = field(default_factory=dict, metadata=_refused(
+        several="a plan is made for one source's arrays; with several sources (concat_dim) use a decision (or a preset)"),
+        **_flag("--plan", "plan", directory=True, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial "
+                "encoding.")})
+    lossy: Mapping[str, LossySpec] = field(default_factory=dict, metadata={**_refused(
         several="not supported with several sources (concat_dim) yet; recompress them losslessly, then run the lossy "
-                "job on the combined store"))
-    readers: frozenset[str] = frozenset()  # as given (none: the job's default, ``zopt.job.prepare.job_readers``)
-    checksum: bool | None = None
-    skip_broken: bool = False
-    menu: tuple[str, ...] = ()  # without codecs or plan: the candidates each variable's chain is chosen from
-    budget: float = DEFAULT_BUDGET  # and the speed budget of that choice (zopt.planning.optimizer)
-    concat_dim: str | None = None  # several sources combined along this dimension (zopt.io.multi)
-    combine: str = "by_coords"  # with concat_dim: files ordered by coordinate, or "nested": as given
-    scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE})
-    overwrite: bool = field(default=False, metadata=_HOW)
+                "job on the combined store"), **_flag(
+        "--lossy", "lossy", multiple=True, help="VAR=abs:BOUND[:TAIL] | rel:R | keepbits:K | info:L[:chunk] | plan:PATH: "
+        "lossy, within a stated and verified bound (docs/lossy.md; repeatable).")})
+    readers: frozenset[str] = field(default=frozenset(), metadata=_flag(  # as given (none: ``zopt.job.prepare.job_readers``)
+        "--readers", help="Comma-separated zopt, zarr-python (>= 3.1, no zopt), zarr-python-3.2 (adds scale_offset, "
+        "cast_value), tensorstore, zarrs: without --codecs, only chains they all read are chosen from the menu (default: "
+        "zarr-python; zopt adds its conditional codec; an explicit --decision: zopt); with --codecs, refuse a chain one "
+        "cannot read (docs/lossy.md); abs:E's tail trial tries only what they read."))
+    checksum: bool | None = field(default=None, metadata=_flag(
+        "--checksum/--no-checksum", help="End the inner chain of sharded arrays with crc32c, so readers detect a torn read "
+        "during a later compact or --in-place rewrite (default: on for --layout fixed-slot, off for compact)."))
+    skip_broken: bool = field(default=False, metadata=_flag(
+        "--skip-broken", is_flag=True, help="Leave out source arrays whose zarr.json is broken (listed; exit status 3) "
+        "instead of failing naming the file."))
+    menu: tuple[str, ...] = field(default=(), metadata=_flag(  # without codecs or plan: the candidates each variable's chain is chosen from
+        "--menu", help="Without --codecs: the candidates each variable's chain is chosen from, a menu (default, archive) "
+        "or comma-separated candidate names (docs/presets.md, zopt.planning.candidates)."))
+    budget: float = field(default=DEFAULT_BUDGET, metadata=_flag(  # the speed budget of that choice (zopt.planning.optimizer)
+        "--budget", help="Without --codecs: the speed budget of the menu choice, a number > 0 (default 1: each extra "
+        "default-encode-time must save 1 % of size; larger favours size) or 'inf' (size first)."))
+    concat_dim: str | None = field(default=None, metadata=_flag(  # several sources combined along it (zopt.io.multi)
+        "--concat-dim", help="SRC is several files (a quoted glob such as 'archive/*.nc'), combined along this dimension "
+        "as xarray's open_mfdataset does, checked before anything is written (docs/archives.md)."))
+    combine: str = field(default="by_coords", metadata=_flag(  # with concat_dim: files by coordinate, or "nested": as given
+        "--combine", default="by_coords", show_default=True, choices=("by_coords", "nested"), help="With --concat-dim: "
+        "order the files by their coordinate along it (by_coords) or as given, a glob sorted by name (nested), as "
+        "xarray's open_mfdataset combine."))
+    scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE, **_flag(
+        "--scheduler", help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed "
+        "address such as tcp://127.0.0.1:8786.")})
+    overwrite: bool = field(default=False, metadata={**_HOW, **_flag(
+        "--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and "
+        "deleted once the new one is in place).")})
     progress: Callable[[int], AbstractContextManager[object]] | None = field(
         default=None, metadata={**_HOW, **_IN_PLACE, **_API_ONLY}, compare=False)
-    max_memory: int | None = field(default=None, metadata=_HOW)
-    dry_run: bool = field(default=False, metadata=_HOW)
+    max_memory: int | None = field(default=None, metadata={**_HOW, **_flag(
+        "--max-memory", help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")})
+    dry_run: bool = field(default=False, metadata={**_HOW, **_flag(
+        "--dry-run", is_flag=True, help="Print the plan of work (arrays, shards, tasks, bytes, projected memory per task, "
+        "shards an interrupted run already finished) and exit without writing.")})
     before_publish: Callable[[object, list[str]], None] | None = field(default=None, metadata={**_HOW, **_API_ONLY},
                                                                        compare=False)
     # derived by ``parse``, not options: the menu's options (None: a chain or a plan is given), and
