@@ -147,7 +147,7 @@ def _job_flags(command: Callable[..., None]) -> Callable[..., None]:
 @wide_option
 @click.pass_context
 def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, grace: float | None, no_progress: bool,
-               vs_default: bool, verify_first: bool, **options: Any) -> None:
+               vs_default: bool, verify_first: bool, **options: object) -> None:
     """Rewrite SRC (Zarr v2/v3 store, child groups included, or netCDF file) into a new Zarr v3 store DST.
 
     By default each variable's chain is chosen from a menu of codecs plain zarr-python (>= 3.1, with
@@ -162,8 +162,8 @@ def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, gr
     written in one commit. With --in-place and no DST,
     SRC (a Zarr v3 store whose arrays have a conditional codec) is rewritten in place."""
     # the job's options by field name (zopt.job.options.flagged_options), as given
-    plan, dry_run, concat_dim, scheduler = options["plan"], options["dry_run"], options["concat_dim"], options["scheduler"]
-    skip_broken, combine, lossy = options["skip_broken"], options["combine"], options["lossy"]
+    plan, dry_run, skip_broken, lossy = options["plan"], options["dry_run"], bool(options["skip_broken"]), options["lossy"]
+    concat_dim, scheduler, combine = _text(options["concat_dim"]), _text(options["scheduler"]), str(options["combine"])
     if plan and ctx.get_parameter_source("decision") is not click.core.ParameterSource.DEFAULT:
         raise click.ClickException("--plan decides every chunk's mask: give --plan or --decision, not both.")
     if dry_run and vs_default:
@@ -202,7 +202,7 @@ def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, gr
     from zopt.job.api import run_job
     from zopt.job.options import RecompressJob, RefusedOptionError, flagged_options
 
-    given = {name: (list(options[name]) or None) if flag.multiple else options[name] for name, flag in flagged_options()}
+    given = {name: _listed(options[name]) if flag.multiple else options[name] for name, flag in flagged_options()}
     if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
         given["decision"] = None  # the preset's, else compress_if_smaller (RecompressJob.parse)
     try:
@@ -247,6 +247,18 @@ def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, gr
         console.print(done.success_line(), markup=False)
     _print_readers(report)
     _exit_if_skipped(ctx, report.skipped)
+
+
+def _text(value: object) -> str | None:
+    """A text flag's value as click gives it: text, or None when not given."""
+    assert value is None or isinstance(value, str)
+    return value
+
+
+def _listed(value: object) -> list[object] | None:
+    """A repeatable flag's values as click gives them (a tuple) as a list; None when not given."""
+    assert isinstance(value, tuple)
+    return list(value) or None
 
 
 def _interrupt_note(dst: str) -> str:

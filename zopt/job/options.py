@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -80,7 +80,17 @@ class Flag:
     multiple: bool = False
 
 
-def _flag(*decls: str, help: str, **form: Any) -> dict[str, Flag]:
+class _FlagForm(TypedDict, total=False):
+    default: object
+    show_default: bool
+    choices: tuple[str, ...]
+    at_least: int
+    directory: bool
+    is_flag: bool
+    multiple: bool
+
+
+def _flag(*decls: str, help: str, **form: Unpack[_FlagForm]) -> dict[str, Flag]:
     """Field metadata: the option's ``Flag``."""
     return {"flag": Flag(decls, help, **form)}
 
