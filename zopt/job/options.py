@@ -17,8 +17,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-import numpy as np
-
 from zopt.errors import OptionError
 from zopt.lossy.spec import LossySpec
 from zopt.planning.chunking import ShapeSpec, shape_text
@@ -28,10 +26,11 @@ from zopt.types import LossyLike
 if TYPE_CHECKING:
     from zarr.abc.store import Store
 
+    from zopt.codecs.decisions import DecisionLike
     from zopt.planning.plan import Plan
 
 
-__all__ = ["DEFAULT_DECISION", "SEVERAL", "DecisionLike", "Flag", "RecompressJob", "RefusedOptionError", "ShapeLike", "flagged_options", "parse_max_memory",
+__all__ = ["DEFAULT_DECISION", "SEVERAL", "Flag", "RecompressJob", "RefusedOptionError", "flagged_options", "parse_max_memory",
            "refuse_options", "refused_in_place"]
 
 DEFAULT_DECISION = "compress_if_smaller"
@@ -64,7 +63,8 @@ class Flag:
     """An option's flag on ``zopt recompress`` (field metadata ``flag``), from which
     ``zopt.cli.recompress`` builds its click option: so a new option is its field here, its keyword
     in ``zopt.recompress`` and the module where it acts (issue 37). ``decls`` as click takes them
-    (``("--variable", "variables")``, ``("--checksum/--no-checksum",)``); the value as given on the
+    (``("--variable", "variables")``, ``("--checksum/--no-checksum",)``); ``default`` filled from the
+    field's by ``flagged_options`` where ``show_default``; the value as given on the
     command line (text, parsed by ``RecompressJob.parse`` like the API's), unless ``choices`` (one
     of them), ``at_least`` (an integer ≥ it), ``directory`` (an existing directory), ``is_flag``;
     ``multiple``: repeatable, a list (None when not given)."""
@@ -81,7 +81,6 @@ class Flag:
 
 
 class _FlagForm(TypedDict, total=False):
-    default: object
     show_default: bool
     choices: tuple[str, ...]
     at_least: int
@@ -96,8 +95,10 @@ def _flag(*decls: str, help: str, **form: Unpack[_FlagForm]) -> dict[str, Flag]:
 
 
 def flagged_options() -> list[tuple[str, Flag]]:
-    """``[(field name, Flag)]`` of every ``RecompressJob`` option with a flag, in field order."""
-    return [(f.name, f.metadata["flag"]) for f in dataclasses.fields(RecompressJob) if "flag" in f.metadata]
+    """``[(field name, Flag)]`` of every ``RecompressJob`` option with a flag, in field order; a flag
+    that shows its default gets the field's (the others default to None: not given)."""
+    return [(f.name, dataclasses.replace(f.metadata["flag"], default=f.default) if f.metadata["flag"].show_default
+             else f.metadata["flag"]) for f in dataclasses.fields(RecompressJob) if "flag" in f.metadata]
 
 
 def parse_max_memory(value: int | str | None) -> int | None:
@@ -131,12 +132,6 @@ def _lossy_items(lossy: LossyLike) -> list[tuple[str, str]]:
     return out
 
 
-#: what a user may give as a decision: a heuristic's name, a ``zopt.codecs.decisions.Decision``, a
-#: function of a chunk, or a mask grid (``zopt.codecs.decisions.resolve_decision``)
-DecisionLike = str | Callable[..., Any] | np.ndarray
-#: a chunk or shard shape as given: ``"y=32,x=32"``, ``"1,32,32"``, a mapping by dimension name or a shape
-ShapeLike = str | Sequence[int] | Mapping[str, int]
-
 
 @dataclass(frozen=True)
 class RecompressJob:
@@ -164,13 +159,13 @@ class RecompressJob:
         "--shards", help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner "
         "chunks. Default: ~64 MiB."))
     decision: DecisionLike = field(default=DEFAULT_DECISION, metadata={**_IN_PLACE, **_flag(
-        "--decision", default=DEFAULT_DECISION, show_default=True, choices=("compress_if_smaller", "always", "never"),
+        "--decision", show_default=True, choices=("compress_if_smaller", "always", "never"),
         help="How the conditional codec picks each chunk's mask (not with --plan, whose masks decide).")})
     variables: tuple[str, ...] | None = field(default=None, metadata={**_IN_PLACE, **_flag(
         "--variable", "variables", multiple=True, help="Only rewrite these variables (repeatable); GROUP/NAME for an array "
         "of a child group.")})
     layout: str = field(default="compact", metadata=_flag(
-        "--layout", default="compact", show_default=True, choices=LAYOUTS, help="Shard layout: packed shards (one task per "
+        "--layout", show_default=True, choices=LAYOUTS, help="Shard layout: packed shards (one task per "
         "shard) or fixed slots written by several tasks per shard."))
     slot_parts: int | None = field(default=None, metadata=_flag(
         "--slot-parts", at_least=1, help="Fixed-slot layout: writer tasks per shard (default: ~16 MiB of raw data each)."))
@@ -204,7 +199,7 @@ class RecompressJob:
         "--concat-dim", help="SRC is several files (a quoted glob such as 'archive/*.nc'), combined along this dimension "
         "as xarray's open_mfdataset does, checked before anything is written (docs/archives.md)."))
     combine: str = field(default="by_coords", metadata=_flag(  # with concat_dim: files by coordinate, or "nested": as given
-        "--combine", default="by_coords", show_default=True, choices=("by_coords", "nested"), help="With --concat-dim: "
+        "--combine", show_default=True, choices=("by_coords", "nested"), help="With --concat-dim: "
         "order the files by their coordinate along it (by_coords) or as given, a glob sorted by name (nested), as "
         "xarray's open_mfdataset combine."))
     scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE, **_flag(
