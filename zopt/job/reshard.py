@@ -30,16 +30,17 @@ def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[
     """Give each ``work`` array (``zopt.job.work.ArrayWork``) that can be copied its ``copy``;
     returns the notes naming them and the check made on the way (none when no array is copied).
 
-    job : the ``RecompressJob``; src : the resolved source (a path for a local store);
+    job : the ``RecompressJob``; src : the resolved source (copies only from one local Zarr store);
     lossy_vars : the job's lossy variables; plan : the loaded plan or None.
     """
-    if plan is not None or not isinstance(src, str) or job.explicit_decision:
+    location = src.location  # one path or URL (several files, a Store: None)
+    if plan is not None or location is None or job.explicit_decision:
         return []
     checks: dict[str, list[str]] = {}
     for name, w in work.arrays.items():
         if w.shard_layout is None or name in lossy_vars:
             continue
-        w.copy = ChunkCopier.open(src, name, w.shard_layout)
+        w.copy = ChunkCopier.open(location, name, w.shard_layout)
         if w.copy is not None:
             if w.layout == "compact":
                 w.parts = []  # a copy is cheap: one task per shard, not encoders split below it (G4)

@@ -98,14 +98,14 @@ class ChunkCopier:
     exact: int | None = None  # every codec keeps the size (``bytes``, ``shuffle``, ``crc32c``): each chunk's bytes
 
     @classmethod
-    def open(cls, src: object, name: str, target: ShardLayout) -> ChunkCopier | None:
-        """A copier when array ``name`` of the local Zarr v3 store ``src`` (a path; else None) has the target's data
+    def open(cls, src: str, name: str, target: ShardLayout) -> ChunkCopier | None:
+        """A copier when array ``name`` of the local Zarr v3 store ``src`` (a path; a URL: None) has the target's data
         type, fill value, inner chunk shape (regular grid) and inner codec JSON, chunked or
         sharded; otherwise None (the job encodes as usual)."""
         import zarr
         from zarr.codecs import Crc32cCodec, ZstdCodec
 
-        if not isinstance(src, str) or "://" in src or not os.path.isfile(os.path.join(src, name, "zarr.json")):
+        if "://" in src or not os.path.isfile(os.path.join(src, name, "zarr.json")):
             return None
         try:
             array = zarr.open_array(src, path=name, mode="r")
