@@ -102,3 +102,16 @@ def s3_bucket(s3_endpoint, request):
     fs.mkdir(name)
     yield f"s3://{name}"
     fs.rm(name, recursive=True)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def loops_kind(request, monkeypatch):
+    """Runs a test with zopt's compiled batch loops (``zopt.compat.loops``) and again with the
+    same loops in Python (as where no C compiler built them); skips the first where they are absent."""
+    from zopt.compat import loops
+
+    if request.param == "compiled" and not loops.available():
+        pytest.skip("zopt's compiled loops were not built")
+    if request.param == "python":
+        monkeypatch.setattr(loops, "_lib", False)
+    return request.param

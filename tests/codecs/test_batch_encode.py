@@ -237,7 +237,7 @@ def _aligned_source(tmp_path: Path, values: np.ndarray, chunks: tuple[int, ...],
 
 
 @pytest.mark.parametrize("zstd", [True, False])
-def test_read_many_reads_what_read_reads_and_names_a_bad_chunk(tmp_path, zstd):
+def test_read_many_reads_what_read_reads_and_names_a_bad_chunk(tmp_path, zstd, loops_kind):
     from zarr.codecs import ZstdCodec
 
     values = (np.arange(12 * 8, dtype="f4").reshape(12, 8) + 1)
@@ -264,7 +264,7 @@ def _store_files(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("source", ["aligned-zstd", "region"])
 @pytest.mark.parametrize("chain", ["shuffle-zstd", "conditional", "blosc-bitshuffle", "pcodec"])
 @pytest.mark.parametrize("layout", ["compact", "fixed-slot"])
-def test_a_job_writes_the_same_shards_with_and_without_batches(tmp_path, monkeypatch, source, chain, layout):
+def test_a_job_writes_the_same_shards_with_and_without_batches(tmp_path, monkeypatch, source, chain, layout, loops_kind):
     """On a LocalStore: an array whose edge cuts inner chunks and shards, with chunks equal to the
     fill value and chunks absent from the source, read chunk by chunk (``read_many``) or by region."""
     from zarr.codecs import ZstdCodec
@@ -304,9 +304,6 @@ def test_a_batch_holds_about_group_bytes_of_chunks(tmp_path, monkeypatch):
     from zopt import recompress
 
     monkeypatch.setattr(batch_mod, "GROUP_BYTES", 4 * 16 * 16 * 4)
-    import zopt.job.tasks as tasks
-
-    monkeypatch.setattr(tasks, "GROUP_BYTES", 4 * 16 * 16 * 4)
     sizes = []
     real = BatchEncoder.encode
 

@@ -199,7 +199,7 @@ def _source(tmp_path, values, compressors):
     return tmp_path / "s.zarr" / "v" / "c"
 
 
-def test_a_zstd_chunk_holding_fewer_bytes_than_a_chunk_is_named_not_read(tmp_path):
+def test_a_zstd_chunk_holding_fewer_bytes_than_a_chunk_is_named_not_read(tmp_path, loops_kind):
     """A frame of 8 of the 16 values of a chunk used to decode into the reader's buffer without
     an error, the rest of the buffer left from the chunk read before it."""
     from zarr.codecs import ZstdCodec
@@ -219,7 +219,7 @@ def test_a_zstd_chunk_holding_fewer_bytes_than_a_chunk_is_named_not_read(tmp_pat
     assert not (tmp_path / "d.zarr").exists()
 
 
-def test_a_raw_chunk_file_of_the_wrong_length_is_named(tmp_path):
+def test_a_raw_chunk_file_of_the_wrong_length_is_named(tmp_path, loops_kind):
     from zopt.errors import ChunkDecodeError
 
     values = np.arange(64, dtype="f4").reshape(8, 8) + 1
@@ -229,12 +229,16 @@ def test_a_raw_chunk_file_of_the_wrong_length_is_named(tmp_path):
     (chunks / "1" / "0").write_bytes((chunks / "1" / "0").read_bytes() + b"x")
     with pytest.raises(ChunkDecodeError, match=r"c/1/0"):
         reader.read((1, 0), np.asarray(0, "f4"))
+    with pytest.raises(ChunkDecodeError, match=r"c/1/0"):
+        reader.read_many([(0, 0), (1, 0)], np.empty((2, 4, 4), "f4"), np.asarray(0, "f4"))
     (chunks / "1" / "0").write_bytes(b"short")
     with pytest.raises(ChunkDecodeError, match=r"c/1/0"):
         reader.read((1, 0), np.asarray(0, "f4"))
+    with pytest.raises(ChunkDecodeError, match=r"c/1/0"):
+        reader.read_many([(0, 0), (1, 0)], np.empty((2, 4, 4), "f4"), np.asarray(0, "f4"))
 
 
-def test_a_zstd_chunk_file_larger_than_any_frame_of_a_chunk_is_read_whole(tmp_path):
+def test_a_zstd_chunk_file_larger_than_any_frame_of_a_chunk_is_read_whole(tmp_path, loops_kind):
     """Two frames whose sum is the chunk are a valid chunk, however long the file."""
     from zarr.codecs import ZstdCodec
 
@@ -246,3 +250,7 @@ def test_a_zstd_chunk_file_larger_than_any_frame_of_a_chunk_is_read_whole(tmp_pa
     reader = AlignedChunkReader.open(tmp_path / "s.zarr", "v", (4, 4), np.dtype("f4"))
     assert (chunks / "0" / "1").stat().st_size > reader._read_nbytes
     np.testing.assert_array_equal(reader.read((0, 1), np.asarray(0, "f4")), block)
+    out = np.empty((2, 4, 4), "f4")
+    reader.read_many([(0, 0), (0, 1)], out, np.asarray(0, "f4"))  # in a batch too
+    np.testing.assert_array_equal(out[1], block)
+    np.testing.assert_array_equal(out[0], values[:4, :4])

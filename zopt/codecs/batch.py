@@ -32,22 +32,35 @@ from typing import TYPE_CHECKING
 import numcodecs
 import numpy as np
 
+from zopt.codecs.chain import pcodec_compressor
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.decisions import SAMPLE_ABOVE, CompressIfSmaller, FixedMask, sample_windows
 from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
 from zopt.codecs.sync import numcodec_of
-from zopt.compat import libblosc, libzstd
+from zopt.compat import libblosc, libzstd, loops
 
 if TYPE_CHECKING:
     from zarr.abc.codec import BytesBytesCodec
 
     from zopt.codecs.chain import ChunkEncoder, EncodedChunk
 
-__all__ = ["GROUP_BYTES", "BatchEncoder", "EncodedBatch"]
+__all__ = ["GROUP_BYTES", "BatchEncoder", "EncodedBatch", "batch_size"]
 
-#: raw bytes of the chunks encoded in one batch: large enough that the Python per batch is
-#: negligible, small enough that the batch's buffers stay in glibc's heap (reused, no page faults)
-GROUP_BYTES = 16 << 20
+#: most raw bytes of the chunks encoded in one batch (a shard's chunks are split into equal
+#: batches under it). Large, because each batch costs ~1 ms of GIL for its Python, run cold after
+#: the batch's megabytes of work (issue 34, G3: 16 MiB batches held the GIL 1.4× as long per chunk
+#: as 30 MiB ones); under glibc's largest mmap threshold (32 MiB), so that a batch's buffers
+#: (its compressed chunks: at most the raw bytes plus 0.4 %) come from the heap, reused, without
+#: page faults and without an ``munmap`` under the GIL when freed.
+GROUP_BYTES = 30 << 20
+
+
+def batch_size(count: int, chunk_nbytes: int) -> int:
+    """Chunks per batch for ``count`` chunks of ``chunk_nbytes`` bytes: equal batches of at most
+    ``GROUP_BYTES`` (at least one chunk), so that no small last batch pays a batch's Python alone."""
+    per = max(1, GROUP_BYTES // max(1, chunk_nbytes))
+    batches = -(-count // per)
+    return max(1, -(-count // max(1, batches)))
 
 Rows = np.ndarray  # 2-D C-contiguous uint8 (n, width): one chunk's bytes per row
 #: ``f(rows, head) -> (data, ends)``: each row compressed, back to back after ``head`` bytes each
@@ -123,6 +136,19 @@ class EncodedBatch:
             yield i, (pieces[k] if data is None else data[ends[k] - int(self.sizes[k]) : ends[k]]), masks[k]
 
 
+def _sizes(ends: np.ndarray) -> np.ndarray:
+    """Each piece's size from the ends of pieces laid back to back (``np.diff(ends, prepend=0)``
+    without its Python: this runs once per batch, cold)."""
+    sizes = ends.copy()
+    sizes[1:] -= ends[:-1]
+    return sizes
+
+
+def _starts(ends: np.ndarray) -> np.ndarray:
+    """Each piece's start from the ends of pieces laid back to back."""
+    return ends - _sizes(ends)
+
+
 def _zstd_settings(codec: BytesBytesCodec) -> tuple[int, bool] | None:
     nc = numcodec_of(codec)
     if nc is not None and type(nc) is numcodecs.Zstd and libzstd.available():
@@ -185,7 +211,12 @@ class _Conditional:
             return None
         return cls(codec, wrapped[0].element_size or 1, zstd)
 
-    def _frames(self, rows: Rows, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def _frames(self, rows: Rows, head: int = 0, shuffled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """zstd frames of ``rows`` (``shuffled``: of the rows byte-shuffled first), see ``compress_rows``."""
+        if shuffled and self._element_size > 1:
+            if loops.available():  # shuffled row by row inside the one foreign call
+                return libzstd.compress_rows(rows, self.level, self.checksum, head, self._element_size)
+            rows = self._shuffled(rows)
         return libzstd.compress_rows(rows, self.level, self.checksum, head)
 
     def _shuffled(self, rows: Rows) -> Rows:
@@ -210,38 +241,58 @@ class _Conditional:
         n, width = rows.shape
         if self.fixed is not None:
             mask = self.fixed
-            payload = self._shuffled(rows) if self.shuffle is not None and mask & 1 else rows
+            shuffled = self.shuffle is not None and bool(mask & 1)
             masks = np.full(n, mask, dtype=np.int64)
             if not mask >> self.zbit & 1:
-                out = self._headed(masks, payload)
+                out = self._headed(masks, self._shuffled(rows) if shuffled else rows)
                 return None, masks, out.reshape(-1), np.arange(1, n + 1, dtype=np.int64) * out.shape[1]
-            data, ends = self._frames(payload, self.head)
-            self._write_headers(data, ends - np.diff(ends, prepend=0), masks)
+            data, ends = self._frames(rows, self.head, shuffled)
+            self._write_headers(data, _starts(ends), masks)
             return None, masks, data, ends
+        if self.head == 1 and loops.available() and (self.shuffle is None or width > SAMPLE_ABOVE):
+            compiled = self._compiled(rows)
+            if compiled is not None:
+                return compiled
         if self.shuffle is None:
             return self._if_smaller_zstd(rows, alone)
         if width > SAMPLE_ABOVE:
             return self._if_smaller_sampled(rows, alone)
         return self._if_smaller_small(rows, alone)
 
-    def _finish(self, rows_of: dict[int, Rows], frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    def _compiled(self, rows: Rows) -> Encoded | None:
+        """``CompressIfSmaller`` (sampled trials; a one-byte header) in one foreign call for the
+        batch (``zopt.compat.loops``, issue 34 G3): the bytes of ``_if_smaller_sampled`` /
+        ``_if_smaller_zstd``. None on a tie, which those encode alone."""
+        decision = self.if_smaller
+        assert decision is not None  # encode() comes here for CompressIfSmaller only
+        windows = sample_windows(rows.shape[1], decision.sample_fraction, decision.sample_windows) \
+            if self.shuffle is not None else []
+        got = libzstd.conditional_rows(rows, self.level, self.checksum, 0 if self.shuffle is None else self._element_size,
+                                       self.zbit, windows)
+        if got is None:
+            return None
+        data, ends, masks = got
+        return None, masks, data, ends
+
+    def _finish(self, rows_of: Callable[[int, int], Rows], frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
                 masks: np.ndarray, raw: np.ndarray, alone: Alone, ties: np.ndarray) -> Encoded:
         """Assemble the chunks: ``frames`` = (data with head room, ends, row of each frame) holds
-        the compressed ones, ``raw[k]`` marks chunks stored uncompressed (their payload row in
-        ``rows_of[mask]``), ``ties[k]`` chunks encoded alone."""
+        the compressed ones, ``raw[k]`` marks chunks stored uncompressed (their payload
+        ``rows_of(mask, k)``, ``(1, width)``), ``ties[k]`` chunks encoded alone."""
         n = len(masks)
         if frames is not None and len(frames[2]) == n and not ties.any():  # every chunk compressed: one buffer
             data, ends, _ = frames
-            self._write_headers(data, ends - np.diff(ends, prepend=0), masks)
+            self._write_headers(data, _starts(ends), masks)
             return None, masks, data, ends
         pieces: list[np.ndarray | None] = [None] * n
         if frames is not None:
             data, ends, which = frames
-            self._write_headers(data, ends - np.diff(ends, prepend=0), masks[which])
-            for k, end, start in zip(which.tolist(), ends.tolist(), (ends - np.diff(ends, prepend=0)).tolist(), strict=True):
+            starts = _starts(ends)
+            self._write_headers(data, starts, masks[which])
+            for k, end, start in zip(which.tolist(), ends.tolist(), starts.tolist(), strict=True):
                 pieces[k] = data[start:end]
         for k in np.flatnonzero(raw).tolist():
-            pieces[k] = self._headed(masks[k : k + 1], rows_of[int(masks[k])][k : k + 1]).reshape(-1)
+            pieces[k] = self._headed(masks[k : k + 1], rows_of(int(masks[k]), k)).reshape(-1)
         for k in np.flatnonzero(ties).tolist():
             encoded = alone(k)
             pieces[k], masks[k] = encoded.data, encoded.masks[0]
@@ -255,12 +306,13 @@ class _Conditional:
         none = np.zeros(len(rows), dtype=bool)
         return self._after_choice(rows, rows, none, none, alone)
 
-    def _compressed(self, payload: Rows, use: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Compress the rows of ``payload`` where ``use``; ``(data, ends, rows, sizes)``."""
+    def _compressed(self, payload: Rows, use: np.ndarray, shuffled: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Compress the rows of ``payload`` (``shuffled``: byte-shuffled first) where ``use``;
+        ``(data, ends, rows, sizes)``."""
         which = np.flatnonzero(use)
         sub = payload if which.size == len(payload) else np.ascontiguousarray(payload[which])
-        data, ends = self._frames(sub, self.head)
-        return data, ends, which, np.diff(ends, prepend=0) - self.head
+        data, ends = self._frames(sub, self.head, shuffled)
+        return data, ends, which, _sizes(ends) - self.head
 
     def _if_smaller_sampled(self, rows: Rows, alone: Alone) -> Encoded:
         # CompressIfSmaller on [shuffle, zstd] for chunks over SAMPLE_ABOVE: the shuffle judged on
@@ -271,12 +323,18 @@ class _Conditional:
         windows = sample_windows(width, decision.sample_fraction, decision.sample_windows)
         sample = np.concatenate([rows[:, s : s + w] for s, w in windows], axis=1)
         s = sample.shape[1]
-        on = np.minimum(np.diff(self._frames(self._shuffled(sample))[1], prepend=0), s)
-        off = np.minimum(np.diff(self._frames(sample)[1], prepend=0), s)
+        if loops.available() and self._element_size > 1:  # both trials in one foreign call
+            trials = _sizes(libzstd.compress_rows(np.concatenate([sample, sample]), self.level, self.checksum, 0,
+                                                  self._element_size, n)[1])
+            on, off = np.minimum(trials[:n], s), np.minimum(trials[n:], s)
+        else:
+            on = np.minimum(_sizes(self._frames(sample, 0, True)[1]), s)
+            off = np.minimum(_sizes(self._frames(sample)[1]), s)
         stored = np.minimum(on, off) >= s  # early abort: stored as it is
         shuffle = (on < off) & ~stored
+        payload: Rows | None
         if shuffle.all():
-            payload = self._shuffled(rows)
+            payload = None  # shuffled where compressed (self._frames); a row alone where stored
         elif shuffle.any():
             payload = rows.copy()
             payload[shuffle] = self._shuffled(np.ascontiguousarray(rows[shuffle]))
@@ -284,13 +342,15 @@ class _Conditional:
             payload = rows
         return self._after_choice(rows, payload, shuffle, stored, alone)
 
-    def _after_choice(self, rows: Rows, payload: Rows, shuffle: np.ndarray, stored: np.ndarray, alone: Alone) -> Encoded:
+    def _after_choice(self, rows: Rows, payload: Rows | None, shuffle: np.ndarray, stored: np.ndarray, alone: Alone
+                      ) -> Encoded:
         """Masks and bytes once the shuffle is chosen (``shuffle``; ``stored``: early abort, the
         chunk stored as it is): the zstd frame of ``payload`` kept where smaller than the chunk,
-        else ``payload`` itself (the shuffled or plain chunk); a tie is encoded alone."""
+        else ``payload`` itself (the shuffled or plain chunk); a tie is encoded alone.
+        ``payload`` None: every row shuffled (never made as a whole: shuffled as it is compressed)."""
         n, width = rows.shape
         masks = shuffle.astype(np.int64)
-        data, ends, which, sizes = self._compressed(payload, ~stored)
+        data, ends, which, sizes = self._compressed(rows if payload is None else payload, ~stored, payload is None)
         full = np.zeros(n, dtype=np.int64)
         full[which] = sizes
         smaller = ~stored & (full < width)
@@ -303,15 +363,19 @@ class _Conditional:
             data = np.concatenate([data[b:e] for b, e in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)]) \
                 if keep.size else data[:0]
             ends, which = np.cumsum(sizes[keep] + self.head), which[keep]
-        rows_of = {0: rows, 1: payload}
+        def rows_of(mask: int, k: int) -> Rows:
+            if mask == 0:
+                return rows[k : k + 1]
+            return self._shuffled(rows[k : k + 1]) if payload is None else payload[k : k + 1]
+
         return self._finish(rows_of, (data, ends, which), masks, raw, alone, ties)
 
     def _if_smaller_small(self, rows: Rows, alone: Alone) -> Encoded:
         # chunks up to SAMPLE_ABOVE: both branches encoded in full, the smaller stored
         n, width = rows.shape
         shuffled = self._shuffled(rows)
-        on = np.minimum(np.diff(self._frames(shuffled)[1], prepend=0), width)
-        off = np.minimum(np.diff(self._frames(rows)[1], prepend=0), width)
+        on = np.minimum(_sizes(self._frames(shuffled)[1]), width)
+        off = np.minimum(_sizes(self._frames(rows)[1]), width)
         shuffle = on < off
         payload = shuffled if shuffle.all() else rows if not shuffle.any() else np.where(shuffle[:, None], shuffled, rows)
         # the branch's zstd frame is kept when smaller than the chunk (a tie stores it as it is)
@@ -330,6 +394,11 @@ class BatchEncoder:
         self.pcodec = pcodec
         self.filters = filters  # element sizes of the byte shuffles, in order
         self.final = final
+        self._pcodec = pcodec_compressor(encoder.array_bytes_codec) if pcodec else None
+        # [shuffle, zstd] with zopt's compiled loops: each row shuffled and compressed in one call
+        # for the batch (no shuffled copy of the batch, no Python between the steps)
+        zstd = _zstd_settings(encoder.bytes_bytes_codecs[-1]) if encoder.bytes_bytes_codecs else None
+        self.fused = zstd if zstd is not None and len(filters) == 1 and callable(final) and loops.available() else None
 
     @classmethod
     def of(cls, encoder: ChunkEncoder) -> BatchEncoder | None:
@@ -355,7 +424,7 @@ class BatchEncoder:
                 return None
         return cls(encoder, False, filters, final)
 
-    def encode(self, stack: np.ndarray, positions: Sequence[int], indices: Sequence[tuple[int, ...]],
+    def encode(self, stack: np.ndarray, positions: Sequence[int] | np.ndarray, indices: Sequence[tuple[int, ...]],
                limit: int | None = None) -> EncodedBatch:
         """Encode every chunk of ``stack`` (C-contiguous ``(n, *chunk shape)`` of the chain's native
         type). positions : each chunk's position in its shard; indices : its grid coordinates
@@ -369,17 +438,27 @@ class BatchEncoder:
             return EncodedBatch(np.empty(0, np.int64), np.empty(0, np.int64), None, data=np.empty(0, np.uint8))
         if self.pcodec:
             flat = stack.reshape(n, -1)
-            direct = encoder.direct
-            assert direct is not None  # `of` takes pcodec chains only where direct_kind is "pcodec"
-            pieces = [direct(flat[k]) for k in range(n)]
+            pcodec = self._pcodec if flat.flags.aligned else None
+            if pcodec is not None:  # each row C-contiguous and aligned: pcodec's call and nothing else
+                compress, config = pcodec
+                frombuffer, u8 = np.frombuffer, np.uint8
+                pieces = [frombuffer(compress(row, config), dtype=u8) for row in flat]
+            else:
+                direct = encoder.direct
+                assert direct is not None  # `of` takes pcodec chains only where direct_kind is "pcodec"
+                pieces = [direct(flat[k]) for k in range(n)]
             batch = EncodedBatch(np.asarray(positions, dtype=np.int64),
                                  np.fromiter((p.size for p in pieces), dtype=np.int64, count=n), None, pieces=pieces)
             return self._limited(batch, stack, indices, limit)
         rows = stack.reshape(n, -1).view(np.uint8)
-        for size in self.filters:
-            rows = shuffle_rows(rows, size, False)
         final = self.final
         masks = None
+        if self.fused is not None:
+            data, ends = libzstd.compress_rows(rows, *self.fused, 0, self.filters[0])
+            batch = EncodedBatch(np.asarray(positions, dtype=np.int64), _sizes(ends), masks, data=data)
+            return self._limited(batch, stack, indices, limit)
+        for size in self.filters:
+            rows = shuffle_rows(rows, size, False)
         if final is None:
             data = rows.reshape(-1).copy() if np.may_share_memory(rows, stack) else rows.reshape(-1)
             ends = np.arange(1, n + 1, dtype=np.int64) * rows.shape[1]
@@ -391,7 +470,7 @@ class BatchEncoder:
             data, ends = joined, joined_ends
         else:
             data, ends = final(rows, 0)
-        batch = EncodedBatch(np.asarray(positions, dtype=np.int64), np.diff(ends, prepend=0), masks, data=data)
+        batch = EncodedBatch(np.asarray(positions, dtype=np.int64), _sizes(ends), masks, data=data)
         return self._limited(batch, stack, indices, limit)
 
     def _limited(self, batch: EncodedBatch, stack: np.ndarray, indices: Sequence[tuple[int, ...]], limit: int | None) -> EncodedBatch:

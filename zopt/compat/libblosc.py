@@ -6,7 +6,8 @@ Python running with its data out of the CPU cache. This module calls ``blosc_com
 function numcodecs calls outside the main thread, with the same arguments (``numinternalthreads``
 1) — of the same library build, the ``blosc_*`` symbols numcodecs' ``blosc`` extension exports,
 through ``ctypes``, which releases the GIL for the whole foreign call, in a loop writing the
-frames back to back into one buffer.
+frames back to back into one buffer — or, where zopt's compiled loops are available
+(``zopt.compat.loops``), in one foreign call for all the rows.
 
 ``compressor(...)`` gives the function for one configuration, or None (callers then use
 numcodecs) when the symbols are missing or its bytes differ from ``numcodecs.blosc.compress`` on
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from zopt.compat import loops
 
 __all__ = ["MAX_OVERHEAD", "compressor"]
 
@@ -77,6 +80,7 @@ def compressor(cname: str, clevel: int, shuffle: int, typesize: int, blocksize: 
         return None
     fn = lib.compress_ctx
     name = cname.encode("ascii")
+    settings = loops.Blosc(loops.function_address(lib.blosc_compress_ctx), clevel, shuffle, typesize, name, blocksize)
 
     def compress(rows: np.ndarray, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
         if not rows.flags.c_contiguous:  # the loop walks the rows by address
@@ -84,6 +88,12 @@ def compressor(cname: str, clevel: int, shuffle: int, typesize: int, blocksize: 
         n, width = rows.shape
         cap = width + MAX_OVERHEAD
         out = np.empty(n * (head + cap), dtype=np.uint8)
+        if loops.available():  # one foreign call for all the rows
+            failed, chunk_ends = loops.blosc_rows(settings, rows, out, cap, head)
+            if failed >= 0:
+                raise RuntimeError(f"error during blosc compression: {int(chunk_ends[failed])}")
+            out.resize(int(chunk_ends[-1]) if n else 0, refcheck=False)
+            return out, chunk_ends
         dst, src = _address(out) + head, _address(rows)
         ends: list[int] = []
         append = ends.append

@@ -20,7 +20,8 @@ Contexts live as long as their thread (freed with its thread-local storage).
 Batches (issue 34, part 2): after a call that touches a megabyte the interpreter's own data is out
 of the CPU cache, so every return to Python costs ~10-20 µs of GIL. ``compress_rows`` compresses
 the rows of a 2-D array into frames placed back to back in one buffer, a loop with nothing but the
-foreign call in it; ``decompress_frames`` decodes the frames of many chunks laid back to back with
+foreign call in it (where zopt's compiled loops are available, ``zopt.compat.loops``, one foreign
+call for all the rows: no Python between two frames); ``decompress_frames`` decodes the frames of many chunks laid back to back with
 one foreign call (zstd decodes concatenated frames in one go), after checking that each piece is
 exactly one frame declaring the chunk's size (which zstd then enforces).
 """
@@ -33,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["available", "compress", "compress_bound", "compress_rows", "decompress_frames", "decompress_into"]
+from zopt.compat import loops
+
+__all__ = ["available", "compress", "compress_bound", "compress_rows", "decompress_frames", "decompress_into", "read_frames", "conditional_rows"]
 
 _lock = threading.Lock()
 _lib: Any = None  # the loaded library, False when unavailable, None before the first check
@@ -81,6 +84,8 @@ def _load() -> Any:
                                 ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, 2, ctypes.PYFUNCTYPE),
                                 ("ZSTD_findFrameCompressedSize", size_t, 2, ctypes.PYFUNCTYPE)):
         lib.loop[name] = proto(res, *[word] * n)((name, lib))
+    # the same functions for the compiled loops (zopt.compat.loops), by address
+    lib.address = {name: loops.function_address(getattr(lib, name)) for name in (*lib.loop, "ZSTD_decompressDCtx")}
     return lib
 
 
@@ -180,16 +185,13 @@ def decompress_into(blob: bytes | bytearray | memoryview | np.ndarray, out: np.n
     zstd cannot decode into ``out`` (corrupt, or more than ``out`` holds).
     """
     lib = _lib
-    ctx = getattr(_local, "dctx", None)
-    if ctx is None:
-        ctx = _local.dctx = _Context(lib, False)
     src: bytes | int | None
     if isinstance(blob, bytes):  # ctypes passes a bytes object's own buffer
         src, size = blob, len(blob)
     else:
         arr = blob if isinstance(blob, np.ndarray) else np.frombuffer(blob, dtype=np.uint8)
         src, size = (_address(arr) if arr.nbytes else None), arr.nbytes
-    got = lib.ZSTD_decompressDCtx(ctx.ptr, _address(out), out.nbytes, src, size)
+    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out), out.nbytes, src, size)
     if got > out.nbytes:
         _check(lib, got, "decompression")
     if nbytes is not None and got != nbytes:
@@ -197,21 +199,37 @@ def decompress_into(blob: bytes | bytearray | memoryview | np.ndarray, out: np.n
     return got
 
 
-def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: int = 0, shuffle: int = 1,
+                  shuffled_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One zstd frame per row of ``rows`` (2-D C-contiguous uint8 ``(n, width)``), each the bytes
     of ``numcodecs.zstd.compress(row, level, checksum)``, back to back in one 1-D uint8 array and
     each preceded by ``head`` bytes left for the caller (uninitialised). Returns ``(data, ends)``:
     chunk ``k`` (head and frame) is ``data[ends[k - 1]:ends[k]]`` (``ends[-1]`` is 0), ``ends``
     int64 ``(n,)``. The GIL is released for each frame. Call only after ``available()`` returned
-    True. Raises RuntimeError on a zstd error.
+    True. ``shuffle`` > 1: each row (the first ``shuffled_rows``; default all) is byte-shuffled
+    with that element size first (``zopt.codecs.shuffle.shuffle_rows``' bytes), one row at a
+    time; only where the compiled loops are available (else ValueError). Raises RuntimeError on a zstd error.
     """
     if not rows.flags.c_contiguous:  # the loop walks the rows by address
         rows = np.ascontiguousarray(rows)
+    fused = loops.available()
+    if shuffle > 1 and not fused:
+        raise ValueError("compress_rows: shuffle needs zopt's compiled loops (zopt.compat.loops.available())")
     n, width = rows.shape
     cap = compress_bound(width)
     out = np.empty(n * (head + cap), dtype=np.uint8)
     lib = _lib
-    fn, ctx = lib.loop["ZSTD_compress2"], _cctx(level, checksum)
+    ctx = _cctx(level, checksum)
+    if fused:  # one foreign call for all the rows
+        failed, frame_ends = loops.zstd_rows(lib.address["ZSTD_compress2"], ctx, rows, out, cap, head, shuffle,
+                                               shuffled_rows)
+        if failed >= 0:
+            _check(lib, int(frame_ends[failed]), "compression")
+            raise RuntimeError("zstd compression error: a frame larger than its bound")
+        end = int(frame_ends[-1]) if n else 0
+        out.resize(end, refcheck=False)
+        return out, frame_ends
+    fn = lib.loop["ZSTD_compress2"]
     dst, src = _address(out) + head, _address(rows) if rows.size else 0
     ends: list[int] = []
     append = ends.append
@@ -225,6 +243,46 @@ def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: in
         src += width
     out.resize(off, refcheck=False)  # realloc: shrinks in place
     return out, np.array(ends, dtype=np.int64)
+
+
+def _dctx() -> int:
+    ctx = getattr(_local, "dctx", None)
+    if ctx is None:
+        ctx = _local.dctx = _Context(_lib, False)
+    return int(ctx.ptr)
+
+
+def read_frames(paths: list[str], blob: np.ndarray, cap: int, out: np.ndarray, nbytes: int) -> np.ndarray | None:
+    """``zopt.compat.loops.read_zstd`` with this library's functions and this thread's context:
+    the files ``paths`` read and each decoded (exactly one frame of ``nbytes``) into ``out``'s
+    rows. Call only after ``available()`` and ``loops.available()`` returned True."""
+    address = _lib.address
+    functions = (address["ZSTD_getFrameContentSize"], address["ZSTD_findFrameCompressedSize"],
+                 address["ZSTD_decompressDCtx"])
+    return loops.read_zstd(paths, blob, cap, functions, _dctx(), out, nbytes)
+
+
+def conditional_rows(rows: np.ndarray, level: int, checksum: bool, shuffle: int, zbit: int,
+                     windows: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``zopt.compat.loops.zstd_conditional`` with this thread's context: ``(data, ends, masks)``
+    of every row (``[mask byte][frame or bytes]``, back to back), or None on a tie (a frame
+    exactly a row's size). Call only after ``available()`` and ``loops.available()`` returned
+    True. Raises RuntimeError on a zstd error."""
+    if not rows.flags.c_contiguous:
+        rows = np.ascontiguousarray(rows)
+    n, width = rows.shape
+    cap = compress_bound(width)
+    out = np.empty(n * (1 + cap), dtype=np.uint8)
+    s = sum(length for _, length in windows) if shuffle else 0
+    failed, ends, masks = loops.zstd_conditional((_lib.address["ZSTD_compress2"], _cctx(level, checksum)), rows, out,
+                                                 cap, shuffle, zbit, windows, compress_bound(s))
+    if failed == -2:
+        return None
+    if failed >= 0:
+        _check(_lib, int(ends[failed]), "compression")
+        raise RuntimeError("zstd compression error: a frame larger than its bound")
+    out.resize(int(ends[-1]) if n else 0, refcheck=False)
+    return out, ends, masks
 
 
 def decompress_frames(blob: np.ndarray, ends: np.ndarray, out: np.ndarray, nbytes: int) -> bool:
@@ -245,9 +303,6 @@ def decompress_frames(blob: np.ndarray, ends: np.ndarray, out: np.ndarray, nbyte
         if content(base + start, end - start) != nbytes or frame(base + start, end - start) != end - start:
             return False
         start = end
-    ctx = getattr(_local, "dctx", None)
-    if ctx is None:
-        ctx = _local.dctx = _Context(lib, False)
     # zstd checks each frame's decoded size against the size its header declares
-    got = lib.ZSTD_decompressDCtx(ctx.ptr, _address(out), out.nbytes, base, start)
+    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out), out.nbytes, base, start)
     return got == out.nbytes

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from zopt.errors import ZoptError
+from zopt.store.files import walk_files
 
 __all__ = ["SourceUnreachableError", "is_url", "local_path", "url_fs"]
 
@@ -108,12 +109,8 @@ def files(location: str) -> list[tuple[str, int]]:
         base = path.rstrip("/") + "/"
         return sorted((p[len(base):], int(info.get("size") or 0)) for p, info in found.items() if p.startswith(base))
     root = local_path(location)
-    out = []
-    for dirpath, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(dirpath, n)
-            out.append((os.path.relpath(p, root), os.path.getsize(p)))
-    return sorted(out)
+    skip = len(os.path.join(root, ""))  # walk_files' paths are os.path.join(root, ...): no relpath per file
+    return sorted((p[skip:], st.st_size) for p, st in walk_files(root))
 
 
 def total_bytes(location: str) -> int:

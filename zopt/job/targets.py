@@ -25,8 +25,9 @@ from zopt.errors import ZoptError
 from zopt.io import locations as loc
 from zopt.io.paths import OverlapError, store_text
 from zopt.io.sources import SourceVariable, is_zarr, open_source
+from zopt.store.files import walk_files
 from zopt.store.journal import JOURNAL_DIR
-from zopt.store.shards import allocated_bytes, v3_metadata
+from zopt.store.shards import stat_allocated, v3_metadata
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -196,12 +197,10 @@ def stored_sizes(store: TargetLike, name: str) -> tuple[int, int]:
         n = sync(total())
         return n, n
     apparent = allocated = 0
-    for dirpath, _, files in os.walk(Path(store) / name):
-        for f in files:
-            if f not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
-                p = os.path.join(dirpath, f)
-                apparent += os.path.getsize(p)
-                allocated += allocated_bytes(p)
+    for path, st in walk_files(Path(store) / name):
+        if os.path.basename(path) not in ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
+            apparent += st.st_size
+            allocated += stat_allocated(st)
     return apparent, allocated
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import zarr
 
-from zopt.codecs.batch import GROUP_BYTES, BatchEncoder, EncodedBatch
+from zopt.codecs.batch import BatchEncoder, EncodedBatch, batch_size
 from zopt.codecs.chain import ChunkEncoder, EncodedChunk, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.codecs.decisions import Decision
@@ -248,7 +248,7 @@ class ShardJob:
     def encode_batches(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool
                        ) -> Iterator[EncodedBatch]:
         """``encode``'s chunks as ``EncodedBatch``es, in shard order: about ``GROUP_BYTES`` of
-        chunks per batch, each step of the chain once per batch (issue 34, part 2), where the
+        chunks per batch (equal batches, ``zopt.codecs.batch.batch_size``), each step of the chain once per batch (issue 34, part 2), where the
         chain has a batch encoder; else one batch of chunks encoded one by one."""
         if self.copy is not None:  # issue 34 G5: the source's checked chunk bytes (zopt.store.reshard)
             yield EncodedBatch.of_chunks(list(self.copy.chunks(self.layout, shard_coords, self.shape, part,
@@ -261,29 +261,36 @@ class ShardJob:
         layout = self.layout
         region, axis = self._region(shard_coords, part)
         lo, hi = region[axis].start, region[axis].stop
-        items = [it for it in layout.inner_chunk_items(shard_coords, self.shape) if lo <= it[2][axis].start < hi]
-        if not items:  # a part beyond the array's edge
-            return
         inner = layout.inner_shape
+        positions, grid, full = layout.inner_chunk_grid(shard_coords, self.shape)
+        starts = grid[:, axis] * inner[axis]
+        if part is not None:
+            keep = np.flatnonzero((starts >= lo) & (starts < hi))
+            positions, grid, full = positions[keep], grid[keep], full[keep]
+        if not len(positions):  # a part beyond the array's edge
+            return
+        indices: list[tuple[int, ...]] = list(map(tuple, grid.tolist()))
+        edge = (~full).any()
         slot = layout.slot_size if limit else None
-        per = max(1, GROUP_BYTES // max(1, math.prod(inner) * native.itemsize))
+        per = batch_size(len(indices), math.prod(inner) * native.itemsize)
         if direct is None:
             tiles = self._tiles(region, native, fill)
-        for g in range(0, len(items), per):
-            group = items[g : g + per]
+        for g in range(0, len(indices), per):
+            group, at = indices[g : g + per], positions[g : g + per]
             if direct is None:
                 stack = tiles[g : g + len(group)]
             else:
                 stack = _stack(len(group), inner, native)
-                direct.read_many([it[1] for it in group], stack, fill)
-                for k, (_, _, chunk_region, full) in enumerate(group):
-                    if not full:  # the source's edge chunk: the part outside the array is the fill value
-                        _blank_outside(stack[k], chunk_region, fill)
+                direct.read_many(group, stack, fill)
+                if edge:
+                    for k in np.flatnonzero(~full[g : g + per]).tolist():
+                        # the source's edge chunk: the part outside the array is the fill value
+                        _blank_outside(stack[k], layout.inner_chunk_region(group[k], self.shape), fill)
             empty = fill_rows(stack, fill)
             if empty.any():
                 keep = np.flatnonzero(~empty)
-                stack, group = stack[keep], [group[k] for k in keep.tolist()]
-            yield batch.encode(stack, [it[0] for it in group], [it[1] for it in group], limit=slot)
+                stack, at, group = stack[keep], at[keep], [group[k] for k in keep.tolist()]
+            yield batch.encode(stack, at, group, limit=slot)
 
     def _tiles(self, region: list[slice], native: np.dtype, fill: np.ndarray) -> np.ndarray:
         """The region's inner chunks as one C-contiguous ``(n, *inner shape)`` array in C order

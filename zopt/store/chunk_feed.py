@@ -24,13 +24,15 @@ else in it — raw chunks straight into their rows, zstd frames back to back int
 input buffer — and all the frames decoded with one call (``libzstd.decompress_frames``, which
 checks that each file is exactly one frame of one chunk). Where that does not hold (a file longer
 than any frame of one chunk, a frame of another size, corrupt bytes) the chunks are read one by one
-as ``read`` does, which names the chunk at fault.
+as ``read`` does, which names the chunk at fault. Where zopt's compiled loops are available
+(``zopt.compat.loops``) the files are read by one foreign call, with no Python between two files.
 
 Any other source goes through ``zopt.job.read_source`` as before.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Sequence
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zopt.compat import libzstd
+from zopt.compat import libzstd, loops
 from zopt.compat.zarr_compat import chunk_shape_of, endian_of, regular_chunk_shape
 from zopt.errors import ChunkDecodeError
 
@@ -180,7 +182,12 @@ class AlignedChunkReader:
         encode, prefix = self._encode_key, self._prefix
         paths = [prefix + encode(i) for i in indices] if os.sep == "/" else [self.path(i)[1] for i in indices]
         open_, readv, close, flags = os.open, os.readv, os.close, os.O_RDONLY
-        missing = []
+        missing: list[int] = []
+        if loops.available():  # every file's open/read/close in one foreign call
+            absent = self._read_compiled(indices, paths, rows, fill)
+            for k in np.flatnonzero(absent).tolist():
+                out[k] = fill
+            return
         if self.zstd is None:
             extra = memoryview(bytearray(1))  # one byte more tells a longer file
             got = [0] * n
@@ -220,14 +227,42 @@ class AlignedChunkReader:
                 ends.append(off)
             bounds = np.array(ends, dtype=np.int64)
             sizes = np.diff(bounds, prepend=0)
-            absent = set(missing)
-            present = [k for k in range(n) if k not in absent]
+            gone = set(missing)
+            present = [k for k in range(n) if k not in gone]
             whole = bool((sizes < cap).all())  # a file as long as ``cap`` is longer than any frame of one chunk
             if not (whole and self._direct_zstd and self._decode_runs(blob, bounds[present], present, rows)):
                 for k in present:  # one by one: names the chunk at fault
                     rows[k] = self.read(indices[k], fill).reshape(-1).view(np.uint8)
         for k in missing:
             out[k] = fill
+
+    def _read_compiled(self, indices: Sequence[tuple[int, ...]], paths: list[str], rows: np.ndarray, fill: np.ndarray
+                       ) -> np.ndarray:
+        """``read_many`` with the files read (and zstd frames checked and decoded) by one call of
+        ``zopt.compat.loops``. Returns the chunks without a file (bool ``(n,)``), left for the
+        caller to fill."""
+        n = len(paths)
+        if self.zstd is None:
+            sizes = loops.read_files(paths, rows.reshape(-1), rows.shape[1], self.nbytes)
+            missing: np.ndarray = sizes == -errno.ENOENT
+            bad = np.flatnonzero((sizes != self.nbytes) & ~missing)
+            if bad.size:
+                k = int(bad[0])
+                got = int(sizes[k])
+                raise ChunkDecodeError(self._encode_key(indices[k]), None,
+                                       ValueError(f"{got} or more bytes, expected {self.nbytes}"))
+            return missing
+        cap = self._read_nbytes
+        blob = getattr(_local, "many", None)
+        if blob is None or blob.size < n * cap:
+            blob = _local.many = np.empty(n * cap, dtype=np.uint8)
+        decoded = libzstd.read_frames(paths, blob, cap, rows, self.nbytes) if self._direct_zstd else None
+        if decoded is not None:  # read, checked and decoded in one foreign call
+            absent: np.ndarray = decoded == -errno.ENOENT
+            return absent
+        for k in range(n):  # one by one: names the chunk at fault (a missing one is the fill value)
+            rows[k] = self.read(indices[k], fill).reshape(-1).view(np.uint8)
+        return np.zeros(n, dtype=bool)
 
     def _decode_runs(self, blob: np.ndarray, ends: np.ndarray, present: list[int], rows: np.ndarray) -> bool:
         """Decode the frames of ``present`` chunks (consecutive runs of rows: one call each)."""

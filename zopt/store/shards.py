@@ -87,6 +87,14 @@ def _index_encoder(index_codecs: tuple[Any, ...], chunks_per_shard: tuple[int, .
     return ChunkEncoder(index_codecs, spec)
 
 
+@functools.lru_cache(maxsize=16)
+def _local_grid(chunks_per_shard: tuple[int, ...]) -> np.ndarray:
+    """The coordinates of a shard's inner chunks in it, int64 ``(n, ndim)`` in C order (read-only)."""
+    grid = np.indices(chunks_per_shard, dtype=np.int64).reshape(len(chunks_per_shard), -1).T.copy()
+    grid.flags.writeable = False
+    return grid
+
+
 @dataclass(frozen=True)
 class ShardLayout:
     """Geometry of the shards of one array.
@@ -187,6 +195,26 @@ class ShardLayout:
         """
         for i, index, region, _ in self.inner_chunk_items(shard_coords, array_shape):
             yield i, index, region
+
+    def inner_chunk_grid(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``inner_chunk_items`` as arrays, in the same order: ``(positions, indices, full)``,
+        int64 ``(n,)``, int64 ``(n, ndim)`` and bool ``(n,)``; no slices (issue 34: the items of a
+        64-chunk shard cost ~0.8 ms of GIL, a few numpy calls ~30 µs)."""
+        cps = self.chunks_per_shard
+        index = _local_grid(cps) + np.asarray(shard_coords, dtype=np.int64) * np.asarray(cps, dtype=np.int64)
+        start = index * np.asarray(self.inner_shape, dtype=np.int64)
+        shape = np.asarray(array_shape, dtype=np.int64)
+        inside = np.asarray((start < shape).all(axis=1))
+        full = np.asarray((start + np.asarray(self.inner_shape, dtype=np.int64) <= shape).all(axis=1))
+        if inside.all():
+            return np.arange(len(index), dtype=np.int64), index, full
+        positions = np.flatnonzero(inside)
+        return positions, index[positions], full[positions]
+
+    def inner_chunk_region(self, index: tuple[int, ...], array_shape: tuple[int, ...]) -> tuple[slice, ...]:
+        """The array region of inner chunk ``index`` (grid coordinates), clipped to the array."""
+        return tuple(slice(i * k, min((i + 1) * k, n)) for i, k, n in zip(index, self.inner_shape, array_shape, strict=True))
 
     def inner_chunk_items(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]) -> list[tuple[int, tuple[int, ...], tuple[slice, ...], bool]]:
         """``inner_chunks`` as a list, each item with a fourth field: True when the chunk lies
@@ -544,5 +572,9 @@ def classify(table: np.ndarray, layout: ShardLayout, file_size: int) -> str:
 
 def allocated_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes the file occupies on disk (``st_blocks * 512``; less than its size when sparse)."""
-    st = os.stat(path)
+    return stat_allocated(os.stat(path))
+
+
+def stat_allocated(st: os.stat_result) -> int:
+    """``allocated_bytes`` of a file from its ``os.stat`` result."""
     return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size

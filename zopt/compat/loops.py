@@ -1,0 +1,217 @@
+"""A batch's per-chunk loops in one foreign call: ``zopt/compat/_loops.c`` (issue 34, G3).
+
+Between two chunks' foreign calls (a file's ``open``/``read``/``close``, a chunk's compression)
+the interpreter holds the GIL ~10-25 µs, cold after the chunk's megabyte of work; 16 threads
+doing that ask for more of the GIL than there is. The loops of ``_loops.c`` make those calls for a
+whole batch of chunks in one call, during which ctypes has released the GIL.
+
+The library is compiled when zopt is installed (``hatch_build.py``: the C compiler of the
+platform, no Python headers, no library linked: the compressors are called through the function
+pointers of the libraries numcodecs loaded, so the bytes are numcodecs' own). Where it could not
+be built, ``available()`` is False and the callers run the same loops in Python, byte for byte
+the same output; ``ZOPT_NO_LOOPS=1`` forces that (tests run both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
+
+__all__ = ["Blosc", "available", "blosc_rows", "read_files", "read_zstd", "zstd_conditional", "zstd_rows"]
+
+VERSION = 4
+_PATH = Path(__file__).with_name("_loops.so.1")
+_lib: ctypes.CDLL | None | bool = None
+_lock = threading.Lock()
+_i64 = ctypes.c_int64
+_word = ctypes.c_size_t if ctypes.sizeof(ctypes.c_size_t) == ctypes.sizeof(ctypes.c_void_p) else ctypes.c_void_p
+
+
+def _load() -> ctypes.CDLL | bool:
+    if os.environ.get("ZOPT_NO_LOOPS") or not _PATH.exists():
+        return False
+    try:
+        lib = ctypes.CDLL(str(_PATH))
+        lib.zopt_loops_version.restype = _i64
+        if lib.zopt_loops_version() != VERSION:
+            return False
+        w = _word
+        for name, args in (
+            ("zopt_read_files", [w, _i64, w, _i64, _i64, w]),
+            ("zopt_read_zstd", [w, _i64, w, _i64, w, w, w, w, w, w, ctypes.c_uint64]),
+            ("zopt_zstd_rows", [w, w, w, _i64, _i64, w, _i64, _i64, w, _i64, w, _i64]),
+            ("zopt_zstd_conditional", [w, w, w, _i64, _i64, w, _i64, _i64, _i64, w, w, _i64, w, w, _i64, w, w]),
+            ("zopt_blosc_rows", [w, ctypes.c_int, ctypes.c_int, _i64, w, _i64, _i64, w, _i64, ctypes.c_char_p, _i64,
+                                 _i64, w]),
+        ):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = _i64, args
+    except (OSError, AttributeError):
+        return False
+    return lib
+
+
+def _library() -> ctypes.CDLL | None:
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib = _load()
+    return _lib if isinstance(_lib, ctypes.CDLL) else None
+
+
+def available() -> bool:
+    """True when the compiled loops are loaded (not with ``ZOPT_NO_LOOPS`` set)."""
+    return _library() is not None
+
+
+def function_address(fn: CFuncPtr) -> int:
+    """The address of a ctypes foreign function (``CDLL(...).name``), for the loops' function pointers."""
+    address = ctypes.cast(fn, ctypes.c_void_p).value
+    if not address:
+        raise ValueError("function_address: a null function pointer")
+    return int(address)
+
+
+def _address(a: np.ndarray) -> int:
+    return int(a.ctypes.data)
+
+
+def read_files(paths: Sequence[str], buf: np.ndarray, stride: int, cap: int) -> np.ndarray:
+    """Read the files ``paths`` whole into ``buf`` (writable 1-D uint8): file ``k`` at byte
+    ``k * stride``, or with ``stride`` 0 right after the bytes stored of the file before it; at
+    most ``cap`` bytes of each are stored (``buf`` must hold them all).
+
+    Returns int64 ``(n,)``: the bytes stored of each file, ``cap + 1`` for a file longer than
+    ``cap``, ``-errno.ENOENT`` for a file that does not exist. Raises OSError naming the file for
+    any other error. Call only after ``available()`` returned True.
+    """
+    lib = _library()
+    assert lib is not None
+    n = len(paths)
+    sizes = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return sizes
+    names = (ctypes.c_char_p * n)(*map(os.fsencode, paths))
+    failed = lib.zopt_read_files(ctypes.addressof(names), n, _address(buf), stride, cap, _address(sizes))
+    if failed >= 0:
+        code = -int(sizes[failed])
+        raise OSError(code, os.strerror(code), paths[failed])
+    return sizes
+
+
+def read_zstd(paths: Sequence[str], blob: np.ndarray, cap: int, functions: tuple[int, int, int], dctx: int,
+              out: np.ndarray, nbytes: int) -> np.ndarray | None:
+    """``read_files(paths, blob, 0, cap)``, then each file, which must be exactly one zstd frame
+    declaring ``nbytes`` of content, decoded into ``out`` (C-contiguous, writable, ``len(paths) *
+    nbytes`` bytes; file ``k`` to bytes ``[k * nbytes, (k + 1) * nbytes)``, a missing file's left
+    as they are). ``functions``: the addresses of libzstd's ``ZSTD_getFrameContentSize``,
+    ``ZSTD_findFrameCompressedSize`` and ``ZSTD_decompressDCtx``; ``dctx`` a decompression context.
+
+    Returns the sizes as ``read_files`` does, or None when a file is not one frame of ``nbytes``
+    that decodes (the caller then reads the chunks one by one, naming the one at fault). Raises
+    OSError naming the file for an error other than a missing file.
+    """
+    lib = _library()
+    assert lib is not None
+    n = len(paths)
+    sizes = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return sizes
+    names = (ctypes.c_char_p * n)(*map(os.fsencode, paths))
+    failed = lib.zopt_read_zstd(ctypes.addressof(names), n, _address(blob), cap, _address(sizes), *functions, dctx,
+                                _address(out), nbytes)
+    if failed >= 0:
+        code = -int(sizes[failed])
+        raise OSError(code, os.strerror(code), paths[failed])
+    return sizes if failed == -1 else None
+
+
+_local = threading.local()
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch row of at least ``nbytes`` (reused: no page faults from chunk to chunk)."""
+    buf = getattr(_local, "scratch", None)
+    if buf is None or buf.size < nbytes:
+        buf = _local.scratch = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf
+
+
+def zstd_rows(compress2: int, ctx: int, rows: np.ndarray, out: np.ndarray, cap: int, head: int, shuffle: int = 1,
+              shuffled_rows: int | None = None) -> tuple[int, np.ndarray]:
+    """Each row of ``rows`` (2-D C-contiguous uint8 ``(n, width)``) compressed with libzstd's
+    ``ZSTD_compress2`` (its address) on context ``ctx``, into ``out`` back to back, each after
+    ``head`` bytes; ``cap``: room for one frame. ``shuffle`` > 1: each row (the first
+    ``shuffled_rows``; default all) byte-shuffled first with that element size, as
+    ``zopt.codecs.shuffle.shuffle_rows`` does. Returns ``(-1, ends)`` (int64 ``(n,)``: each
+    chunk's end in ``out``), or ``(k, ends)`` when row ``k`` failed with zstd's code ``ends[k]``."""
+    lib = _library()
+    assert lib is not None
+    n, width = rows.shape
+    ends = np.empty(n, dtype=np.int64)
+    scratch = _scratch(width) if shuffle > 1 else None
+    failed = lib.zopt_zstd_rows(compress2, ctx, _address(rows) if rows.size else 0, n, width, _address(out), cap,
+                                head, _address(ends), shuffle, 0 if scratch is None else _address(scratch),
+                                n if shuffled_rows is None else shuffled_rows)
+    return int(failed), ends
+
+
+class Blosc(NamedTuple):
+    """c-blosc's ``blosc_compress_ctx`` (its address) and numcodecs' arguments for it."""
+
+    compress_ctx: int
+    clevel: int
+    shuffle: int
+    typesize: int
+    cname: bytes
+    blocksize: int
+
+
+def blosc_rows(blosc: Blosc, rows: np.ndarray, out: np.ndarray, cap: int, head: int) -> tuple[int, np.ndarray]:
+    """``zstd_rows`` for c-blosc's ``blosc_compress_ctx`` with numcodecs' arguments (one thread);
+    a failed row's ``ends[k]`` is blosc's return value."""
+    lib = _library()
+    assert lib is not None
+    n, width = rows.shape
+    ends = np.empty(n, dtype=np.int64)
+    failed = lib.zopt_blosc_rows(blosc.compress_ctx, blosc.clevel, blosc.shuffle, blosc.typesize,
+                                 _address(rows) if rows.size else 0, n, width, _address(out), cap, blosc.cname,
+                                 blosc.blocksize, head, _address(ends))
+    return int(failed), ends
+
+
+def zstd_conditional(zstd: tuple[int, int], rows: np.ndarray, out: np.ndarray, cap: int, shuffle: int, zbit: int,
+                     windows: Sequence[tuple[int, int]], trial_cap: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """``conditional([shuffle, zstd])`` (``shuffle``: the element size) or ``conditional([zstd])``
+    (``shuffle`` 0) with ``compress_if_smaller`` and a one-byte header, every row of ``rows``
+    (2-D C-contiguous uint8 ``(n, width)``) into ``out`` (``n * (1 + cap)`` bytes) in one foreign
+    call: the shuffle judged on the sample ``windows`` (``(start, length)`` in bytes), as
+    ``zopt.codecs.batch._Conditional`` does. ``zstd``: the address of libzstd's
+    ``ZSTD_compress2`` and a compression context. ``zbit``: the mask bit of zstd; ``trial_cap``: room
+    for the frame of one sample. Returns ``(status, ends, masks)``: status -1, -2 for a tie (a
+    frame exactly ``width`` bytes: encode the batch another way), or ``k`` for a row zstd failed on
+    (its code in ``ends[k]``).
+    """
+    lib = _library()
+    assert lib is not None
+    n, width = rows.shape
+    ends, masks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    spans = np.array(windows if shuffle else [], dtype=np.int64).reshape(-1, 2)
+    starts, lengths = np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1])
+    s = int(lengths.sum())
+    scratch = _scratch(width + 2 * s + trial_cap)
+    trial = scratch[width + 2 * s :]
+    failed = lib.zopt_zstd_conditional(*zstd, _address(rows) if rows.size else 0, n, width, _address(out),
+                                       cap, shuffle, zbit, _address(starts), _address(lengths), len(spans),
+                                       _address(scratch), _address(trial), trial_cap, _address(ends), _address(masks))
+    return int(failed), ends, masks
