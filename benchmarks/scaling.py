@@ -365,16 +365,19 @@ def _canary_alone(seconds: float) -> float:
 
 
 def _subset(src: str, work: str, chunks: int) -> tuple[str, int]:
-    """A source of about ``chunks`` of the 64³ chunks of ``src`` (its first ones, as their own
-    store: a copy of those chunk files, shape cut to them), and its size in bytes."""
+    """A source of about ``chunks`` of the 64³ chunks of ``src`` in whole 256³ shards of the target
+    (its first ones, as their own store: a copy of those chunk files, shape cut to them; a cut
+    through shards would give the slow chains shards of fewer chunks, each paying a shard's
+    Python), and its size in bytes."""
     meta = json.loads((Path(src) / "v" / "zarr.json").read_text())
     shape = meta["shape"]
-    per_slab = (shape[1] // INNER) * (shape[2] // INNER)
-    nzc = max(1, min(shape[0] // INNER, chunks // per_slab))
-    nyc = shape[1] // INNER if chunks >= per_slab else max(1, chunks // (shape[2] // INNER))
-    new = [nzc * INNER, nyc * INNER, shape[2]]
-    if new == shape:
+    sz, sy, sx = (n // SHARD for n in shape)
+    want = max(1, chunks // (SHARD // INNER) ** 3)
+    if want >= sz * sy * sx:
         return src, 4 * shape[0] * shape[1] * shape[2]
+    nz, ny, nx = (want // (sy * sx), sy, sx) if want >= sy * sx else (1, want // sx, sx) if want >= sx else (1, 1, want)
+    new = [nz * SHARD, ny * SHARD, nx * SHARD]
+    limits = [n // INNER for n in new]
     small = Path(work) / f"src-{new[0]}x{new[1]}x{new[2]}.zarr"
     if not (small / "complete").exists():
         shutil.rmtree(small, ignore_errors=True)
@@ -383,8 +386,8 @@ def _subset(src: str, work: str, chunks: int) -> tuple[str, int]:
             parts = Path(d).parts
             if "c" not in parts:
                 return []
-            depth = len(parts) - parts.index("c") - 1  # 0: the z directories, 1: y
-            limit = (nzc, nyc)[depth] if depth < 2 else None
+            depth = len(parts) - parts.index("c") - 1  # 0: the z directories, 1: y, 2: x (the files)
+            limit = limits[depth] if depth < 3 else None
             return [n for n in names if limit is not None and n.isdigit() and int(n) >= limit]
 
         shutil.copytree(src, small, ignore=skip)
