@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from zopt.codecs.chain import ChunkEncoder, EncodedChunk
 
-__all__ = ["GROUP_BYTES", "BatchEncoder", "EncodedBatch", "batch_size"]
+__all__ = ["GROUP_BYTES", "PIECES_GROUP_BYTES", "BatchEncoder", "EncodedBatch", "batch_size"]
 
 #: most raw bytes of the chunks encoded in one batch (a shard's chunks are split into equal
 #: batches under it). Large, because each batch costs ~1 ms of GIL for its Python, run cold after
@@ -55,10 +55,17 @@ __all__ = ["GROUP_BYTES", "BatchEncoder", "EncodedBatch", "batch_size"]
 GROUP_BYTES = 30 << 20
 
 
-def batch_size(count: int, chunk_nbytes: int) -> int:
+#: ``GROUP_BYTES`` for pcodec chains, whose encoded chunks are pcodec's own ``bytes`` objects (no
+#: batch-sized output buffer to keep under the mmap threshold): a 64 MiB shard in 2 batches, not 3
+PIECES_GROUP_BYTES = 32 << 20
+
+
+def batch_size(count: int, chunk_nbytes: int, group_bytes: int | None = None) -> int:
     """Chunks per batch for ``count`` chunks of ``chunk_nbytes`` bytes: equal batches of at most
-    ``GROUP_BYTES`` (at least one chunk), so that no small last batch pays a batch's Python alone."""
-    per = max(1, GROUP_BYTES // max(1, chunk_nbytes))
+    ``group_bytes`` (default ``GROUP_BYTES``; at least one chunk), so that no small last batch pays
+    a batch's Python alone."""
+    group = GROUP_BYTES if group_bytes is None else group_bytes
+    per = max(1, group // max(1, chunk_nbytes))
     batches = -(-count // per)
     return max(1, -(-count // max(1, batches)))
 
@@ -395,6 +402,8 @@ class BatchEncoder:
         self.filters = filters  # element sizes of the byte shuffles, in order
         self.final = final
         self._pcodec = pcodec_compressor(encoder.array_bytes_codec) if pcodec else None
+        #: most raw bytes per batch (``batch_size``)
+        self.group_bytes: int | None = PIECES_GROUP_BYTES if pcodec else None
         # [shuffle, zstd] with zopt's compiled loops: each row shuffled and compressed in one call
         # for the batch (no shuffled copy of the batch, no Python between the steps)
         zstd = _zstd_settings(encoder.bytes_bytes_codecs[-1]) if encoder.bytes_bytes_codecs else None

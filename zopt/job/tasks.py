@@ -248,8 +248,9 @@ class ShardJob:
     def encode_batches(self, shard_coords: tuple[int, ...], part: tuple[int, int] | None, limit: bool
                        ) -> Iterator[EncodedBatch]:
         """``encode``'s chunks as ``EncodedBatch``es, in shard order: about ``GROUP_BYTES`` of
-        chunks per batch (equal batches, ``zopt.codecs.batch.batch_size``), each step of the chain once per batch (issue 34, part 2), where the
-        chain has a batch encoder; else one batch of chunks encoded one by one."""
+        chunks per batch (equal batches, ``zopt.codecs.batch.batch_size``), each step of the chain
+        once per batch (issue 34, part 2), where the chain has a batch encoder; else one batch of
+        chunks encoded one by one."""
         if self.copy is not None:  # issue 34 G5: the source's checked chunk bytes (zopt.store.reshard)
             yield EncodedBatch.of_chunks(list(self.copy.chunks(self.layout, shard_coords, self.shape, part,
                                                                split_axis(self.layout))))
@@ -272,7 +273,7 @@ class ShardJob:
         indices: list[tuple[int, ...]] = list(map(tuple, grid.tolist()))
         edge = (~full).any()
         slot = layout.slot_size if limit else None
-        per = batch_size(len(indices), math.prod(inner) * native.itemsize)
+        per = batch_size(len(indices), math.prod(inner) * native.itemsize, batch.group_bytes)
         if direct is None:
             tiles = self._tiles(region, native, fill)
         for g in range(0, len(indices), per):
