@@ -9,7 +9,9 @@ The library is compiled when zopt is installed (``hatch_build.py``: the C compil
 platform, no Python headers, no library linked: the compressors are called through the function
 pointers of the libraries numcodecs loaded, so the bytes are numcodecs' own). Where it could not
 be built, ``available()`` is False and the callers run the same loops in Python, byte for byte
-the same output; ``ZOPT_NO_LOOPS=1`` forces that (tests run both).
+the same output; ``ZOPT_NO_LOOPS=1`` forces that (tests run both). The library is looked for
+beside this file, then in zopt's installed distribution (a source checkout on ``sys.path`` in
+front of the installed package), and used only if its ABI version is this module's ``VERSION``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -36,11 +38,34 @@ _i64 = ctypes.c_int64
 _word = ctypes.c_size_t if ctypes.sizeof(ctypes.c_size_t) == ctypes.sizeof(ctypes.c_void_p) else ctypes.c_void_p
 
 
-def _load() -> ctypes.CDLL | bool:
-    if os.environ.get("ZOPT_NO_LOOPS") or not _PATH.exists():
-        return False
+def _paths() -> list[Path]:
+    """Where the library may be: beside this file (an install, or an editable one), then in the
+    installed distribution of zopt (this module imported from a source tree that shadows the
+    installed package, as ``python -m pytest`` in a checkout does)."""
+    paths = [_PATH]
     try:
-        lib = ctypes.CDLL(str(_PATH))
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        dist = distribution("zopt")
+        paths += [Path(str(dist.locate_file(f))) for f in dist.files or () if f.name == _PATH.name]
+    except (PackageNotFoundError, OSError):  # zopt not installed: only the file beside this one
+        pass
+    return [p for p in paths if p.is_file()]
+
+
+def _load() -> ctypes.CDLL | bool:
+    if os.environ.get("ZOPT_NO_LOOPS"):
+        return False
+    for path in _paths():  # the first of this ABI version
+        lib = _open(path)
+        if lib:
+            return lib
+    return False
+
+
+def _open(path: Path) -> ctypes.CDLL | bool:
+    try:
+        lib = ctypes.CDLL(str(path))
         lib.zopt_loops_version.restype = _i64
         if lib.zopt_loops_version() != VERSION:
             return False
@@ -95,18 +120,25 @@ def read_files(paths: Sequence[str], buf: np.ndarray, stride: int, cap: int) -> 
     ``cap``, ``-errno.ENOENT`` for a file that does not exist. Raises OSError naming the file for
     any other error. Call only after ``available()`` returned True.
     """
+    return _read(paths, "zopt_read_files", lambda names, sizes: (_address(buf), stride, cap, sizes))[1]
+
+
+def _read(paths: Sequence[str], function: str, arguments: Callable[[int, int], tuple[int, ...]]) -> tuple[int, np.ndarray]:
+    """Call the reading loop ``function`` on ``paths`` with ``(names, n, *arguments(names, sizes))``
+    (the addresses of the paths' array and of the sizes' array); returns its status and the sizes.
+    Raises OSError naming the file it failed on."""
     lib = _library()
     assert lib is not None
     n = len(paths)
     sizes = np.empty(n, dtype=np.int64)
     if n == 0:
-        return sizes
+        return -1, sizes
     names = (ctypes.c_char_p * n)(*map(os.fsencode, paths))
-    failed = lib.zopt_read_files(ctypes.addressof(names), n, _address(buf), stride, cap, _address(sizes))
+    failed = int(getattr(lib, function)(ctypes.addressof(names), n, *arguments(ctypes.addressof(names), _address(sizes))))
     if failed >= 0:
         code = -int(sizes[failed])
         raise OSError(code, os.strerror(code), paths[failed])
-    return sizes
+    return failed, sizes
 
 
 def read_zstd(paths: Sequence[str], blob: np.ndarray, cap: int, functions: tuple[int, int, int], dctx: int,
@@ -121,18 +153,8 @@ def read_zstd(paths: Sequence[str], blob: np.ndarray, cap: int, functions: tuple
     that decodes (the caller then reads the chunks one by one, naming the one at fault). Raises
     OSError naming the file for an error other than a missing file.
     """
-    lib = _library()
-    assert lib is not None
-    n = len(paths)
-    sizes = np.empty(n, dtype=np.int64)
-    if n == 0:
-        return sizes
-    names = (ctypes.c_char_p * n)(*map(os.fsencode, paths))
-    failed = lib.zopt_read_zstd(ctypes.addressof(names), n, _address(blob), cap, _address(sizes), *functions, dctx,
-                                _address(out), nbytes)
-    if failed >= 0:
-        code = -int(sizes[failed])
-        raise OSError(code, os.strerror(code), paths[failed])
+    failed, sizes = _read(paths, "zopt_read_zstd",
+                          lambda names, sizes: (_address(blob), cap, sizes, *functions, dctx, _address(out), nbytes))
     return sizes if failed == -1 else None
 
 
