@@ -50,7 +50,8 @@ class LoopsBuildHook(BuildHookInterface):  # type: ignore[misc]
         if os.environ.get("ZOPT_NO_LOOPS"):
             return
         source = Path(self.root, SOURCE)
-        built = Path(tempfile.mkdtemp(prefix="zopt-loops-"), Path(TARGET).name)
+        self._tmp = tempfile.mkdtemp(prefix="zopt-loops-")  # removed by finalize, once the wheel holds it
+        built = Path(self._tmp, Path(TARGET).name)
         why = compile_loops(source, built)
         if why is not None:
             self.app.display_warning(f"zopt: its compiled loops were not built, zopt runs them in Python ({why})")
@@ -64,3 +65,8 @@ class LoopsBuildHook(BuildHookInterface):  # type: ignore[misc]
             os.replace(tmp, target)
         else:
             build_data["force_include"][str(built)] = TARGET
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

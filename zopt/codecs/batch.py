@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 import numcodecs
 import numpy as np
 
-from zopt.codecs.chain import pcodec_compressor
 from zopt.codecs.conditional import ConditionalCodec, format_header
 from zopt.codecs.decisions import SAMPLE_ABOVE, CompressIfSmaller, FixedMask, sample_windows
 from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
@@ -330,13 +329,8 @@ class _Conditional:
         windows = sample_windows(width, decision.sample_fraction, decision.sample_windows)
         sample = np.concatenate([rows[:, s : s + w] for s, w in windows], axis=1)
         s = sample.shape[1]
-        if loops.available() and self._element_size > 1:  # both trials in one foreign call
-            trials = _sizes(libzstd.compress_rows(np.concatenate([sample, sample]), self.level, self.checksum, 0,
-                                                  self._element_size, n)[1])
-            on, off = np.minimum(trials[:n], s), np.minimum(trials[n:], s)
-        else:
-            on = np.minimum(_sizes(self._frames(sample, 0, True)[1]), s)
-            off = np.minimum(_sizes(self._frames(sample)[1]), s)
+        on = np.minimum(_sizes(self._frames(sample, 0, True)[1]), s)
+        off = np.minimum(_sizes(self._frames(sample)[1]), s)
         stored = np.minimum(on, off) >= s  # early abort: stored as it is
         shuffle = (on < off) & ~stored
         payload: Rows | None
@@ -401,13 +395,12 @@ class BatchEncoder:
         self.pcodec = pcodec
         self.filters = filters  # element sizes of the byte shuffles, in order
         self.final = final
-        self._pcodec = pcodec_compressor(encoder.array_bytes_codec) if pcodec else None
         #: most raw bytes per batch (``batch_size``)
         self.group_bytes: int | None = PIECES_GROUP_BYTES if pcodec else None
-        # [shuffle, zstd] with zopt's compiled loops: each row shuffled and compressed in one call
+        # [shuffle, zstd]: with zopt's compiled loops each row is shuffled and compressed in one call
         # for the batch (no shuffled copy of the batch, no Python between the steps)
         zstd = _zstd_settings(encoder.bytes_bytes_codecs[-1]) if encoder.bytes_bytes_codecs else None
-        self.fused = zstd if zstd is not None and len(filters) == 1 and callable(final) and loops.available() else None
+        self.shuffle_zstd = zstd if zstd is not None and len(filters) == 1 and callable(final) else None
 
     @classmethod
     def of(cls, encoder: ChunkEncoder) -> BatchEncoder | None:
@@ -447,23 +440,17 @@ class BatchEncoder:
             return EncodedBatch(np.empty(0, np.int64), np.empty(0, np.int64), None, data=np.empty(0, np.uint8))
         if self.pcodec:
             flat = stack.reshape(n, -1)
-            pcodec = self._pcodec if flat.flags.aligned else None
-            if pcodec is not None:  # each row C-contiguous and aligned: pcodec's call and nothing else
-                compress, config = pcodec
-                frombuffer, u8 = np.frombuffer, np.uint8
-                pieces = [frombuffer(compress(row, config), dtype=u8) for row in flat]
-            else:
-                direct = encoder.direct
-                assert direct is not None  # `of` takes pcodec chains only where direct_kind is "pcodec"
-                pieces = [direct(flat[k]) for k in range(n)]
+            direct = encoder.direct
+            assert direct is not None  # `of` takes pcodec chains only where direct_kind is "pcodec"
+            pieces = [direct(flat[k]) for k in range(n)]
             batch = EncodedBatch(np.asarray(positions, dtype=np.int64),
                                  np.fromiter((p.size for p in pieces), dtype=np.int64, count=n), None, pieces=pieces)
             return self._limited(batch, stack, indices, limit)
         rows = stack.reshape(n, -1).view(np.uint8)
         final = self.final
         masks = None
-        if self.fused is not None:
-            data, ends = libzstd.compress_rows(rows, *self.fused, 0, self.filters[0])
+        if self.shuffle_zstd is not None and loops.available():
+            data, ends = libzstd.compress_rows(rows, *self.shuffle_zstd, 0, self.filters[0])
             batch = EncodedBatch(np.asarray(positions, dtype=np.int64), _sizes(ends), masks, data=data)
             return self._limited(batch, stack, indices, limit)
         for size in self.filters:

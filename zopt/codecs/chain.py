@@ -380,9 +380,12 @@ def _direct_array_bytes(array_array: Sequence[object], array_bytes: ArrayBytesCo
             return (chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)).reshape(-1).view(np.uint8)
 
         return native, raw, "bytes"
-    pcodec = pcodec_compressor(array_bytes)
-    if pcodec is not None:
-        compress, config = pcodec
+    nc = numcodec_of(array_bytes)
+    if nc is not None and type(nc).__name__ == "PCodec" and type(nc).__module__ == "numcodecs.pcodec":
+        from pcodec import standalone
+
+        config = nc._get_chunk_config()  # what PCodec.encode builds on every call
+        compress = standalone.simple_compress
 
         def pco(chunk: np.ndarray) -> np.ndarray:
             flat = (chunk if chunk.flags.c_contiguous and chunk.flags.aligned else np.require(chunk, requirements=("C", "A"))).reshape(-1)
@@ -390,18 +393,6 @@ def _direct_array_bytes(array_array: Sequence[object], array_bytes: ArrayBytesCo
 
         return native, pco, "pcodec"
     return None, None, None
-
-
-def pcodec_compressor(array_bytes: ArrayBytesCodec) -> tuple[Callable[[np.ndarray, object], bytes], object] | None:
-    """``(compress, config)`` of numcodecs' ``PCodec`` as the array→bytes codec: pcodec's
-    ``standalone.simple_compress`` and the chunk config ``PCodec.encode`` builds on every call
-    (``compress(flat C-contiguous aligned 1-D array, config) -> bytes``); None for another codec."""
-    nc = numcodec_of(array_bytes)
-    if nc is None or type(nc).__name__ != "PCodec" or type(nc).__module__ != "numcodecs.pcodec":
-        return None
-    from pcodec import standalone
-
-    return standalone.simple_compress, nc._get_chunk_config()
 
 
 def _codec_name(codec: Codec) -> str:

@@ -23,7 +23,7 @@ typedef size_t (*zstd_decompress_fn)(void *, void *, size_t, const void *, size_
 typedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void *, void *, size_t, const char *, size_t, int);
 
 /* ABI version: zopt.compat.loops refuses a library of another one. */
-int64_t zopt_loops_version(void) { return 4; }
+int64_t zopt_loops_version(void) { return 5; }
 
 /* Read the files paths[0..n) whole, file k to buf + k * stride (stride 0: each right after the
  * previous one's bytes). At most cap bytes of each are stored; sizes[k] is the byte count stored,
@@ -130,17 +130,16 @@ static void byte_shuffle(const uint8_t *src, uint8_t *dst, int64_t width, int64_
 
 /* One zstd frame per row of src (n rows of width bytes) with ZSTD_compress2 on ctx, back to back
  * in dst, each after head bytes left to the caller; ends[k] is the end of chunk k (head and frame).
- * cap: the room for one frame (ZSTD_compressBound(width)). shuffle > 1: each of the first
- * shuffled_rows rows is byte-shuffled with that element size into scratch (width bytes) first. Returns -1, or the index k of a row
+ * cap: the room for one frame (ZSTD_compressBound(width)). shuffle > 1: each row is byte-shuffled
+ * with that element size into scratch (width bytes) first. Returns -1, or the index k of a row
  * that failed (ends[k] = zstd's error code). */
 int64_t zopt_zstd_rows(zstd_compress2_fn fn, void *ctx, const uint8_t *src, int64_t n, int64_t width,
-                       uint8_t *dst, int64_t cap, int64_t head, int64_t *ends, int64_t shuffle, uint8_t *scratch,
-                       int64_t shuffled_rows)
+                       uint8_t *dst, int64_t cap, int64_t head, int64_t *ends, int64_t shuffle, uint8_t *scratch)
 {
     int64_t off = 0;
     for (int64_t k = 0; k < n; k++) {
         const uint8_t *row = src + k * width;
-        if (shuffle > 1 && k < shuffled_rows) {
+        if (shuffle > 1) {
             byte_shuffle(row, scratch, width, shuffle);
             row = scratch;
         }

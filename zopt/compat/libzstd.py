@@ -21,9 +21,10 @@ Batches (issue 34, part 2): after a call that touches a megabyte the interpreter
 of the CPU cache, so every return to Python costs ~10-20 µs of GIL. ``compress_rows`` compresses
 the rows of a 2-D array into frames placed back to back in one buffer, a loop with nothing but the
 foreign call in it (where zopt's compiled loops are available, ``zopt.compat.loops``, one foreign
-call for all the rows: no Python between two frames); ``decompress_frames`` decodes the frames of many chunks laid back to back with
-one foreign call (zstd decodes concatenated frames in one go), after checking that each piece is
-exactly one frame declaring the chunk's size (which zstd then enforces).
+call for all the rows: no Python between two frames); ``decompress_frames`` decodes the frames of
+many chunks laid back to back with one foreign call (zstd decodes concatenated frames in one go),
+after checking that each piece is exactly one frame declaring the chunk's size (which zstd then
+enforces); ``read_frames`` reads, checks and decodes a batch's chunk files in one compiled call.
 """
 
 from __future__ import annotations
@@ -199,16 +200,16 @@ def decompress_into(blob: bytes | bytearray | memoryview | np.ndarray, out: np.n
     return got
 
 
-def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: int = 0, shuffle: int = 1,
-                  shuffled_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: int = 0, shuffle: int = 1
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """One zstd frame per row of ``rows`` (2-D C-contiguous uint8 ``(n, width)``), each the bytes
     of ``numcodecs.zstd.compress(row, level, checksum)``, back to back in one 1-D uint8 array and
     each preceded by ``head`` bytes left for the caller (uninitialised). Returns ``(data, ends)``:
     chunk ``k`` (head and frame) is ``data[ends[k - 1]:ends[k]]`` (``ends[-1]`` is 0), ``ends``
     int64 ``(n,)``. The GIL is released for each frame. Call only after ``available()`` returned
-    True. ``shuffle`` > 1: each row (the first ``shuffled_rows``; default all) is byte-shuffled
-    with that element size first (``zopt.codecs.shuffle.shuffle_rows``' bytes), one row at a
-    time; only where the compiled loops are available (else ValueError). Raises RuntimeError on a zstd error.
+    True. ``shuffle`` > 1: each row is byte-shuffled with that element size first
+    (``zopt.codecs.shuffle.shuffle_rows``' bytes), one row at a time; only where the compiled
+    loops are available (else ValueError). Raises RuntimeError on a zstd error.
     """
     if not rows.flags.c_contiguous:  # the loop walks the rows by address
         rows = np.ascontiguousarray(rows)
@@ -221,8 +222,7 @@ def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: in
     lib = _lib
     ctx = _cctx(level, checksum)
     if fused:  # one foreign call for all the rows
-        failed, frame_ends = loops.zstd_rows(lib.address["ZSTD_compress2"], ctx, rows, out, cap, head, shuffle,
-                                               shuffled_rows)
+        failed, frame_ends = loops.zstd_rows(lib.address["ZSTD_compress2"], ctx, rows, out, cap, head, shuffle)
         if failed >= 0:
             _check(lib, int(frame_ends[failed]), "compression")
             raise RuntimeError("zstd compression error: a frame larger than its bound")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Blosc", "available", "blosc_rows", "read_files", "read_zstd", "zstd_conditional", "zstd_rows"]
 
-VERSION = 4
+VERSION = 5
 _PATH = Path(__file__).with_name("_loops.so.1")
 _lib: ctypes.CDLL | None | bool = None
 _lock = threading.Lock()
@@ -73,7 +73,7 @@ def _open(path: Path) -> ctypes.CDLL | bool:
         for name, args in (
             ("zopt_read_files", [w, _i64, w, _i64, _i64, w]),
             ("zopt_read_zstd", [w, _i64, w, _i64, w, w, w, w, w, w, ctypes.c_uint64]),
-            ("zopt_zstd_rows", [w, w, w, _i64, _i64, w, _i64, _i64, w, _i64, w, _i64]),
+            ("zopt_zstd_rows", [w, w, w, _i64, _i64, w, _i64, _i64, w, _i64, w]),
             ("zopt_zstd_conditional", [w, w, w, _i64, _i64, w, _i64, _i64, _i64, w, w, _i64, w, w, _i64, w, w]),
             ("zopt_blosc_rows", [w, ctypes.c_int, ctypes.c_int, _i64, w, _i64, _i64, w, _i64, ctypes.c_char_p, _i64,
                                  _i64, w]),
@@ -169,13 +169,12 @@ def _scratch(nbytes: int) -> np.ndarray:
     return buf
 
 
-def zstd_rows(compress2: int, ctx: int, rows: np.ndarray, out: np.ndarray, cap: int, head: int, shuffle: int = 1,
-              shuffled_rows: int | None = None) -> tuple[int, np.ndarray]:
+def zstd_rows(compress2: int, ctx: int, rows: np.ndarray, out: np.ndarray, cap: int, head: int, shuffle: int = 1
+              ) -> tuple[int, np.ndarray]:
     """Each row of ``rows`` (2-D C-contiguous uint8 ``(n, width)``) compressed with libzstd's
     ``ZSTD_compress2`` (its address) on context ``ctx``, into ``out`` back to back, each after
-    ``head`` bytes; ``cap``: room for one frame. ``shuffle`` > 1: each row (the first
-    ``shuffled_rows``; default all) byte-shuffled first with that element size, as
-    ``zopt.codecs.shuffle.shuffle_rows`` does. Returns ``(-1, ends)`` (int64 ``(n,)``: each
+    ``head`` bytes; ``cap``: room for one frame. ``shuffle`` > 1: each row byte-shuffled first
+    with that element size, as ``zopt.codecs.shuffle.shuffle_rows`` does. Returns ``(-1, ends)`` (int64 ``(n,)``: each
     chunk's end in ``out``), or ``(k, ends)`` when row ``k`` failed with zstd's code ``ends[k]``."""
     lib = _library()
     assert lib is not None
@@ -183,8 +182,7 @@ def zstd_rows(compress2: int, ctx: int, rows: np.ndarray, out: np.ndarray, cap: 
     ends = np.empty(n, dtype=np.int64)
     scratch = _scratch(width) if shuffle > 1 else None
     failed = lib.zopt_zstd_rows(compress2, ctx, _address(rows) if rows.size else 0, n, width, _address(out), cap,
-                                head, _address(ends), shuffle, 0 if scratch is None else _address(scratch),
-                                n if shuffled_rows is None else shuffled_rows)
+                                head, _address(ends), shuffle, 0 if scratch is None else _address(scratch))
     return int(failed), ends
 
 

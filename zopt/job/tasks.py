@@ -264,8 +264,8 @@ class ShardJob:
         lo, hi = region[axis].start, region[axis].stop
         inner = layout.inner_shape
         positions, grid, full = layout.inner_chunk_grid(shard_coords, self.shape)
-        starts = grid[:, axis] * inner[axis]
         if part is not None:
+            starts = grid[:, axis] * inner[axis]
             keep = np.flatnonzero((starts >= lo) & (starts < hi))
             positions, grid, full = positions[keep], grid[keep], full[keep]
         if not len(positions):  # a part beyond the array's edge

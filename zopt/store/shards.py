@@ -29,7 +29,6 @@ Only local directory stores are written here (the engine writes other stores thr
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -198,9 +197,11 @@ class ShardLayout:
 
     def inner_chunk_grid(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``inner_chunk_items`` as arrays, in the same order: ``(positions, indices, full)``,
-        int64 ``(n,)``, int64 ``(n, ndim)`` and bool ``(n,)``; no slices (issue 34: the items of a
-        64-chunk shard cost ~0.8 ms of GIL, a few numpy calls ~30 µs)."""
+        """The inner chunks of a shard that overlap the array, in shard (C) order, as arrays:
+        ``(positions, indices, full)``, int64 ``(n,)`` (position in the shard), int64 ``(n, ndim)``
+        (coordinates in the array's inner-chunk grid) and bool ``(n,)`` (the chunk lies whole inside
+        the array). A few numpy calls, no slices (issue 34: tuples of slices per chunk cost a
+        64-chunk shard ~0.8 ms of GIL)."""
         cps = self.chunks_per_shard
         index = _local_grid(cps) + np.asarray(shard_coords, dtype=np.int64) * np.asarray(cps, dtype=np.int64)
         start = index * np.asarray(self.inner_shape, dtype=np.int64)
@@ -218,28 +219,11 @@ class ShardLayout:
 
     def inner_chunk_items(self, shard_coords: tuple[int, ...], array_shape: tuple[int, ...]) -> list[tuple[int, tuple[int, ...], tuple[slice, ...], bool]]:
         """``inner_chunks`` as a list, each item with a fourth field: True when the chunk lies
-        whole inside the array (its region has ``inner_shape``). Built per axis, then combined:
-        a few microseconds per chunk less than ``np.ndindex`` per chunk (issue 34)."""
-        cps = self.chunks_per_shard
-        axes = []
-        for s, n, k, size in zip(shard_coords, cps, self.inner_shape, array_shape, strict=True):
-            axis = []
-            for c in range(n):
-                start = (s * n + c) * k
-                if start >= size:
-                    break
-                axis.append((c, s * n + c, slice(start, min(start + k, size)), start + k <= size))
-            axes.append(axis)
-        strides = [math.prod(cps[d + 1 :]) for d in range(len(cps))]
-        items = []
-        for combo in itertools.product(*axes):
-            items.append((
-                sum(a[0] * st for a, st in zip(combo, strides, strict=True)),
-                tuple(a[1] for a in combo),
-                tuple(a[2] for a in combo),
-                all(a[3] for a in combo),
-            ))
-        return items
+        whole inside the array (its region has ``inner_shape``); ``inner_chunk_grid`` with the
+        regions made."""
+        positions, grid, full = self.inner_chunk_grid(shard_coords, array_shape)
+        return [(i, index, self.inner_chunk_region(index, array_shape), whole)
+                for i, index, whole in zip(positions.tolist(), map(tuple, grid.tolist()), full.tolist(), strict=True)]
 
 
 def v3_metadata(array: zarr.Array[Any]) -> ArrayV3Metadata:
