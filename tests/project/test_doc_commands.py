@@ -25,7 +25,7 @@ import pytest
 from zopt.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "recipes" / "README.md"]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "recipes" / "README.md"]
 FENCE = re.compile(r"```(?P<lang>[\w-]*)\n(?P<code>.*?)```", re.S)
 INLINE = re.compile(r"`([^`\n]+)`")
 STARTS = ("zopt ", "python ", "python3 ", "pip ", ".venv")

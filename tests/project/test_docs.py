@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: pages whose blocks tests/project/test_docs_blocks.py runs already
 COVERED_ELSEWHERE = {"presets.md", "xarray.md"}
-FILES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in COVERED_ELSEWHERE)]
+FILES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name not in COVERED_ELSEWHERE)]
 FENCE = re.compile(r"(?:<!-- docs-test: skip (?P<skip>[^>]*?) -->\n)?```(?P<lang>\w+)\n(?P<code>.*?)```", re.S)
 SETUP = re.compile(r'^python3 -m venv \.venv && \. \.venv/bin/activate && pip install "[^"]+" && ')
 #: the blocks skipped on purpose: (file, first line of the block) -> reason
