@@ -36,6 +36,9 @@ EXPECTED_SKIPS = {
         "runs this test suite",
     ("README.md", 'pip install -e ".[test,interop]"   # interop: zarrs, tensorstore, cast-value-rs for cross-checks'):
         "developer setup and benchmarks of several minutes",
+    ("getting-started.md", 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[data]"'):
+        "installs into a new virtual environment",
+    ("choose-a-preset.md", "python benchmarks/presets.py"): "a benchmark of about a minute",
 }
 
 
