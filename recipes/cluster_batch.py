@@ -28,6 +28,7 @@ import xarray as xr
 from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 from zopt import recompress
+from zopt.compat.cluster import close_cluster
 
 SOURCES = [
     "NEMO/nemo_1m_20150101-20150201_grid-T.nc",
@@ -86,7 +87,7 @@ def main() -> None:
         assert not list(out.glob("*.zopt-partial")), "a partial store was left behind"
     finally:
         if cluster is not None:
-            cluster.close()
+            close_cluster(cluster)  # without distributed's warnings about killing worker processes at exit
 
 
 if __name__ == "__main__":

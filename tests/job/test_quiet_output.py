@@ -48,3 +48,37 @@ def test_the_published_history_has_no_work_in_progress_title(src, tmp_path, monk
     assert titles[-1] == "Repository initialized" and titles[0].startswith("zopt recompress ")
     assert titles[0].endswith("→ icechunk://" + str(tmp_path / "r.icechunk") + "@main")
     assert not [t for t in titles if "in progress" in t]
+
+
+def _slow_exit() -> None:
+    import atexit
+    import time
+
+    atexit.register(time.sleep, 6)  # the worker's interpreter takes longer than the nanny waits
+
+
+def _close_with_a_slow_worker(quiet: bool) -> None:
+    from distributed import Client, LocalCluster
+
+    from zopt.compat.cluster import close_cluster
+
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    with Client(cluster) as client:
+        client.run(_slow_exit)
+    if quiet:
+        close_cluster(cluster)
+    else:
+        cluster.close()
+
+
+def test_closing_a_local_cluster_logs_no_worker_killing_warning(caplog):
+    pytest.importorskip("distributed")
+
+    def killing() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "still alive after" in r.getMessage()]
+
+    _close_with_a_slow_worker(quiet=False)
+    assert killing()  # what distributed logs (to stderr, outside pytest) on its own
+    caplog.clear()
+    _close_with_a_slow_worker(quiet=True)
+    assert not killing()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from distributed import Client, Worker
 
-__all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
+__all__ = ["SchedulerUnreachableError", "close_cluster", "compute_on_cluster"]
 
 #: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
 CONNECT_TIMEOUT = 10.0
@@ -131,3 +131,19 @@ def compute_on_cluster(tasks: list, address: str, ctx: AbstractContextManager[ob
         finally:
             if job_id:
                 client.run(release_job, job_id)
+
+
+def close_cluster(cluster: Any) -> None:
+    """Close a ``dask.distributed`` cluster (a ``LocalCluster`` a script started for its jobs) without
+    its nannies' "Worker process still alive after 4.0 seconds, killing" warnings: a worker process
+    whose interpreter takes longer than that to exit is killed, as distributed does anyway, and
+    nothing of a job depends on it (every job has returned). Errors are still logged."""
+    import logging
+
+    log = logging.getLogger("distributed.nanny")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        cluster.close()
+    finally:
+        log.setLevel(level)
