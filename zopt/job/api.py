@@ -59,6 +59,7 @@ def recompress(
     layout: str = "compact",
     slot_parts: int | None = None,
     plan: Plan | PathLike | None = None,
+    plan_force: bool = False,
     max_memory: int | str | None = None,
     dry_run: bool = False,
     lossy: LossyLike = None,
@@ -131,6 +132,11 @@ def recompress(
         rewritten array (grid, codec list, header_bits, shape, dtype; PlanMismatchError before the
         destination or its partial store exists), and chunk by chunk
         against the content it was made for while writing (the partial store is then removed).
+    plan_force : with ``plan``: also apply it to the arrays of a Zarr v3 ``src`` it would make worse —
+        stored larger by its own estimate, or read by fewer readers (zopt's ``conditional`` where the
+        source's chain is plain zarr-python's) — which otherwise keep the source's chain; either
+        way a note names each such array (``zopt.job.plan_guard``). ValueError naming
+        ``plan_force`` without a plan.
     max_memory : refuse the job (ValueError, before the destination or its partial store exists) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
     lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or

@@ -46,6 +46,7 @@ from zopt.io.sources import (
 )
 from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
+from zopt.job.plan_guard import guard_plan
 from zopt.job.progress import counting
 from zopt.job.reports import ArrayReport
 from zopt.job.reshard import choose_copies
@@ -276,6 +277,8 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     floats = {n for n in src.repacks if n in p.names}
     repacks = _repacks(src, p, readers)
     chosen = dict(p.lossless_instead)  # lossy variables written lossless: chosen already
+    if plan is not None and job.codecs is None:  # arrays the plan would make worse keep the source's chain
+        plan = guard_plan(plan, src.location, p.names, chain, job.plan_force, p.notes)
     if job.codecs is None:
         todo = {n: p.source[n] for n in p.names
                 if n not in p.lossy_vars and n not in chosen and p.source[n].dtype.kind in "biufc"}
