@@ -13,6 +13,7 @@ data type and content are still checked, ``zopt.job.work.plan_for``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from typing import Any
 
@@ -41,7 +42,8 @@ def source_chain(where: str, name: str) -> list[dict[str, Any]] | None:
         return None
     if array.metadata.zarr_format != 3:
         return None
-    codecs = [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in array.metadata.codecs]
+    meta: dict[str, Any] = json.loads(json.dumps(array.metadata.to_dict(), default=str))
+    codecs: list[dict[str, Any]] = meta["codecs"]
     if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
         codecs = list(codecs[0].get("configuration", {}).get("codecs", []))
     while codecs and codecs[-1]["name"] == "crc32c":
