@@ -271,7 +271,7 @@ def parse_progress(value: object) -> JobProgress | None:
     if callable(value) and not isinstance(value, type):
         return JobProgress(value)
     raise OptionError("progress", f"{value!r} is not one of: None (a display on a terminal or in a notebook), "
-                      "True, False, or a function called with each zopt.ProgressEvent")
+                      "True, False, or a function called with each zopt.job.progress.ProgressEvent")
 
 
 class RichProgress:
