@@ -125,3 +125,12 @@ def test_the_cli_bars_planning_writing_and_vs_default(store, tmp_path):
     assert "planning: arrays trialled" in text and "2/2" in text
     assert "writing: shards" in text and "MB/s" in text
     assert "zarr default: shards" in text  # the --vs-default pass has its own bar
+
+
+def test_recompress_in_place_takes_the_same_progress(store, tmp_path):
+    zopt.recompress(store, tmp_path / "w.zarr", decision="never", layout="fixed-slot", progress=False, **SHAPES)
+    events: list[ProgressEvent] = []
+    zopt.recompress_in_place(tmp_path / "w.zarr", progress=events.append)
+    assert [(e.done, e.total) for e in events if e.phase == "writing"][-1] == (4, 4)
+    with pytest.raises(ValueError, match="progress"):
+        zopt.recompress_in_place(tmp_path / "w.zarr", progress="bar")

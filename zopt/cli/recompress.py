@@ -326,7 +326,7 @@ def _recompress_in_place(ctx: click.Context) -> None:
     with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, ctx.params["variables"] or None, decision=ctx.params["decision"],
                                      plan=ctx.params["plan"], scheduler=ctx.params["scheduler"],
-                                     progress=None if ctx.params["no_progress"] else _RichProgress,
+                                     progress=not ctx.params["no_progress"],
                                      **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:
