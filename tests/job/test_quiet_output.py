@@ -62,7 +62,7 @@ def _close_with_a_slow_worker(quiet: bool) -> None:
 
     from zopt.compat.cluster import close_cluster
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0")
     with Client(cluster) as client:
         client.run(_slow_exit)
     if quiet:
