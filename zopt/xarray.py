@@ -41,6 +41,7 @@ from zopt.planning.chunking import parse_shape
 from zopt.planning.presets import get_preset, set_element_size
 
 if TYPE_CHECKING:
+    from dask.delayed import Delayed
     from xarray.core.types import ZarrWriteModes
     from zarr.storage import StoreLike
 
@@ -317,7 +318,7 @@ def recompress(
     return xr.open_zarr(dst)
 
 
-def _graph_bar(shown: JobProgress, delayed: Any, nbytes: int) -> Callable[[int], TaskBar]:
+def _graph_bar(shown: JobProgress, delayed: Delayed, nbytes: int) -> Callable[[int], TaskBar]:
     """``compute``'s progress factory for a Dataset's ``to_zarr`` graph: every task of the graph counts
     (the local schedulers' callbacks; a cluster moves it once, at the end)."""
     keys = frozenset(str(k) for k in delayed.__dask_graph__())

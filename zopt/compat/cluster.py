@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zopt.compat.job_cache import release_job
 from zopt.errors import ZoptError
@@ -37,6 +37,12 @@ DRAIN_TIMEOUT = 300.0
 #: tasks submitted per graph message, and submitted but unfinished at most
 WAVE = 20_000
 IN_FLIGHT = 40_000
+
+
+class _Closing(Protocol):
+    """A cluster (``distributed.LocalCluster``, ``SpecCluster``): what ``close_cluster`` needs of it."""
+
+    def close(self) -> object: ...
 
 
 class SchedulerUnreachableError(ZoptError, OSError):
@@ -133,7 +139,7 @@ def compute_on_cluster(tasks: list, address: str, ctx: AbstractContextManager[ob
                 client.run(release_job, job_id)
 
 
-def close_cluster(cluster: Any) -> None:
+def close_cluster(cluster: _Closing) -> None:
     """Close a ``dask.distributed`` cluster (a ``LocalCluster`` a script started for its jobs) without
     its nannies' "Worker process still alive after 4.0 seconds, killing" warnings: a worker process
     whose interpreter takes longer than that to exit is killed, as distributed does anyway, and

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from zopt.errors import OptionError, ZoptError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from icechunk import Repository, Session
 
 __all__ = [
@@ -69,7 +71,7 @@ def quiet_logs(*locations: object) -> None:
 _QUIET = False  # quiet_logs was called: icechunk's log shows errors only for the whole process
 
 
-def _local_storage(ic: Any, path: str) -> Any:
+def _local_storage(ic: ModuleType, path: str) -> Any:
     """``ic.local_filesystem_storage(path)`` without the warning icechunk logs at each one made (that
     local storage is unsafe for concurrent commits: a zopt job commits from its client only); errors
     still show, and ``ICECHUNK_LOG``, when set, decides as icechunk documents. The filter is then

@@ -349,8 +349,8 @@ class OneBar:
 class _Share:
     """One compute's view of a shared bar: entering and leaving it leave the bar shown."""
 
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
+    def __init__(self, bar: object) -> None:
+        self.bar: Any = bar
 
     def __enter__(self) -> _Share:
         return self

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,7 +82,8 @@ def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner:
 
 
 def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str], scheduler: str | None = None,
-                       source: str | os.PathLike[str] | Any = None, progress: Any = None) -> dict[str, int]:
+                       source: str | os.PathLike[str] | Any = None,
+                       progress: Callable[[int], Any] | None = None) -> dict[str, int]:
     """Bytes zarr's default codecs would store for each array ``names`` of the Zarr v3 ``store``
     (a local path, a URL or a zarr Store), on its own inner chunks and shards.
 
