@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 
 import iris_sample_data
 import xarray as xr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 from zopt import recompress
+from zopt.compat.cluster import close_cluster
 
 SOURCES = [
     "NEMO/nemo_1m_20150101-20150201_grid-T.nc",
@@ -48,14 +49,11 @@ def same(src: str, dst: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="two sources instead of five (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the outputs (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the outputs (new or empty, or an earlier run's: resumed)")
     parser.add_argument("--scheduler", default=None, help="address of a running dask scheduler (default: a LocalCluster)")
-    parser.add_argument("--fresh", action="store_true", help="delete OUT first instead of resuming a previous run")
+    parser.add_argument("--fresh", action="store_true", help="delete the outputs of a previous run in OUT first instead of resuming it")
     args = parser.parse_args()
-    out = Path(args.out)
-    if args.fresh:
-        shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
+    out = recipe_out(args.out, fresh=args.fresh)  # refuses a non-empty directory no recipe made
     sources = SOURCES[:1] + SOURCES[3:4] if args.small else SOURCES
 
     cluster = None
@@ -89,7 +87,7 @@ def main() -> None:
         assert not list(out.glob("*.zopt-partial")), "a partial store was left behind"
     finally:
         if cluster is not None:
-            cluster.close()
+            close_cluster(cluster)  # without distributed's warnings about killing worker processes at exit
 
 
 if __name__ == "__main__":

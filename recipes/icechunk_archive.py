@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 
 import icechunk
 import iris_sample_data
 import numpy as np
 import xarray as xr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 import zopt
 from zopt.readback.verify import before_publish_check
@@ -54,11 +54,9 @@ def split_into_monthly_files(ds: xr.Dataset, folder: Path, odd: int) -> list[Pat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="200 months (200 files) instead of 240 (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the files and the repository (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the files and the repository (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
 
     ds = xr.open_dataset(os.path.join(iris_sample_data.path, "A1B_north_america.nc"))[[VAR]].load()
     if args.small:
@@ -69,6 +67,8 @@ def main() -> None:
 
     # 1. one job, one Icechunk commit, verified against the files before main moves
     repo_path = out / "archive.icechunk"
+    if "ICECHUNK_LOG" not in os.environ:  # icechunk warns that local storage is unsafe for concurrent commits:
+        icechunk.set_logs_filter("error")  # this recipe commits from one process (errors still show)
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(repo_path)))
     url = f"icechunk://{repo_path}@main"
     sources = [str(p) for p in files]

@@ -14,12 +14,11 @@ scikit-learn (1797 images of 8×8 pixels); its weight matrices are the arrays st
 from __future__ import annotations
 
 import argparse
-import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
 import zarr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
@@ -48,11 +47,9 @@ def formats(w: np.ndarray) -> dict[str, tuple[list, PackBitsCodec]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="a smaller network, fewer iterations (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the store (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the store (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
 
     x, y = load_digits(return_X_y=True)
     x_train, x_test, y_train, y_test = train_test_split(x / 16, y, test_size=0.3, random_state=0)

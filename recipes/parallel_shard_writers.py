@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -29,6 +28,7 @@ import iris_sample_data
 import numpy as np
 import xarray as xr
 import zarr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 from zopt import info as store_info
 from zopt.planning.presets import get_preset
@@ -65,12 +65,10 @@ def rank_main(rank: int, ranks: int, store: str, steps: int, job: str) -> list[t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="4 years instead of 20 (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the store (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the store (new or empty; a recipe's own: its outputs replaced)")
     parser.add_argument("--ranks", type=int, default=4, help="writer processes")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
     store = out / "model.zarr"
 
     src = xr.open_dataset(SRC, mask_and_scale=False)[NAME]

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import iris_sample_data
 import xarray as xr
 import zarr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 import zopt.xarray
 from zopt import ConditionalCodec
@@ -39,11 +38,9 @@ def zopt_cli(*args: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the northern 120 rows only (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for stores, plan and picture (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for stores, plan and picture (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
 
     # the raw values, land included (mask_and_scale=False keeps 1e20 and its _FillValue attribute)
     ds = xr.open_dataset(SRC, mask_and_scale=False)[["tos"]]

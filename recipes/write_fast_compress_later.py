@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import iris_sample_data
 import numpy as np
 import xarray as xr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 import zopt.xarray
 from zopt import info as store_info
@@ -44,11 +44,9 @@ def chunk_bytes(store: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="2 years instead of 20 (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the store and the plan (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the store and the plan (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
     store = out / "ingest.zarr"
 
     ds = xr.open_dataset(os.path.join(iris_sample_data.path, "A1B_north_america.nc"))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 
 import iris_sample_data
 import xarray as xr
+from _outdir import recipe_out  # recipes/_outdir.py: the script's directory is on sys.path
 
 import zopt.xarray  # noqa: F401 - registers the ds.zopt accessor too
 
@@ -28,11 +28,9 @@ def stored_bytes(store: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="4 years instead of 20 (for CI)")
-    parser.add_argument("--out", default="recipe-out", help="directory for the stores (replaced)")
+    parser.add_argument("--out", default="recipe-out", help="directory for the stores (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
 
     ds = xr.open_dataset(os.path.join(iris_sample_data.path, "A1B_north_america.nc"))
     if args.small:

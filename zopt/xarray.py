@@ -24,7 +24,8 @@ import copy
 import os
 import shutil
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import numpy as np
@@ -33,12 +34,14 @@ import xarray as xr
 from zopt.errors import OptionError
 from zopt.io import paths
 from zopt.io.sources import CombinedSource, SourceVariable
+from zopt.job.progress import JobProgress, TaskBar
 from zopt.job.reports import RecompressReport
 from zopt.planning.chains import sized_chain, split_chain
 from zopt.planning.chunking import parse_shape
 from zopt.planning.presets import get_preset, set_element_size
 
 if TYPE_CHECKING:
+    from dask.delayed import Delayed
     from xarray.core.types import ZarrWriteModes
     from zarr.storage import StoreLike
 
@@ -248,6 +251,7 @@ def recompress(
     plan: Plan | PathLike | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,
+    progress: object = None,
     **engine_options: object,
 ) -> RecompressReport | xr.Dataset:
     """Write ``ds_or_path`` to a new Zarr v3 store ``dst`` with a preset's chain.
@@ -261,6 +265,10 @@ def recompress(
     per task, under ``dst + ".zopt-partial"`` renamed to ``dst`` at the end; the written store is
     returned opened with ``xarray.open_zarr``. ``dst`` must be a local path for a Dataset.
 
+    ``progress``: as ``zopt.recompress``'s (None: a display on a terminal or in a notebook; False:
+    nothing; or a function called with each ``zopt.job.progress.ProgressEvent``); a Dataset's
+    write counts the tasks of its Dask graph (phase ``"writing"``, what ``"tasks"``).
+
     Raises FileExistsError if ``dst`` exists and not ``overwrite`` (``zopt.io.paths``: only a Zarr
     store is replaced, atomically); ``zopt.io.paths.OverlapError`` if ``dst`` and the Dataset's
     source file overlap; ValueError for bad options (``engine_options`` for a Dataset are refused
@@ -271,12 +279,16 @@ def recompress(
         from zopt.job.options import RecompressJob
 
         return run_job(RecompressJob.parse(ds_or_path, dst, chunks=chunks, shards=shards, preset=preset, plan=plan,
-                                     scheduler=scheduler, overwrite=overwrite, **engine_options))
+                                     scheduler=scheduler, overwrite=overwrite, progress=progress,
+                                     **engine_options))
     if engine_options:
         raise OptionError(sorted(engine_options)[0], label=f"{sorted(engine_options)}", message="not options of a Dataset write; allowed: chunks, shards, preset, "
                          "plan, scheduler, overwrite")
     if "://" in os.fspath(dst):
         raise OptionError("dst", f"{os.fspath(dst)!r}: a Dataset is written to a local directory (use ds.to_zarr for URLs)")
+    from zopt.job.progress import parse_progress
+
+    shown = parse_progress(progress)
     dst = paths.resolve(dst)
     source = ds_or_path.encoding.get("source")  # the file the Dataset was opened from, if any
     if source:
@@ -294,12 +306,37 @@ def recompress(
             delayed = ds.to_zarr(partial, mode="w", zarr_format=3, consolidated=True, encoding=enc, compute=False)
         from zopt.compat.scheduling import compute
 
-        compute([delayed], scheduler, None)
+        try:
+            compute([delayed], scheduler, None if shown is None else _graph_bar(shown, delayed, ds.nbytes))
+        finally:
+            if shown is not None:
+                shown.close()
         paths.publish(partial, dst)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return xr.open_zarr(dst)
+
+
+def _graph_bar(shown: JobProgress, delayed: Delayed, nbytes: int) -> Callable[[int], TaskBar]:
+    """``compute``'s progress factory for a Dataset's ``to_zarr`` graph: every task of the graph counts
+    (the local schedulers' callbacks; a cluster moves it once, at the end)."""
+    keys = frozenset(str(k) for k in delayed.__dask_graph__())
+
+    class _Graph(TaskBar):
+        def watch_keys(self, _final: frozenset[str]) -> None:
+            self.keys = keys
+
+        def advance(self, n: int = 1) -> None:  # a cluster's one future: the whole graph
+            self.step(self.total - self.done)
+
+        def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                     tb: TracebackType | None) -> None:
+            super().__exit__(exc_type, exc, tb)
+            if exc_type is None and self.done < self.total:  # tasks Dask fused into others
+                self.step(self.total - self.done)
+
+    return lambda _n: _Graph(shown, "writing", "tasks", len(keys), nbytes)
 
 
 class EncodingOptions(TypedDict, total=False):

@@ -17,17 +17,35 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run(recipe: str, out: Path, *extra: str) -> str:
+def run(recipe: str, out: Path, *extra: str, status: int = 0) -> str:
     proc = subprocess.run([sys.executable, str(RECIPES / recipe), "--small", "--out", str(out), *extra],
                           capture_output=True, text=True, env=ENV, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    return proc.stdout if status == 0 else proc.stderr
+
+
+def test_a_recipe_refuses_a_directory_it_did_not_make_and_keeps_the_users_files(tmp_path):
+    """``--out`` holding a user's file is refused before anything is touched (the recipes used to
+    ``rmtree`` it); in a directory a recipe made, a rerun replaces its own outputs and nothing else."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
+    out = run("xarray_to_zarr.py", mine, status=2)
+    assert "refused" in out and "did not make" in out
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "the user's"
+    fresh = tmp_path / "fresh"
+    run("xarray_to_zarr.py", fresh)
+    (fresh / "later.txt").write_text("put there after the run")
+    (fresh / "zopt.zarr" / "stray").write_text("inside an output: the recipe's to replace")
+    run("xarray_to_zarr.py", fresh)
+    assert (fresh / "later.txt").read_text() == "put there after the run"
+    assert not (fresh / "zopt.zarr" / "stray").exists()
 
 
 def test_every_recipe_is_listed_in_the_readme_and_tested_here():
     listed = (RECIPES / "README.md").read_text()
     this = Path(__file__).read_text()
-    for script in RECIPES.glob("*.py"):
+    for script in RECIPES.glob("[!_]*.py"):  # _outdir.py: the recipes' helper
         assert f"[{script.name}]({script.name})" in listed, script.name
         assert f'"{script.name}"' in this, script.name
 
@@ -48,7 +66,8 @@ def test_write_fast_compress_later(tmp_path):
 def test_cluster_batch(tmp_path):
     out = run("cluster_batch.py", tmp_path)
     assert "dashboard: http" in out and out.count("verified") == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["A1B_north_america.zarr", "nemo_1m_20150101-20150201_grid-T.zarr"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".zopt-recipe-out", "A1B_north_america.zarr",
+                                                          "nemo_1m_20150101-20150201_grid-T.zarr"]
     (tmp_path / "A1B_north_america.zarr").rename(tmp_path / "gone")  # as if killed before publishing it
     out = run("cluster_batch.py", tmp_path)
     assert "done by an earlier run, verified" in out and out.count("verified") == 2

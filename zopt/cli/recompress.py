@@ -206,7 +206,7 @@ def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, gr
     if ctx.get_parameter_source("decision") is click.core.ParameterSource.DEFAULT:
         given["decision"] = None  # the preset's, else compress_if_smaller (RecompressJob.parse)
     try:
-        job = RecompressJob.parse(src, dst, **given, progress=None if no_progress else _RichProgress, before_publish=check)
+        job = RecompressJob.parse(src, dst, **given, progress=not no_progress, before_publish=check)
     except OptionError as exc:
         # a usage error (exit status 2) on --preset and on a flag refused here; others: one line from zopt.cli.commands
         if exc.option == "preset" or isinstance(exc, RefusedOptionError):
@@ -238,7 +238,14 @@ def recompress(ctx: click.Context, src: str, dst: str | None, in_place: bool, gr
 
         started = time.perf_counter()
         # lossy arrays: zarr's default on the source's values, not on the rounded ones written
-        baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler, source=src if lossy else None)
+        bar = job.progress
+        try:  # its own bar: zarr's default codecs on every shard written
+            baseline = zarr_default_bytes(dst, [a.name for a in report.arrays], scheduler, source=src if lossy else None,
+                                          progress=None if bar is None else lambda n: bar.tasks(
+                                              "zarr default", "shards", n, report.logical_bytes))
+        finally:
+            if bar is not None:
+                bar.close()
         baseline_seconds = time.perf_counter() - started
     console.print(summary_table(report, baseline, baseline_seconds))
     for note in report.notes:
@@ -319,7 +326,7 @@ def _recompress_in_place(ctx: click.Context) -> None:
     with shard_rewrite_errors(src), interrupt_note(RESUME_NOTE, until_exit=True):
         report = recompress_in_place(src, ctx.params["variables"] or None, decision=ctx.params["decision"],
                                      plan=ctx.params["plan"], scheduler=ctx.params["scheduler"],
-                                     progress=None if ctx.params["no_progress"] else _RichProgress,
+                                     progress=not ctx.params["no_progress"],
                                      **({} if grace is None else {"grace": grace}))
     console.print(summary_table(report))
     for note in report.notes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zopt.compat.job_cache import release_job
 from zopt.errors import ZoptError
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from distributed import Client, Worker
 
-__all__ = ["SchedulerUnreachableError", "compute_on_cluster"]
+__all__ = ["SchedulerUnreachableError", "close_cluster", "compute_on_cluster"]
 
 #: seconds to wait for the scheduler, and for cancelled tasks to stop, before giving up
 CONNECT_TIMEOUT = 10.0
@@ -37,6 +37,12 @@ DRAIN_TIMEOUT = 300.0
 #: tasks submitted per graph message, and submitted but unfinished at most
 WAVE = 20_000
 IN_FLIGHT = 40_000
+
+
+class _Closing(Protocol):
+    """A cluster (``distributed.LocalCluster``, ``SpecCluster``): what ``close_cluster`` needs of it."""
+
+    def close(self) -> object: ...
 
 
 class SchedulerUnreachableError(ZoptError, OSError):
@@ -131,3 +137,19 @@ def compute_on_cluster(tasks: list, address: str, ctx: AbstractContextManager[ob
         finally:
             if job_id:
                 client.run(release_job, job_id)
+
+
+def close_cluster(cluster: _Closing) -> None:
+    """Close a ``dask.distributed`` cluster (a ``LocalCluster`` a script started for its jobs) without
+    its nannies' "Worker process still alive after 4.0 seconds, killing" warnings: a worker process
+    whose interpreter takes longer than that to exit is killed, as distributed does anyway, and
+    nothing of a job depends on it (every job has returned). Errors are still logged."""
+    import logging
+
+    log = logging.getLogger("distributed.nanny")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        cluster.close()
+    finally:
+        log.setLevel(level)

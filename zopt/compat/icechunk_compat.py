@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from zopt.errors import OptionError, ZoptError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from icechunk import Repository, Session
 
 __all__ = [
@@ -60,8 +62,27 @@ def quiet_logs(*locations: object) -> None:
     """For the command line: icechunk's own log shown from errors up when one of ``locations`` is an
     Icechunk repository, unless ``ICECHUNK_LOG`` says otherwise. (A local repository warns that its
     storage is unsafe for concurrent commits; a zopt job commits from its client only.)"""
+    global _QUIET
     if any(is_icechunk_url(x) for x in locations) and "ICECHUNK_LOG" not in os.environ:
         require().set_logs_filter("error")
+        _QUIET = True
+
+
+_QUIET = False  # quiet_logs was called: icechunk's log shows errors only for the whole process
+
+
+def _local_storage(ic: ModuleType, path: str) -> Any:
+    """``ic.local_filesystem_storage(path)`` without the warning icechunk logs at each one made (that
+    local storage is unsafe for concurrent commits: a zopt job commits from its client only); errors
+    still show, and ``ICECHUNK_LOG``, when set, decides as icechunk documents. The filter is then
+    set back to icechunk's default (``quiet_logs``: to errors)."""
+    if "ICECHUNK_LOG" in os.environ:
+        return ic.local_filesystem_storage(path)
+    ic.set_logs_filter("error")
+    try:
+        return ic.local_filesystem_storage(path)
+    finally:
+        ic.set_logs_filter("error" if _QUIET else None)
 
 
 def version() -> tuple[int, ...]:
@@ -101,7 +122,7 @@ def parse_url(url: str) -> tuple[str, str, str | None]:
 def _storage(scheme: str, location: str) -> Any:
     ic = require()
     if scheme == "icechunk://":
-        return ic.local_filesystem_storage(os.path.abspath(os.path.expanduser(location)))
+        return _local_storage(ic, os.path.abspath(os.path.expanduser(location)))
     bucket, _, prefix = location.partition("/")
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

@@ -17,6 +17,7 @@ import xarray as xr
 from zopt.errors import OptionError
 from zopt.io.paths import check_no_overlap, check_replaceable
 from zopt.io.sources import arrays_in
+from zopt.job.progress import OneBar
 from zopt.planning.analysis import DEFAULT_SAMPLE, analysable, load_analysis
 from zopt.planning.analysis import analyze as analyze_zarr
 from zopt.planning.chunking import parse_shape, shape_for
@@ -56,7 +57,7 @@ _RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
 def _raw_view(src: str, path: str) -> str:
     from zopt.job.api import recompress
 
-    recompress(src, path, codecs=_RAW)
+    recompress(src, path, codecs=_RAW, progress=False)
     return path
 
 
@@ -94,6 +95,13 @@ def analyze(
     ``nan_fraction``, ``is_fill``, ``digest``, …; see ``docs/plans.md``). Raises ValueError for
     an unknown array or an invalid option (naming it), ZoptError subclasses for unreadable chunks.
     """
+    if progress is not None and not isinstance(progress, OneBar):  # one bar for the whole analysis, not one per array
+        bar = OneBar(progress)
+        try:
+            return analyze(store, arrays, codecs=codecs, chunks=chunks, sample=sample, read=read,
+                           decode_times=decode_times, scheduler=scheduler, progress=bar, note=note, **menu_options)
+        finally:
+            bar.close()
     store = os.fspath(store)
     menu = _menu(menu_options)
     if os.path.isfile(store):

@@ -38,6 +38,7 @@ from zopt.job.in_place import recompress_in_place  # noqa: E402 - re-exported: t
 
 if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
+    from zopt.job.progress import ProgressEvent
     from zopt.planning.plan import Plan
     from zopt.types import BudgetLike, LossyLike, NamesLike, PathLike
 
@@ -54,10 +55,11 @@ def recompress(
     variables: Sequence[str] | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,
-    progress: Callable[[Any], Any] | None = None,
+    progress: bool | Callable[[ProgressEvent], object] | None = None,
     layout: str = "compact",
     slot_parts: int | None = None,
     plan: Plan | PathLike | None = None,
+    plan_force: bool = False,
     max_memory: int | str | None = None,
     dry_run: bool = False,
     lossy: LossyLike = None,
@@ -113,8 +115,12 @@ def recompress(
     overwrite : replace an existing ``dst`` that is a Zarr store: it is renamed to
         ``dst.zopt-replaced``, the new store renamed into place, then the old one deleted
         (``zopt.io.paths.publish``; a job killed in between is finished by the next one on ``dst``).
-    progress : a context-manager factory wrapping the compute (e.g. a progress bar), called
-        with the number of shards (chunks when unsharded).
+    progress : None (default): a progress display on stderr when it is a terminal, or in a
+        notebook; nothing otherwise. True: the display always; False: nothing. Or a function called
+        with each ``zopt.job.progress.ProgressEvent`` (phase ``"planning"``: files read, arrays
+        described, arrays trialled; ``"writing"``: shards and logical bytes done, with ``mb_per_s``
+        and ``eta``), nothing displayed (docs/progress.md). Anything else: ValueError naming
+        ``progress``.
     layout : shard layout, ``"compact"`` (each shard encoded and written packed by one task)
         or ``"fixed-slot"`` (inner chunks of a shard written into fixed slots by
         ``slot_parts`` concurrent tasks, then indexed and renamed by a finalize task; see
@@ -126,6 +132,11 @@ def recompress(
         rewritten array (grid, codec list, header_bits, shape, dtype; PlanMismatchError before the
         destination or its partial store exists), and chunk by chunk
         against the content it was made for while writing (the partial store is then removed).
+    plan_force : with ``plan``: also apply it to the arrays of a Zarr v3 ``src`` it would make worse —
+        stored larger by its own estimate, or read by fewer readers (zopt's ``conditional`` where the
+        source's chain is plain zarr-python's) — which otherwise keep the source's chain; either
+        way a note names each such array (``zopt.job.plan_guard``). ValueError naming
+        ``plan_force`` without a plan.
     max_memory : refuse the job (ValueError, before the destination or its partial store exists) when a task's projected
         peak memory exceeds this many bytes (an int, or a string such as ``"2GiB"``).
     lossy : per-variable lossy recompression (``zopt.lossy``): ``["tos=abs:0.01", …]`` or
@@ -204,6 +215,9 @@ def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
     ``StoreLockedError`` naming the first. Errors and the report as ``zopt.recompress``.
     """
     with contextlib.ExitStack() as hold:
+        if not child and job.progress is not None:
+            job.progress.emit("planning", "reading the source", 0, None)  # at once: the first lines below may take a while
+            hold.callback(job.progress.close)
         return _run_job(job, None if child else hold)
 
 
@@ -213,8 +227,13 @@ def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> Recompres
     prepared = plan_of_work(job, src, target, notes)
     if job.dry_run:  # the graph is built as the run would build it (its cost is part of the plan), never run
         return _dry_run(job, prepared, target, notes, t0)
+    if job.progress is not None:  # the logical bytes still to write: MB/s and the time left
+        job.progress.expect_bytes(sum(r.logical_bytes * (r.units - r.units_resumed) // max(r.units, 1)
+                                      for r in prepared.reports.values()))
     try:
         graph_seconds = _write(job, prepared, target, notes)
+        if hold is not None and job.progress is not None:
+            job.progress.close()  # before the publish: a before_publish check (--verify) shows a bar of its own
         readers = _publish(job, prepared, target)
     finally:
         release_job(prepared.job_id)

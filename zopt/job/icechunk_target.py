@@ -285,9 +285,12 @@ class IcechunkTarget:
         self._commit(first=True)
 
     def _commit(self, first: bool = False) -> None:
-        message = (f"zopt recompress {self.src_text} → {self.text}" if self.record["complete"] else
-                   f"zopt recompress {self.src_text} → {self.text} (in progress: "
-                   f"{sum(map(len, self.record['done'].values()))} units written)")
+        # each title says what its commit holds; the job's state is in the metadata (icechunk 1.1 keeps a commit per
+        # wave in the published history, where a work-in-progress title would read as an unfinished job)
+        units = sum(map(len, self.record["done"].values()))
+        title = f"zopt recompress {self.src_text} → {self.text}"
+        message = (title if self.record["complete"] else f"{title}: target metadata" if not units
+                   else f"{title}: first {units} units")
         with self._alone():
             self.snapshot = icc.commit_wave(self.session, message, {RECORD_KEY: self.record}, amend=not first)
             self.session = self._session()

@@ -17,8 +17,8 @@ from zopt.io import locations as loc
 from zopt.io.paths import resolve
 from zopt.io.sources import zarr_v3_group
 from zopt.job.dask_graph import InPlaceRun, in_place_tasks, run_writes
-from zopt.job.opening import ProgressFactory
 from zopt.job.options import RecompressJob, refused_in_place
+from zopt.job.progress import parse_progress
 from zopt.job.reports import ArrayReport, RecompressReport
 from zopt.job.targets import chunk_bytes_stored, stored_sizes
 from zopt.job.work import plan_for
@@ -45,7 +45,7 @@ def recompress_in_place(
     decision: DecisionLike = "compress_if_smaller",
     plan: Plan | PathLike | None = None,
     scheduler: str | None = None,
-    progress: ProgressFactory | None = None,
+    progress: object = None,
     grace: float = GRACE_SECONDS,
     **options: object,
 ) -> RecompressReport:
@@ -87,6 +87,7 @@ def recompress_in_place(
     if not grace >= 0:
         raise OptionError("grace", f"{grace!r} must be a number of seconds >= 0")
     check_scheduler(scheduler)
+    shown = parse_progress(progress)  # as recompress's: None, True, False or a function (zopt.job.progress)
     store = resolve(store)  # on the client: Dask workers may run in another directory
     group = zarr_v3_group(store)
     if group is None:
@@ -140,7 +141,13 @@ def recompress_in_place(
             array_tasks, array_shards = in_place_tasks(run, name, array, shard_layout, plans[name], reports[name])
             tasks += array_tasks
             shards += array_shards
-        graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, progress, job_id=job_id)
+        if shown is not None:
+            shown.expect_bytes(sum(r.logical_bytes for r in reports.values()))
+        try:
+            graph_seconds = run_writes(tasks, reports, lambda n: stored_sizes(store, n), scheduler, shown, job_id=job_id)
+        finally:
+            if shown is not None:
+                shown.close()
         if shrink_after_grace(shards, str(tmp_dir), grace, scheduler):
             for name, rep in reports.items():
                 rep.stored_after, rep.allocated_after = stored_sizes(store, name)

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from zarr.abc.store import Store
 
     from zopt.codecs.decisions import DecisionLike
+    from zopt.job.progress import JobProgress
     from zopt.planning.plan import Plan
 
 
@@ -173,6 +173,9 @@ class RecompressJob:
         several="a plan is made for one source's arrays; with several sources (concat_dim) use a decision (or a preset)"),
         **_flag("--plan", "plan", directory=True, help="A saved plan (zopt plan -o PLAN): its masks decide, no trial "
                 "encoding.")})
+    plan_force: bool = field(default=False, metadata=_flag(  # a plan that would make an array worse: applied anyway
+        "--plan-force", is_flag=True, help="With --plan: apply it also to arrays of a Zarr v3 SRC it would make larger "
+        "(by its own estimate) or readable by fewer readers, which otherwise keep SRC's chain (a note names them)."))
     lossy: Mapping[str, LossySpec] = field(default_factory=dict, metadata={**_refused(
         several="not supported with several sources (concat_dim) yet; recompress them losslessly, then run the lossy "
                 "job on the combined store"), **_flag(
@@ -208,7 +211,7 @@ class RecompressJob:
     overwrite: bool = field(default=False, metadata={**_HOW, **_flag(
         "--overwrite", is_flag=True, help="Replace DST if it exists and is a Zarr store (the old one is renamed aside and "
         "deleted once the new one is in place).")})
-    progress: Callable[[int], AbstractContextManager[object]] | None = field(
+    progress: JobProgress | None = field(  # zopt.job.progress.parse_progress
         default=None, metadata={**_HOW, **_IN_PLACE, **_API_ONLY}, compare=False)
     max_memory: int | None = field(default=None, metadata={**_HOW, **_flag(
         "--max-memory", help="Refuse the job if a task's projected peak memory exceeds this (e.g. 2GiB).")})
@@ -379,9 +382,24 @@ def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str 
         menu=menu_options.menu if menu_options is not None else (),
         budget=menu_options.budget if menu_options is not None else parse_budget(budget),
         concat_dim=opts.get("concat_dim"), combine=opts.get("combine", "by_coords"), scheduler=opts.get("scheduler"),
-        overwrite=bool(opts.get("overwrite", False)), progress=opts.get("progress"),
+        overwrite=bool(opts.get("overwrite", False)), progress=_progress(opts.get("progress")),
+        plan_force=_plan_force(opts.get("plan_force", False), plan),
         max_memory=parse_max_memory(opts.get("max_memory")), dry_run=bool(opts.get("dry_run", False)),
         before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
+
+
+def _plan_force(value: object, plan: object) -> bool:
+    if value not in (True, False):
+        raise OptionError("plan_force", f"{value!r} is not True or False")
+    if value and plan is None:
+        raise OptionError("plan_force", "it applies a plan to every array: give a plan too")
+    return bool(value)
+
+
+def _progress(value: object) -> JobProgress | None:
+    from zopt.job.progress import parse_progress
+
+    return parse_progress(value)
 
 
 def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: object, combine: object,

@@ -46,6 +46,8 @@ from zopt.io.sources import (
 )
 from zopt.job.destinations import Opening, Target, open_target
 from zopt.job.options import RecompressJob
+from zopt.job.plan_guard import guard_plan
+from zopt.job.progress import counting
 from zopt.job.reports import ArrayReport
 from zopt.job.reshard import choose_copies
 from zopt.job.targets import Layouts, TargetSpec, stored_bytes_of, target_arrays
@@ -110,7 +112,11 @@ def _source(job: RecompressJob) -> tuple[Source, list[Note]]:
     if job.concat_dim is None:
         assert isinstance(job.src, str)  # several sources come with concat_dim (RecompressJob.parse)
         return open_source(os.fspath(job.src) if loc.is_url(job.src) else resolve(loc.local_path(job.src))), []
-    multi = open_source(job.src, concat_dim=job.concat_dim, combine=job.combine, scheduler=job.scheduler)
+    from zopt.io.multi import BATCH, expand_sources
+
+    # files read, a summary task of BATCH files at a time (zopt.io.multi.open_multi)
+    with counting(job.progress, "planning", "files read", "_summarize_batch", len(expand_sources(job.src)), BATCH):
+        multi = open_source(job.src, concat_dim=job.concat_dim, combine=job.combine, scheduler=job.scheduler)
     return multi, [Note(f"src: {multi.text}", "source"), *multi.notes]
 
 
@@ -137,6 +143,8 @@ def plan_of_work(job: RecompressJob, src: Source, target: Target, notes: list[No
         p.source = (root_array_variable(where, p.root_meta) if p.root_meta and where is not None
                     else source_variables(src, p.source_group, p.job_id))
         p.names = _names_to_rewrite(p.source, job.variables, p.children)
+        if job.progress is not None:
+            job.progress.emit("planning", "arrays described", len(p.source), len(p.source))
         unknown = sorted(job.lossy_groups() - set(p.children))
         if unknown:  # a child job would never receive them: refused, not ignored
             raise OptionError("lossy", f"{unknown} are not child groups of the source; it has {p.children or 'none'}")
@@ -269,15 +277,19 @@ def _build_work(job: RecompressJob, src: Source, target: Target, p: Prepared, pl
     floats = {n for n in src.repacks if n in p.names}
     repacks = _repacks(src, p, readers)
     chosen = dict(p.lossless_instead)  # lossy variables written lossless: chosen already
+    if plan is not None and job.codecs is None:  # arrays the plan would make worse keep the source's chain
+        plan = guard_plan(plan, src.location, p.names, chain, job.plan_force, p.notes)
     if job.codecs is None:
         todo = {n: p.source[n] for n in p.names
                 if n not in p.lossy_vars and n not in chosen and p.source[n].dtype.kind in "biufc"}
         # menu_chains (zopt.planning.chains, untyped yet) says ``src: str`` and takes any Source: PathSource is a str,
         # the trials read through zopt.io.sources.read_source
-        chosen.update(menu_chains(src, todo,  # type: ignore[arg-type]
-                                  p.layouts, plan, _menu(job, job_layout(job, target)),
-                                  run=TrialRun(job.scheduler, p.job_id), repacks=repacks,
-                                  partial=target.root if p.record is not None else None))
+        # one choice task per array trialled (zopt.planning.optimizer.choose_chains names them)
+        with counting(job.progress, "planning", "arrays trialled", "zopt-menu-choice-", len(todo)):
+            chosen.update(menu_chains(src, todo,  # type: ignore[arg-type]
+                                      p.layouts, plan, _menu(job, job_layout(job, target)),
+                                      run=TrialRun(job.scheduler, p.job_id), repacks=repacks,
+                                      partial=target.root if p.record is not None else None))
     if any(c.trials for c in chosen.values()) or (plan is not None and chosen):
         p.notes.append(Note(("chains recorded in the plan" if plan is not None else "chains chosen from the menu")
                             + " (zopt.planning.candidates): "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,12 +82,14 @@ def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner:
 
 
 def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str], scheduler: str | None = None,
-                       source: str | os.PathLike[str] | Any = None) -> dict[str, int]:
+                       source: str | os.PathLike[str] | Any = None,
+                       progress: Callable[[int], Any] | None = None) -> dict[str, int]:
     """Bytes zarr's default codecs would store for each array ``names`` of the Zarr v3 ``store``
     (a local path, a URL or a zarr Store), on its own inner chunks and shards.
 
     source : the job's source (what ``zopt.io.sources.read_source`` reads: a path, a URL, files
         combined); the arrays with a ``zopt_lossy`` attribute are encoded from its values.
+    progress : ``progress(n_tasks)``, a progress bar over the tasks (``zopt.compat.scheduling.compute``), or None.
 
     One Dask task per shard (or per ~64 MiB of chunks when unsharded), run on ``scheduler`` as
     ``zopt.job.recompress`` runs its own. Returns ``{name: bytes}``; 0-d arrays are skipped.
@@ -117,7 +119,7 @@ def zarr_default_bytes(store: str | os.PathLike[str] | Any, names: Sequence[str]
                                                                         job_id)))
     out = dict.fromkeys(names, 0)
     try:
-        results = compute([t for _, t in tasks], scheduler, None, job_id)
+        results = compute([t for _, t in tasks], scheduler, progress, job_id)
     finally:
         release_job(job_id)  # this process's (local schedulers); workers release their own
     for (name, _), n in zip(tasks, results, strict=True):
