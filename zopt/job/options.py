@@ -202,6 +202,9 @@ class RecompressJob:
         "--combine", show_default=True, choices=("by_coords", "nested"), help="With --concat-dim: "
         "order the files by their coordinate along it (by_coords) or as given, a glob sorted by name (nested), as "
         "xarray's open_mfdataset combine."))
+    append: bool = field(default=False, metadata={**_HOW, **_flag(  # extend DST along concat_dim (zopt.job.append)
+        "--append", is_flag=True, help="With --concat-dim: append SRC's files to DST, a store zopt wrote, along the "
+        "concat dimension, keeping its chains, chunks and shards (docs/append.md).")})
     scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE, **_flag(
         "--scheduler", help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed "
         "address such as tcp://127.0.0.1:8786.")})
@@ -381,7 +384,8 @@ def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str 
         concat_dim=opts.get("concat_dim"), combine=opts.get("combine", "by_coords"), scheduler=opts.get("scheduler"),
         overwrite=bool(opts.get("overwrite", False)), progress=opts.get("progress"),
         max_memory=parse_max_memory(opts.get("max_memory")), dry_run=bool(opts.get("dry_run", False)),
-        before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
+        before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given),
+        append=bool(opts.get("append", False)))
 
 
 def _sources(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], concat_dim: object, combine: object,
