@@ -84,7 +84,7 @@ class StoreArray:
 
     def with_length(self, axis: int, length: int) -> dict[str, Any]:
         """``meta`` with ``length`` along ``axis``; everything else as it is."""
-        meta = json.loads(json.dumps(self.meta))
+        meta: dict[str, Any] = json.loads(json.dumps(self.meta))
         meta["shape"][axis] = length
         return meta
 

@@ -62,7 +62,7 @@ from zopt.job.targets import TargetSpec, stored_sizes, target_arrays
 from zopt.job.work import WorkOptions, build_work
 from zopt.notes import Note
 from zopt.planning.chunking import is_coordinate, variable_layout
-from zopt.store.journal import Journal, ResumeMismatchError, fingerprint, remove_temporaries
+from zopt.store.journal import Journal, fingerprint, remove_temporaries
 from zopt.store.lock import destination_lock
 from zopt.store.staged import STAGING_SUFFIX, install, installing, stage_document
 
@@ -144,6 +144,7 @@ def _new_metadata(src: MultiSource, source: dict[str, Any], names: list[str], st
     out = {}
     for name, arr in arrays.items():
         raw = sync(arr.store_path.store.get(f"{name}/zarr.json", prototype=default_buffer_prototype()))
+        assert raw is not None  # target_arrays wrote it
         out[name] = json.loads(raw.to_bytes())
     return out
 
@@ -301,7 +302,7 @@ def _write_and_install(job: RecompressJob, src: AppendedSource, store: StoreDesc
         axis, partial = units[name]
         first = partial if partial >= 0 else math.ceil(old / store.arrays[name].grid[axis])
         grid = [math.ceil(s / k) for s, k in zip(full[name].shape, store.arrays[name].grid, strict=True)]
-        kept = {Journal.key(c): (collections.Counter(), 0) for c in np.ndindex(*grid) if c[axis] < first}
+        kept: dict[str, Any] = {Journal.key(c): (collections.Counter(), 0) for c in np.ndindex(*grid) if c[axis] < first}
         return {**kept, **journal.done(name)}
 
     work = build_work(along, full, layouts, planned, WorkOptions("compact"), done=done)
