@@ -165,8 +165,6 @@ def test_a_destination_that_is_no_local_store_or_no_concat_dim_is_refused(archiv
     _, _, new = archive
     with pytest.raises(OptionError, match="^append: .*local"):
         zopt.recompress(new, "memory://x.zarr", concat_dim="time", append=True)
-    with pytest.raises(OptionError, match="^append: .*local"):
-        zopt.recompress(new, f"icechunk://{tmp_path / 'repo'}", concat_dim="time", append=True)
     with pytest.raises(OptionError, match="^dst: .*does not exist"):
         zopt.recompress(new, tmp_path / "none.zarr", concat_dim="time", append=True)
     with pytest.raises(OptionError, match="^append: .*concat_dim"):
@@ -290,3 +288,30 @@ def test_the_how_to_page_runs(tmp_path, monkeypatch):
                                   timeout=300)
             assert proc.returncode == 0, f"append.md block {i}:\n{proc.stdout}\n{proc.stderr}"
     assert xr.open_zarr(tmp_path / "sst.zarr").sst.shape == (51, 30, 40)
+
+
+def test_an_icechunk_branch_gets_one_commit_per_append(tmp_path):
+    ic = pytest.importorskip("icechunk")
+    old = _write(tmp_path / "old", range(5))
+    new = _write(tmp_path / "new", range(5, 8))
+    path = str(tmp_path / "repo")
+    ic.Repository.create(ic.local_filesystem_storage(path))
+    url = f"icechunk://{path}"
+    zopt.recompress(old, url, concat_dim="time", chunks="time=2", shards="time=4")
+    repo = ic.Repository.open(ic.local_filesystem_storage(path))
+    tip = repo.lookup_branch("main")
+    before = len(list(repo.ancestry(branch="main")))
+    with pytest.raises(OptionError, match="overlaps dst"):  # checked against the branch's tip: nothing committed
+        zopt.recompress(old[-1:], url, concat_dim="time", append=True)
+    assert repo.lookup_branch("main") == tip
+    report = zopt.recompress(new, url, concat_dim="time", append=True)
+    assert any("committed snapshot" in str(n) for n in report.notes)
+    assert len(list(repo.ancestry(branch="main"))) == before + 1  # one commit
+    group = zarr.open_group(repo.readonly_session(branch="main").store, mode="r")
+    want = _expected(old + new)
+    for name in ("sst", "pk", "time", "lat"):
+        np.testing.assert_array_equal(group[name][...], want[name].values, err_msg=name)
+    assert group["sst"].shards == (4, 6, 8) and group["sst"].chunks == (2, 6, 8)
+    old_group = zarr.open_group(repo.readonly_session(snapshot_id=tip).store, mode="r")
+    assert old_group["sst"].shape == (15, 6, 8)  # readers of the old snapshot: the old store
+    assert zopt.verify(sorted(old + new), url, concat_dim="time").ok

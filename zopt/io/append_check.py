@@ -33,7 +33,7 @@ from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceV
 from zopt.notes import Note
 
 __all__ = ["AppendedSource", "StoreArray", "StoreDescription", "check_after", "check_against_store",
-           "describe_store"]
+           "check_constants", "describe_store", "describe_zarr_store"]
 
 #: codecs whose parameters were fitted to the files a store was made from (one exact packing of files
 #: packed differently, ``zopt.io.packing``): new files may need other ones, so such arrays are not appended
@@ -91,11 +91,17 @@ class StoreArray:
 
 @dataclass(frozen=True)
 class StoreDescription:
-    """A local Zarr v3 store's root document (``root``) and arrays (``arrays``, by name)."""
+    """A Zarr v3 store's root document (``root``) and arrays (``arrays``, by name); ``path``: how
+    messages name it; ``location``: what zarr opens to read its values (a local path or a Store)."""
 
     path: str
     root: dict[str, Any]
     arrays: dict[str, StoreArray]
+    location: Any = None
+
+    @property
+    def where(self) -> Any:
+        return self.path if self.location is None else self.location
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
@@ -111,14 +117,50 @@ def _read_json(path: str, what: str) -> dict[str, Any]:
     return doc
 
 
+def _check_root(root: dict[str, Any], dst: str) -> None:
+    if root.get("zarr_format") != 3 or root.get("node_type") != "group":
+        raise OptionError("dst", f"{dst!r} is not a Zarr v3 group; --append extends a store zopt wrote from files "
+                          "combined along a dimension")
+
+
+def _child_group(dst: str, name: str) -> OptionError:
+    return OptionError("dst", f"{dst!r} has the child group {name!r}; --append extends a store of arrays combined "
+                       "from files (without groups)")
+
+
+def describe_zarr_store(store: Any, text: str) -> StoreDescription:
+    """``describe_store`` of a zarr Store (an Icechunk session's): its root's ``zarr.json`` and its
+    arrays' (``list_dir`` of the root), named ``text`` in messages."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    def doc(key: str) -> dict[str, Any]:
+        raw = sync(store.get(key, prototype=default_buffer_prototype()))
+        if raw is None:
+            raise OptionError("dst", f"{text}: no {key}; --append extends a Zarr v3 store zopt wrote")
+        out: dict[str, Any] = json.loads(raw.to_bytes())
+        return out
+
+    async def names() -> list[str]:
+        return [n async for n in store.list_dir("")]
+
+    root = doc("zarr.json")
+    _check_root(root, text)
+    arrays = {}
+    for name in sorted(n for n in sync(names()) if n != "zarr.json" and not n.startswith(".")):
+        meta = doc(f"{name}/zarr.json")
+        if meta.get("node_type") != "array":
+            raise _child_group(text, name)
+        arrays[name] = StoreArray(name, meta)
+    return StoreDescription(text, root, arrays, store)
+
+
 def describe_store(dst: str) -> StoreDescription:
     """The root group and arrays of the local Zarr v3 store ``dst`` (its ``zarr.json`` documents;
     no chunk read). OptionError naming ``dst`` for a store that is not a Zarr v3 group of arrays
     (a root array, child groups, another Zarr format)."""
     root = _read_json(os.path.join(dst, "zarr.json"), f"dst {dst!r}")
-    if root.get("zarr_format") != 3 or root.get("node_type") != "group":
-        raise OptionError("dst", f"{dst!r} is not a Zarr v3 group; --append extends a store zopt wrote from files "
-                          "combined along a dimension")
+    _check_root(root, dst)
     arrays: dict[str, StoreArray] = {}
     for entry in sorted(os.scandir(dst), key=lambda e: e.name):
         doc_path = os.path.join(entry.path, "zarr.json")
@@ -126,8 +168,7 @@ def describe_store(dst: str) -> StoreDescription:
             continue
         doc = _read_json(doc_path, f"dst {dst!r}")
         if doc.get("node_type") != "array":
-            raise OptionError("dst", f"{dst!r} has the child group {entry.name!r}; --append extends a store of "
-                              "arrays combined from files (without groups)")
+            raise _child_group(dst, entry.name)
         arrays[entry.name] = StoreArray(entry.name, doc)
     return StoreDescription(dst, root, arrays)
 
@@ -235,10 +276,10 @@ class AppendedSource(CombinedSource):
     and the others from ``new``; arrays without ``dim`` from the store. Plain class (a Dask task
     argument)."""
 
-    def __init__(self, path: str, old: int, new: Source) -> None:
+    def __init__(self, path: Any, old: int, new: Source) -> None:
         assert new.concat_dim is not None  # several files combined
         self.path, self.old, self.new, self.dim = path, old, new, new.concat_dim
-        self.text = f"dst {path} ({old} along {self.dim!r}) + {new.text}"
+        self.text = new.text
         self.files = tuple(new.files)
         self.repacks = new.repacks
 
