@@ -21,16 +21,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import xarray as xr
 
 from zopt.errors import OptionError
 from zopt.io.source_kinds import CombinedSource, Source, SourceIdentity, SourceVariable
 from zopt.notes import Note
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
 
 __all__ = ["AppendedSource", "StoreArray", "StoreDescription", "check_after", "check_against_store",
            "check_constants", "describe_store", "describe_zarr_store"]
@@ -97,10 +101,10 @@ class StoreDescription:
     path: str
     root: dict[str, Any]
     arrays: dict[str, StoreArray]
-    location: Any = None
+    location: Store | None = None
 
     @property
-    def where(self) -> Any:
+    def where(self) -> str | Store:
         return self.path if self.location is None else self.location
 
 
@@ -128,7 +132,7 @@ def _child_group(dst: str, name: str) -> OptionError:
                        "from files (without groups)")
 
 
-def describe_zarr_store(store: Any, text: str) -> StoreDescription:
+def describe_zarr_store(store: Store, text: str) -> StoreDescription:
     """``describe_store`` of a zarr Store (an Icechunk session's): its root's ``zarr.json`` and its
     arrays' (``list_dir`` of the root), named ``text`` in messages."""
     from zarr.core.buffer import default_buffer_prototype
@@ -225,7 +229,8 @@ def values_digest(values: np.ndarray) -> str:
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
-def check_constants(store: StoreDescription, digests: dict[str, str], read: Any, files: Sequence[str]) -> None:
+def check_constants(store: StoreDescription, digests: dict[str, str], read: Callable[[str], npt.ArrayLike],
+                    files: Sequence[str]) -> None:
     """OptionError naming the first new file and the store when an array without the concat
     dimension (``digests``: ``{name: values digest}`` of the new files) has other values in the
     store (``read(name)``: its values)."""
@@ -276,7 +281,7 @@ class AppendedSource(CombinedSource):
     and the others from ``new``; arrays without ``dim`` from the store. Plain class (a Dask task
     argument)."""
 
-    def __init__(self, path: Any, old: int, new: Source) -> None:
+    def __init__(self, path: str | Store, old: int, new: Source) -> None:
         assert new.concat_dim is not None  # several files combined
         self.path, self.old, self.new, self.dim = path, old, new, new.concat_dim
         self.text = new.text

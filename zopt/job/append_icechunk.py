@@ -14,7 +14,8 @@ synchronous scheduler (the tasks write through the client's session).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from zopt.compat import icechunk_compat as icc
 from zopt.errors import OptionError
@@ -25,6 +26,8 @@ from zopt.job.reports import RecompressReport
 from zopt.notes import Note
 
 if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
     from zopt.job.options import RecompressJob
 
 __all__ = ["append_to_branch"]
@@ -38,14 +41,14 @@ class _Session:
 
     journal = None
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = self.root = store
 
     def shard_dir(self, name: str) -> str:
         return name
 
 
-def _measure(store: Any) -> Any:
+def _measure(store: Store) -> Callable[[str], tuple[int, int]]:
     """(apparent, allocated) bytes of an array's chunks in the session (Icechunk lists whole nodes only)."""
     from zarr.core.sync import sync
 

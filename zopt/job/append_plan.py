@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from zopt.io.append_check import (
 )
 from zopt.io.multi import MultiSource, along_concat_dim
 from zopt.io.sources import SourceVariable
-from zopt.job.dask_graph import run_writes, write_tasks
+from zopt.job.dask_graph import WriteTarget, run_writes, write_tasks
 from zopt.job.opening import WriteRun
 from zopt.job.reports import ArrayReport
 from zopt.job.targets import TargetSpec, stored_sizes, target_arrays
@@ -88,8 +89,9 @@ def plan_append(job: RecompressJob, src: MultiSource, store: StoreDescription, j
     return AppendPlan(along, units, old, appended, appended.variables(job_id))
 
 
-def write_units(job: RecompressJob, plan: AppendPlan, store: StoreDescription, target: Any, planned: dict[str, Any],
-                job_id: str, done: Any = None, measure: Any = None) -> tuple[dict[str, ArrayReport], float]:
+def write_units(job: RecompressJob, plan: AppendPlan, store: StoreDescription, target: WriteTarget,
+                planned: dict[str, Any], job_id: str, done: Callable[[str], Mapping[str, Any]] | None = None,
+                measure: Callable[[str], tuple[int, int]] | None = None) -> tuple[dict[str, ArrayReport], float]:
     """Write the units of ``plan`` from DST's partly filled one on into ``target`` (a
     ``zopt.job.dask_graph.WriteTarget``; ``planned``: its arrays at the new shapes), with the job's
     usual tasks; ``done(name)``: the units an interrupted run finished; ``measure(name)``: the
@@ -119,7 +121,9 @@ def write_units(job: RecompressJob, plan: AppendPlan, store: StoreDescription, t
                               projected_task_bytes=w.projected_task_bytes, units=len(w.pending), tasks=w.tasks)
                for n, w in work.arrays.items()}
     run = WriteRun(work, plan.source, job.decision, job_id, {}, reports, job.scheduler, job.progress)
-    graph_seconds = run_writes(write_tasks(run, target), reports, measure or (lambda n: stored_sizes(target.root, n)),
+    root = target.root
+    assert root is not None  # the staging directory, or the session's store
+    graph_seconds = run_writes(write_tasks(run, target), reports, measure or (lambda n: stored_sizes(root, n)),
                                job.scheduler, job.progress, job_id=job_id)
     return reports, graph_seconds
 
