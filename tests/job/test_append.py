@@ -315,3 +315,31 @@ def test_an_icechunk_branch_gets_one_commit_per_append(tmp_path):
     old_group = zarr.open_group(repo.readonly_session(snapshot_id=tip).store, mode="r")
     assert old_group["sst"].shape == (15, 6, 8)  # readers of the old snapshot: the old store
     assert zopt.verify(sorted(old + new), url, concat_dim="time").ok
+
+
+def test_an_icechunk_append_that_finds_the_branch_moved_commits_nothing(tmp_path, monkeypatch):
+    ic = pytest.importorskip("icechunk")
+    from zopt.compat.icechunk_compat import BranchMovedError
+    from zopt.job import append_icechunk
+
+    old = _write(tmp_path / "old", range(5))
+    new = _write(tmp_path / "new", range(5, 6))
+    path = str(tmp_path / "repo")
+    ic.Repository.create(ic.local_filesystem_storage(path))
+    url = f"icechunk://{path}"
+    zopt.recompress(old, url, concat_dim="time", chunks="time=2", shards="time=4")
+    repo = ic.Repository.open(ic.local_filesystem_storage(path))
+    real = append_icechunk.write_units
+
+    def then_another_commit(*args, **kwargs):  # another writer commits on the branch while the append writes
+        out = real(*args, **kwargs)
+        other = repo.writable_session("main")
+        zarr.open_group(other.store, mode="r+").attrs["title"] = "moved"
+        other.commit("another writer")
+        return out
+
+    monkeypatch.setattr(append_icechunk, "write_units", then_another_commit)
+    with pytest.raises(BranchMovedError, match="moved during the append"):
+        zopt.recompress(new, url, concat_dim="time", append=True)
+    group = zarr.open_group(repo.readonly_session(branch="main").store, mode="r")
+    assert group["sst"].shape == (15, 6, 8) and group.attrs["title"] == "moved"  # the other commit, not the append

@@ -22,8 +22,9 @@ second append, or a recompress of DST, is refused with ``StoreLockedError`` whil
 DST stays as it was until the install begins; a run killed during it leaves DST readable as the old
 or the new store, and the next run (the same command, or another append) finishes it.
 
-Only a local directory DST is appended to: a zarr Store, an fsspec URL or an Icechunk branch is
-refused (``OptionError`` naming ``append``). Options that would choose another layout or chain
+A local directory DST is appended to as above, an Icechunk branch in one commit
+(``zopt.job.append_icechunk``); a zarr Store or an fsspec URL is refused (``OptionError`` naming
+``append``). Options that would choose another layout or chain
 (``chunks``/``shards`` other than DST's, ``codecs``, ``preset``, ``menu``, ``plan``, …) are refused
 naming the option.
 """
@@ -71,7 +72,7 @@ def _refuse_options(job: RecompressJob) -> None:
             raise OptionError(name, "--append keeps dst's codec chains, inner chunks and shards (one layout) and "
                               "writes nothing else: drop it (append chooses no new chain, layout or destination)")
     if job.before_publish is not None:
-        raise OptionError("before_publish", "--append installs its files into dst as it goes: check the result "
+        raise OptionError("before_publish", "(--verify) --append installs its files into dst as it goes: check the result "
                           "afterwards with zopt verify against the old and new files together")
     from zarr.abc.store import Store
 
