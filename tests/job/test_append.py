@@ -352,3 +352,14 @@ def test_an_icechunk_append_that_finds_the_branch_moved_commits_nothing(tmp_path
         zopt.recompress(new, url, concat_dim="time", append=True)
     group = zarr.open_group(repo.readonly_session(branch="main").store, mode="r")
     assert group["sst"].shape == (15, 6, 8) and group.attrs["title"] == "moved"  # the other commit, not the append
+
+
+def test_an_interrupted_install_into_a_store_replaced_since_is_refused(archive, tmp_path):
+    dst, old, new = archive
+    assert _kill_at(23, dst, new).returncode == -9  # the install began: a new shard moved into dst
+    shutil.rmtree(dst)  # another store at dst since (recompress --overwrite)
+    zopt.recompress(old[:2], dst, concat_dim="time", chunks="time=2", shards="time=4")
+    before = _files(dst)
+    with pytest.raises(ResumeMismatchError, match="changed since the interrupted append"):
+        zopt.recompress(new, dst, concat_dim="time", append=True)
+    assert _files(dst) == before  # nothing of the interrupted append moved into it

@@ -176,6 +176,11 @@ def _finish_install(staging: str, dst: str, notes: list[Note]) -> dict[str, Any]
     if record is None or "arrays" not in record:  # written before the install began: only damage removes it
         raise ResumeMismatchError(f"dst {dst!r}: {staging} holds an append being installed without its journal "
                                   "record; nothing was done: restore the record, or check dst and delete the folder")
+    for name, docs in record.get("docs", {}).items():
+        if _doc_digest(os.path.join(dst, name, "zarr.json")) not in docs:  # DST replaced since: not this append's
+            raise ResumeMismatchError(f"dst {dst!r}: array {name!r} changed since the interrupted append staged in "
+                                      f"{staging} began its install (another job replaced dst?); nothing was moved: "
+                                      f"delete {staging} if dst is as it should be")
     moves = install(staging, dst, list(record["arrays"]), _rewrites(record["arrays"]))
     notes.append(Note(f"finished installing an interrupted append into {dst} ({moves} chunk files moved)", "recovered"))
     return record
@@ -211,7 +216,7 @@ def _append(job: RecompressJob, src: MultiSource, store: StoreDescription, stagi
             axis = plan.units[n][0]
             stage_document(staging, f"{n}/zarr.json", store.arrays[n].with_length(axis, plan.full[n].shape[axis]))
         journal.begin({**fp}, job_id, {n: store.arrays[n].layout for n in plan.along})
-        _record_units(journal, plan.units)
+        _record_units(journal, plan.units, store.path, staging)
     from zopt.compat.zarr_compat import open_array
 
     before = {n: stored_sizes(store.path, n)[0] for n in plan.along}
@@ -238,11 +243,25 @@ def _append(job: RecompressJob, src: MultiSource, store: StoreDescription, stagi
                             readers=reader_line(store_arrays(store.path)))
 
 
-def _record_units(journal: Journal, units: dict[str, list[int]]) -> None:
-    """The partial unit of each array, kept in the journal's record for the install."""
+def _doc_digest(path: str) -> str | None:
+    """A digest of the metadata document at ``path`` (None: absent)."""
+    import hashlib
+
+    try:
+        with open(path, "rb") as f:
+            return hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _record_units(journal: Journal, units: dict[str, list[int]], dst: str, staging: str) -> None:
+    """The partial unit of each array, and the digests of its ``zarr.json`` in DST now and as
+    staged, kept in the journal's record for the install (``_finish_install`` checks DST against them)."""
     record = journal.read()
     assert record is not None
     record["arrays"] = units
+    record["docs"] = {n: [_doc_digest(os.path.join(where, n, "zarr.json")) for where in (dst, staging)]
+                      for n in units}
     from zopt.store.files import atomic_write
 
     atomic_write(journal.dir / "job.json", json.dumps(record, indent=1).encode(), fsync=True)
