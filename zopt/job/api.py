@@ -71,6 +71,7 @@ def recompress(
     budget: BudgetLike = None,
     concat_dim: str | None = None,
     combine: str = "by_coords",
+    append: bool = False,
 ) -> RecompressReport:
     """Rewrite ``src`` into a new Zarr v3 store ``dst`` with the target codec chain.
 
@@ -170,6 +171,10 @@ def recompress(
         coordinate values). ValueError naming ``combine`` for other values, or without
         ``concat_dim``.
 
+    append : with ``concat_dim``, append the files to ``dst``, a local store zopt wrote from files
+        combined along that dimension, keeping its chains, inner chunks and shards (``zopt.job.append``,
+        docs/append.md): checked against it as against each other, refused naming the files.
+
     before_publish : called as ``before_publish(partial, names)`` once every write has finished
         and before the publish, with the partial store (a local path, or the zarr Store of a
         store destination) and the names of the arrays written (a child group's as
@@ -222,6 +227,10 @@ def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
 
 
 def _run_job(job: RecompressJob, hold: contextlib.ExitStack | None) -> RecompressReport:
+    if job.append:  # zopt.job.append: extends DST in place of a new store
+        from zopt.job.append import run_append
+
+        return run_append(job, hold)
     t0 = time.perf_counter()
     src, target, notes = parse_job(job, hold)
     prepared = plan_of_work(job, src, target, notes)

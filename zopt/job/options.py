@@ -205,6 +205,9 @@ class RecompressJob:
         "--combine", show_default=True, choices=("by_coords", "nested"), help="With --concat-dim: "
         "order the files by their coordinate along it (by_coords) or as given, a glob sorted by name (nested), as "
         "xarray's open_mfdataset combine."))
+    append: bool = field(default=False, metadata={**_HOW, **_flag(  # extend DST along concat_dim (zopt.job.append)
+        "--append", is_flag=True, help="With --concat-dim: append SRC's files to DST, a store zopt wrote, along the "
+        "concat dimension, keeping its chains, chunks and shards (docs/append.md).")})
     scheduler: str | None = field(default=None, metadata={**_HOW, **_IN_PLACE, **_flag(
         "--scheduler", help="Dask scheduler: 'threads' (default), 'processes', 'synchronous', or a dask.distributed "
         "address such as tcp://127.0.0.1:8786.")})
@@ -385,7 +388,8 @@ def _parse(cls: type[RecompressJob], src: str | os.PathLike[str] | Sequence[str 
         overwrite=bool(opts.get("overwrite", False)), progress=_progress(opts.get("progress")),
         plan_force=_plan_force(opts.get("plan_force", False), plan),
         max_memory=parse_max_memory(opts.get("max_memory")), dry_run=bool(opts.get("dry_run", False)),
-        before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given))
+        before_publish=opts.get("before_publish"), menu_options=menu_options, asked=_asked(given),
+        append=bool(opts.get("append", False)))
 
 
 def _plan_force(value: object, plan: object) -> bool:
