@@ -280,25 +280,6 @@ def test_an_append_reads_none_of_the_old_files(archive):
     assert glob.glob(str(dst) + "*") == [str(dst)]
 
 
-def test_the_how_to_page_runs(tmp_path, monkeypatch):
-    """docs/append.md's code blocks, in order, in a fresh directory (as tests/project/test_docs_blocks.py runs pages)."""
-    import re
-
-    page = (Path(__file__).parents[2] / "docs" / "append.md").read_text()
-    found = re.findall(r"^```(python|bash)\n(.*?)^```", page, re.S | re.M)
-    assert [lang for lang, _ in found] == ["python", "bash"]
-    monkeypatch.chdir(tmp_path)
-    env = {**ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for i, (lang, code) in enumerate(found):
-        if lang == "python":
-            exec(compile(code, f"append.md[{i}]", "exec"), {"__name__": f"docs_{i}"})  # noqa: S102 - the page's own code
-        else:
-            proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, env=env,
-                                  timeout=300)
-            assert proc.returncode == 0, f"append.md block {i}:\n{proc.stdout}\n{proc.stderr}"
-    assert xr.open_zarr(tmp_path / "sst.zarr").sst.shape == (51, 30, 40)
-
-
 def test_an_icechunk_branch_gets_one_commit_per_append(tmp_path):
     ic = pytest.importorskip("icechunk")
     old = _write(tmp_path / "old", range(5))
