@@ -117,8 +117,9 @@ def _analysis_table(analyses, store) -> Table:
             f"{float(ds['zero_fraction'].values.mean()):.1%}", f"{float(ds['nan_fraction'].values.mean()):.1%}",
             _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
         )
-    table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
-    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"))
+    notes = {"entropy": "entropy: bits/byte of stored chunks", "best masks": "best masks: smallest trial per chunk",
+             "est. ratio": "est. ratio: raw / estimated stored bytes"}
+    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"), notes=notes)
 
 
 class _PlanGroup(click.Group):

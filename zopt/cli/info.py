@@ -60,8 +60,10 @@ def info(store, arrays, png, check) -> None:
             f"{a.slot_fill:.0%}" if a.slot_fill is not None else "—", _human(a.logical_bytes), _human(a.apparent_bytes),
             _human(a.allocated_bytes), f"{a.logical_bytes / a.apparent_bytes:.2f}" if a.apparent_bytes else "—", _mask_text(a.masks),
         )
-    table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
-    console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape")))
+    notes = {"chunks": "chunks: stored/total inner chunks", "slot fill": "slot fill: stored bytes / slot bytes of "
+             "fixed-slot chunks", "ratio": "ratio: logical / apparent"}
+    console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape"),
+                         notes=notes))
     console.print(_readers(store), markup=False)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
