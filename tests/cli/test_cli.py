@@ -47,3 +47,33 @@ def test_the_progress_bar_reaches_its_total(store, command):
         res = runner.invoke(main, args)
     assert res.exit_code == 0, res.output
     assert _bar(res.output) == (4, 4)  # 2x2 shards
+
+
+def _commands(group, prefix=()):
+    """Every command under ``group``: (its words, the command), subcommands of groups included."""
+    import click
+
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_help_summary_is_a_whole_sentence_in_80_columns():
+    """``zopt --help`` cut summaries mid-sentence ("info  Show per array of a local Zarr store or an
+    Icechunk..."): every command's summary in its group's listing is a sentence, ending with a
+    full stop, on one line of at most 80 columns."""
+    import click
+
+    runner = CliRunner()
+    groups = [((), main), *((words, c) for words, c in _commands(main) if isinstance(c, click.Group))]
+    for words, group in groups:
+        res = runner.invoke(main, [*words, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert res.exit_code == 0, res.output
+        assert max(map(len, res.output.splitlines())) <= 80, res.output
+        listing = res.output.split("Commands:")[1].splitlines()[1:]
+        assert "..." not in "".join(listing), res.output
+        for name, command in group.commands.items():
+            (line,) = [line for line in listing if line.split()[:1] == [name]]
+            summary = line.split(None, 1)[1]
+            assert summary.endswith(".") and summary in " ".join((command.short_help or command.help).split()), line

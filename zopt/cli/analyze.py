@@ -43,7 +43,7 @@ def _analysis_options(command):
     return command
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Measure every chunk of a store: entropy, zeros, trial sizes.")
 @click.argument("store", type=Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
@@ -131,12 +131,12 @@ class _PlanGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group("plan", cls=_PlanGroup)
+@click.group("plan", cls=_PlanGroup, short_help="Make a per-chunk plan of a store, or show one.")
 def plan() -> None:
     """Make a plan (zopt plan STORE --policy P -o PLAN) or show one (zopt plan show PLAN)."""
 
 
-@plan.command("create")
+@plan.command("create", short_help="Analyse a store and save a per-chunk mask plan.")
 @click.argument("store", type=Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")

@@ -18,7 +18,7 @@ from zopt.job.progress import RichProgress as _RichProgress
 __all__ = ["compact", "info"]
 
 
-@click.command("info")
+@click.command("info", short_help="Show how a store's arrays are sharded, stored and compressed.")
 @click.argument("store")
 @click.argument("arrays", nargs=-1)
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
@@ -84,7 +84,7 @@ def _readers(store: str) -> str:
     return reader_line(store_arrays(store))
 
 
-@click.command("compact")
+@click.command("compact", short_help="Pack a store's fixed-slot shards, one at a time, atomically.")
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
 @click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")

@@ -127,7 +127,7 @@ def _job_flags(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-@click.command("recompress")
+@click.command("recompress", short_help="Rewrite a Zarr store or netCDF file as a smaller Zarr v3 store.")
 @click.argument("src", type=Location())
 @click.argument("dst", required=False)
 @_job_flags
@@ -280,7 +280,7 @@ def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
         ctx.exit(3)
 
 
-@click.command("presets")
+@click.command("presets", short_help="List the presets --preset takes.")
 @wide_option
 @click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, "
               "codecs as Zarr v3 JSON, menu, budget, readers).")

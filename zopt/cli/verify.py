@@ -46,7 +46,7 @@ def verify_table(report) -> Table:
     return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits"))
 
 
-@click.command("verify")
+@click.command("verify", short_help="Compare DST with SRC: metadata and every value.")
 @click.argument("src")
 @click.argument("dst")
 @click.argument("arrays", nargs=-1)
