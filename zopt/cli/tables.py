@@ -149,9 +149,9 @@ def fitted(table: Table, drop: Sequence[str] = (), wrap: Sequence[str] = (),
     for name in drop:
         if sum(low for low, _ in widths()) <= room():
             break
-        column = next((c for c in table.columns if c.header == name), None)
-        if column is not None:
-            table.columns.remove(column)
+        found = next((c for c in table.columns if c.header == name), None)
+        if found is not None:
+            table.columns.remove(found)
             left_out.append(name)
     caption([f"left out to fit {width} columns: {', '.join(left_out)} (--wide shows every column)"] if left_out else [])
     sizes = widths()
