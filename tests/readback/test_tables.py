@@ -46,6 +46,8 @@ def stores(tmp_path_factory):
     ds.to_zarr(tmp / "src.zarr", zarr_format=3, consolidated=False)
     runner = CliRunner()
     for args in (["recompress", str(tmp / "src.zarr"), str(tmp / "dst.zarr"), "--no-progress"],
+                 ["recompress", str(tmp / "src.zarr"), str(tmp / "lossy.zarr"), "--no-progress", "--lossy",
+                  "surface_temperature=abs:0.01"],
                  ["plan", str(tmp / "src.zarr"), "-o", str(tmp / "plan.zarr"), "--no-progress"]):
         res = runner.invoke(main, args)
         assert res.exit_code == 0, res.output
@@ -61,6 +63,7 @@ def _commands(tmp):
         "info": ["info", dst],
         "compact": ["compact", dst, "--no-progress"],
         "verify": ["verify", src, dst, "--no-progress"],
+        "verify lossy": ["verify", src, str(tmp / "lossy.zarr"), "--no-progress"],
         "analyze": ["analyze", src, "--no-progress"],
         "plan": ["plan", src, "-o", str(tmp / "p2.zarr"), "--overwrite", "--no-progress"],
         "plan show": ["plan", "show", str(tmp / "plan.zarr")],

@@ -22,7 +22,7 @@ def verify_table(report) -> Table:
 
     lossy = any(c.kind not in ("lossless", "re-expressed") for c in report.checks)
     exact = all(not c.bound for c in report.checks)
-    cols = ["array", "kind", *(() if exact else ("bound",)), "elements", "chunks differing", "differing values"]
+    cols = ["array", "kind", *(() if exact else ("bound",)), "elements", "chunks differ", "values differ"]
     if lossy:
         cols += ["NaN/fill moved", "max abs error", "max rel error", "keepbits", "information kept"]
     else:
@@ -43,7 +43,8 @@ def verify_table(report) -> Table:
         table.add_row(*row)
     if exact:
         table.caption = "bound: every array bit for bit (NaN payloads included)"
-    return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits"))
+    return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits",
+                          "metadata"))
 
 
 @click.command("verify", short_help="Compare DST with SRC: metadata and every value.")
