@@ -127,7 +127,8 @@ def analyze(
     return out
 
 
-def _check_options(codecs: Sequence[dict[str, Any]] | str | None, chunks: Any, sample: float | None, read: str) -> None:
+def _check_options(codecs: Sequence[dict[str, Any]] | str | None, chunks: str | Mapping[str, int] | Sequence[int] | None,
+                   sample: float | None, read: str) -> None:
     """Refuse an invalid ``codecs``, ``chunks``, ``sample`` or ``read`` before any data is read:
     ValueError naming the option (the same checks the analysis makes where it uses them)."""
     import json
