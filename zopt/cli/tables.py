@@ -6,9 +6,10 @@ Shared by the commands (``zopt.cli.recompress``, ``analyze``, ``info``, ``lossy`
 Width: ``COLUMNS`` when set, as rich reads it (piped output too); else the terminal's; else, with
 no terminal at all (logs, CI), ``DEFAULT_WIDTH``. Every command that prints a table takes
 ``--wide`` (``wide_option``): every column at its full width, whatever the width. Without it
-``fitted`` fits a table to the width: headers and cells wrap at spaces (never cut to "chun…"),
-and when the table still does not fit, its least needed columns are left out, the caption saying
-which.
+``fitted`` fits a table to the width: headers and prose wrap at spaces (never cut to "chun…"),
+numbers with their units and names never wrap ("889.0 KiB" stays on one line), columns that say
+nothing ("—" in every row) are left out, and when the table still does not fit, its least needed
+columns are left out, the caption saying which.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _content_widths(table: Table, column: Column, atoms: bool) -> tuple[int, int
 
 def _empty(column: Column) -> bool:
     """Whether every cell of ``column`` says nothing ("—" or blank)."""
-    return all(str(cell).strip() in ("", "—") for cell in column._cells)
+    return bool(column._cells) and all(str(cell).strip() in ("", "—") for cell in column._cells)
 
 
 #: a space that must not break a line: between a number and its unit, after a comparison sign
