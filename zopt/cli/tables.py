@@ -168,6 +168,8 @@ def fitted(table: Table, drop: Sequence[str] = (), wrap: Sequence[str] = (),
         for column, w in zip(table.columns, share, strict=True):
             column.width = w
     for column in table.columns:
+        if str(column.header) in wrap and column.width and column.overflow != "fold":  # "≥ 3.1" stays together
+            column._cells = [wrap_words(c, column.width) if isinstance(c, str) else c for c in column._cells]
         if str(column.header) not in wrap and column.overflow != "fold":
             column.no_wrap = True  # the cells stay whole; the header still wraps at spaces
             header = column.header = Text.from_markup(str(column.header), justify=column.justify)
