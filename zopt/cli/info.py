@@ -84,7 +84,7 @@ def _readers(store: str) -> str:
     return reader_line(store_arrays(store))
 
 
-@click.command("compact", short_help="Pack a store's fixed-slot shards, one at a time, atomically.")
+@click.command("compact", short_help="Rewrite a store's fixed-slot shards packed, each atomically.")
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
 @click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")
