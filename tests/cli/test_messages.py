@@ -219,3 +219,82 @@ def test_in_place_takes_grace_and_other_rewrites_refuse_it(tmp_path, monkeypatch
     assert result.exit_code == 2 and "--grace applies to --in-place" in result.output
     result = CliRunner().invoke(main, ["recompress", str(store), "--in-place", "--grace", "-1"])
     assert result.exit_code == 2 and "--grace" in result.output and not (tmp_path / "o.zarr").exists()
+
+
+A1B = os.path.join(iris_sample_data.path, "A1B_north_america.nc")
+
+
+@pytest.mark.parametrize("args, flag, says", [
+    (["--policy", "smalest"], "--policy", "'smalest' is not one of ['compress_if_smaller'"),
+    (["--param", "gian=0.1"], "--param", "unknown parameters ['gian']"),
+    (["--chunks", "time:12"], "--chunks", "'time:12' is not a size; use NAME=SIZE, e.g. time=12"),
+    (["--sample", "2"], "--sample", "must be a fraction in (0, 1]"),
+    (["--codecs", '[{"name": "zsdt"}]'], "--codecs", "unknown codec 'zsdt'"),
+])
+def test_plan_checks_every_option_before_reading_data(tmp_path, monkeypatch, args, flag, says):
+    """``zopt plan STORE -o P --policy smalest`` (or ``--param gian=0.1``) ran the whole analysis,
+    then refused: now every option is refused before a byte of data is read (the netCDF file's raw
+    copy and the analysis would fail this test), in one line naming the flag."""
+    import zopt.job.analyze as job
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("data read before the options were checked")
+
+    monkeypatch.setattr(job, "_raw_view", no_reading)
+    monkeypatch.setattr(job, "analyze_zarr", no_reading)
+    result = CliRunner().invoke(main, ["plan", A1B, "-o", str(tmp_path / "p.zarr"), "--no-progress", *args])
+    assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {flag}") and says in line, line
+    assert not (tmp_path / "p.zarr").exists()
+
+
+def test_plan_without_output_names_the_command_the_user_typed(tmp_path):
+    """``zopt plan STORE`` without -o suggested ``zopt plan create --help``, a subcommand the user
+    never typed; the usage and the hint say ``zopt plan``, whose help shows the plan's options."""
+    result = CliRunner().invoke(main, ["plan", A1B], prog_name="zopt")
+    assert result.exit_code == 2 and "Missing option '-o' / '--output'" in result.output
+    assert "create" not in result.output and "Try 'zopt plan --help' for help." in result.output, result.output
+    assert "Usage: zopt plan [OPTIONS] STORE [ARRAYS]..." in result.output
+    shown = CliRunner().invoke(main, ["plan", "--help"], prog_name="zopt")
+    assert shown.exit_code == 0 and "-o, --output" in shown.output and "--policy" in shown.output
+    assert "show" in shown.output.split("Commands:")[1]
+    # zopt plan create STORE still works, and its usage names it
+    typed = CliRunner().invoke(main, ["plan", "create", A1B], prog_name="zopt")
+    assert "Try 'zopt plan create --help' for help." in typed.output
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_file_destination_is_refused_as_a_file_the_first_time(tmp_path, overwrite):
+    """``zopt recompress A1B data.csv`` said "exists; use --overwrite", then with --overwrite "is
+    a file; --overwrite only replaces a Zarr store": both say it is a file, and suggest no
+    --overwrite; the file is kept."""
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n1,2\n")
+    result = CliRunner().invoke(main, ["recompress", A1B, str(data), "--no-progress", *overwrite])
+    (line,) = result.output.strip().splitlines()
+    assert result.exit_code == 1 and "is a file, not a Zarr store" in line and "--overwrite" not in line, line
+    assert data.read_text() == "a,b\n1,2\n"
+
+
+def test_a_size_given_with_a_colon_says_name_equals_size(tmp_path):
+    """``--chunks time:12`` said "sizes must be positive integers"; the ':' is the problem."""
+    result = CliRunner().invoke(main, ["recompress", A1B, str(tmp_path / "o.zarr"), "--chunks", "time:12",
+                                       "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip() == "Error: --chunks: 'time:12' is not a size; use NAME=SIZE, e.g. time=12"
+    from zopt.planning.chunking import parse_shape
+
+    with pytest.raises(ValueError, match=r"shards: 'time=120,lat 4': 'lat 4' is not a size; use NAME=SIZE, e\.g\. lat=4"):
+        parse_shape("time=120,lat 4", "shards")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_a_refused_max_memory_names_the_flag(tmp_path):
+    """A refused ``--max-memory`` printed ``max_memory:``, the Python name, not the flag."""
+    for limit in ("1KiB", "lots"):
+        result = CliRunner().invoke(main, ["recompress", A1B, str(tmp_path / "o.zarr"), "--max-memory", limit,
+                                           "--no-progress"])
+        (line,) = result.output.strip().splitlines()
+        assert result.exit_code == 1 and line.startswith("Error: --max-memory: ") and "max_memory" not in line, line
+    assert not (tmp_path / "o.zarr").exists()

@@ -177,7 +177,7 @@ def test_cli_lossy_bad_input_is_one_line(ocean, tmp_path):
     src, _, _ = ocean
     r = subprocess.run([sys.executable, "-m", "zopt", "recompress", src, str(tmp_path / "x.zarr"), "--lossy",
                         "tos=abs:0"], capture_output=True, text=True)
-    assert r.returncode == 1 and r.stderr.strip() == "Error: lossy tos: abs: the bound must be a finite number > 0, got '0'"
+    assert r.returncode == 1 and r.stderr.strip() == "Error: --lossy tos: abs: the bound must be a finite number > 0, got '0'"
     assert not (tmp_path / "x.zarr").exists()
 
 

@@ -43,7 +43,7 @@ def _analysis_options(command):
     return command
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Measure every chunk of a store: entropy, zeros, trial sizes.")
 @click.argument("store", type=Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), default=None, help="Save the analysis as Zarr here.")
@@ -117,25 +117,51 @@ def _analysis_table(analyses, store) -> Table:
             f"{float(ds['zero_fraction'].values.mean()):.1%}", f"{float(ds['nan_fraction'].values.mean()):.1%}",
             _mask_text(hist), f"{raw[stored].sum() / max(sizes[stored].sum(), 1):.2f}", f"{ds.attrs['seconds']:.2f}",
         )
-    table.caption = "entropy: bits/byte of stored chunks; best masks: smallest trial per chunk; est. ratio: raw / estimated stored bytes"
-    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"))
+    notes = {"entropy": "entropy: bits/byte of stored chunks", "best masks": "best masks: smallest trial per chunk",
+             "est. ratio": "est. ratio: raw / estimated stored bytes"}
+    return fitted(table, ("early out", "seconds", "zeros", "fill", "chunks", "NaN", "entropy"), notes=notes)
+
+
+#: ``ctx.meta`` key: the user typed ``zopt plan STORE …``, not ``zopt plan create STORE …``
+_IMPLIED = "zopt.plan.create-implied"
 
 
 class _PlanGroup(click.Group):
-    """``zopt plan STORE …`` makes a plan; ``zopt plan show PLAN`` shows one."""
+    """``zopt plan STORE …`` makes a plan; ``zopt plan show PLAN`` shows one. ``zopt plan --help``
+    shows how to make one (its options), then the subcommands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["create", *args]
+            ctx.meta[_IMPLIED] = True
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        create = self.commands["create"]
+        with _PlanContext(create, info_name="create", parent=ctx) as sub:
+            sub.meta[_IMPLIED] = True
+            create.format_help(sub, formatter)
+        self.format_commands(ctx, formatter)
 
-@click.group("plan", cls=_PlanGroup)
+
+class _PlanContext(click.Context):
+    """The context of ``plan create``: where the user typed ``zopt plan STORE …``, its usage line
+    and its "Try … --help" hint say ``zopt plan``, not a subcommand the user never typed."""
+
+    @property
+    def command_path(self) -> str:
+        if self.meta.get(_IMPLIED) and self.parent is not None:
+            return self.parent.command_path
+        return super().command_path
+
+
+@click.group("plan", cls=_PlanGroup, short_help="Make a per-chunk plan of a store, or show one.")
 def plan() -> None:
     """Make a plan (zopt plan STORE --policy P -o PLAN) or show one (zopt plan show PLAN)."""
 
 
-@plan.command("create")
+@plan.command("create", cls=type("_PlanCreate", (click.Command,), {"context_class": _PlanContext}),
+              short_help="Analyse a store and save a per-chunk mask plan.")
 @click.argument("store", type=Location())
 @click.argument("arrays", nargs=-1)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
@@ -147,7 +173,8 @@ def plan() -> None:
 @click.option("--chunks", default=None, help="Chunk grid of the plan (e.g. y=256,x=256): the inner chunks of the array it will be applied to.")
 @_analysis_options
 def plan_create(store, arrays, output, overwrite, policy, params, analysis_path, **analysis) -> None:
-    """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan."""
+    """Analyse STORE (a Zarr store or a netCDF file; or load --analysis) and save a per-chunk mask plan.
+    zopt plan show PLAN summarises a saved plan (--png draws it)."""
     from zopt.job.analyze import plan as make
 
     kwargs = {}

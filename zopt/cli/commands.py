@@ -24,7 +24,7 @@ from zopt.cli.tables import set_width
 from zopt.cli.verify import verify
 from zopt.compat.interrupts import announced, exit_quietly, interrupt_note
 from zopt.compat.interrupts import settle_zarr_tasks as _settle_zarr_tasks
-from zopt.errors import ZoptError
+from zopt.errors import OptionError, ZoptError
 
 __all__ = ["AGAIN", "INTERRUPTED", "USER_ERRORS", "main"]
 
@@ -32,6 +32,27 @@ __all__ = ["AGAIN", "INTERRUPTED", "USER_ERRORS", "main"]
 def _one_line(exc: BaseException) -> str:
     """An error as one line: its message with line breaks folded."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    notes = " ".join(" ".join(n.split()) for n in getattr(exc, "__notes__", ()))
+    return f"{text}; {notes}" if notes else text
+
+
+def _flags(command: click.Command) -> dict[str, str]:
+    """Parameter name → its flag (``max_memory`` → ``--max-memory``) of ``command`` and its subcommands."""
+    flags = {p.name: p.opts[0] for p in command.params if p.name and p.opts and p.opts[0].startswith("-")}
+    for sub in getattr(command, "commands", {}).values():
+        flags = {**_flags(sub), **flags}
+    return flags
+
+
+def _flag_line(group: click.Group, ctx: click.Context, exc: OptionError) -> str:
+    """An ``OptionError`` of the command the user ran as one line naming the option by its flag
+    (``--max-memory: …``; the library's name where the command has no such flag)."""
+    command = group.get_command(ctx, ctx.invoked_subcommand or "")
+    flags = _flags(command) if command is not None else {}
+    flag = flags.get(exc.option, exc.option)
+    label = exc.label or exc.option
+    label = flag + label[len(exc.option):] if label.startswith(exc.option) else f"{flag} ({label})"
+    text = f"{label}: {' '.join(exc.worded(lambda o: flags.get(o, o)).split())}"
     notes = " ".join(" ".join(n.split()) for n in getattr(exc, "__notes__", ()))
     return f"{text}; {notes}" if notes else text
 
@@ -73,6 +94,8 @@ class _Main(click.Group):
             _settle_zarr_tasks()
             from zopt.store.journal import keeps_partial
 
+            if isinstance(exc, OptionError):  # "--max-memory: …", not the library's "max_memory: …"
+                raise click.ClickException(_cli_words(_flag_line(self, ctx, exc))) from exc
             if isinstance(exc, USER_ERRORS) or keeps_partial(exc):
                 raise click.ClickException(_cli_words(_one_line(exc))) from exc
             raise

@@ -18,7 +18,7 @@ from zopt.job.progress import RichProgress as _RichProgress
 __all__ = ["compact", "info"]
 
 
-@click.command("info")
+@click.command("info", short_help="Show how a store's arrays are sharded, stored and compressed.")
 @click.argument("store")
 @click.argument("arrays", nargs=-1)
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
@@ -60,8 +60,10 @@ def info(store, arrays, png, check) -> None:
             f"{a.slot_fill:.0%}" if a.slot_fill is not None else "—", _human(a.logical_bytes), _human(a.apparent_bytes),
             _human(a.allocated_bytes), f"{a.logical_bytes / a.apparent_bytes:.2f}" if a.apparent_bytes else "—", _mask_text(a.masks),
         )
-    table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
-    console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape")))
+    notes = {"chunks": "chunks: stored/total inner chunks", "slot fill": "slot fill: stored bytes / slot bytes of "
+             "fixed-slot chunks", "ratio": "ratio: logical / apparent"}
+    console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape"),
+                         notes=notes))
     console.print(_readers(store), markup=False)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
@@ -82,7 +84,7 @@ def _readers(store: str) -> str:
     return reader_line(store_arrays(store))
 
 
-@click.command("compact")
+@click.command("compact", short_help="Rewrite a store's fixed-slot shards packed, each atomically.")
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
 @click.argument("arrays", nargs=-1)
 @click.option("--scheduler", default=None, callback=scheduler_option, help="Dask scheduler, as for recompress.")

@@ -10,7 +10,7 @@ from zopt.compat.scheduling import scheduler_option
 __all__ = ["lossy_plan"]
 
 
-@click.command("lossy-plan")
+@click.command("lossy-plan", short_help="Save a plan of per-chunk keepbits for a lossy recompress.")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--output", type=click.Path(), required=True, help="Where to save the plan (a Zarr group).")
 @click.option("--info", "levels", multiple=True, required=True, help="VAR=LEVEL: keep LEVEL (0 < L <= 1) of the real information, per chunk.")

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable
@@ -17,7 +16,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import Location, option_usage_error, shard_rewrite_errors
-from zopt.cli.tables import console, fitted, wide_option
+from zopt.cli.tables import console, fitted, short_path, wide_option
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.interrupts import interrupt_note
@@ -63,7 +62,7 @@ def summary_table(report: RecompressReport, baseline: dict[str, int] | None = No
     """The end-of-run table: per array chunks, logical/stored bytes, ratio, masks, MB/s; with
     ``baseline`` (``zopt.planning.baseline.zarr_default_bytes``) also what zarr's default codecs store,
     and with ``baseline_seconds`` the wall-clock time that pass took."""
-    title = f"zopt recompress → {report.dst}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s"
+    title = f"zopt recompress → {short_path(report.dst, 40)}  ({report.seconds:.2f} s, {report.mb_per_s:.1f} MB/s"
     if baseline_seconds is not None:
         rate = report.logical_bytes / 1e6 / baseline_seconds if baseline_seconds else math.inf
         title += f"; zarr default: {baseline_seconds:.2f} s, {rate:.1f} MB/s"
@@ -93,14 +92,13 @@ def summary_table(report: RecompressReport, baseline: dict[str, int] | None = No
         *versus(report.stored_after, None if baseline is None else sum(baseline.values())),
         f"{report.logical_bytes / max(report.stored_after, 1):.2f}", _mask_text(report.masks()),
     )
-    table.caption = "masks: bitmask of the conditional codec's wrapped codecs (bit 0 = first codec) : inner chunks"
-    if baseline is not None:
-        table.caption += ("; zarr default: zarr.create_array's own codecs (zstd level 0) on the same chunks and shards, "
-                          "vs zarr default: after / zarr default")
+    notes = {"masks": "masks: bitmask of the conditional codec's wrapped codecs (bit 0 = first codec) : inner chunks",
+             "vs zarr default": "vs zarr default: after / what zarr.create_array's own codecs (zstd level 0) store "
+                                "on the same chunks and shards"}
     if baseline_seconds is not None:
-        table.caption += ("; zarr default's time: reading DST back and encoding it with those codecs in memory "
-                          "(no disk writes), wall clock")
-    return fitted(table, ("written", "before", "dtype", "zarr default", "shape", "chunks", "logical"))
+        notes["vs zarr default"] += ("; zarr default's time: reading DST back and encoding it with those codecs in "
+                                     "memory (no disk writes), wall clock")
+    return fitted(table, ("written", "before", "dtype", "shape", "chunks", "zarr default", "logical"), notes=notes)
 
 
 #: the flags whose value click checks with a function of its own (``Flag`` has no field for it)
@@ -129,7 +127,7 @@ def _job_flags(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-@click.command("recompress")
+@click.command("recompress", short_help="Rewrite a Zarr store or netCDF file as a smaller Zarr v3 store.")
 @click.argument("src", type=Location())
 @click.argument("dst", required=False)
 @_job_flags
@@ -289,22 +287,24 @@ def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:
         ctx.exit(3)
 
 
-@click.command("presets")
+@click.command("presets", short_help="List the presets --preset takes.")
 @wide_option
-@click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, codecs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the presets as one JSON list (name, summary, decision, "
+              "codecs as Zarr v3 JSON, menu, budget, readers).")
 def presets_command(as_json) -> None:
-    """List the named codec chains that --preset takes, with their codec JSON."""
+    """List the presets --preset takes: what each is for, who reads it, what it writes."""
     from zopt.planning.presets import presets, presets_json
 
     if as_json:
         click.echo(presets_json())
         return
-    table = Table(title="zopt presets (recompress --preset NAME; zopt.xarray.encoding(ds, preset=NAME))")
-    for col in ("name", "decision", "what for", "readers", "codecs"):
+    table = Table(title="zopt presets: recompress --preset NAME, zopt.xarray.encoding(ds, preset=NAME)")
+    for col in ("name", "for", "readers", "writes"):
         table.add_column(col)
     for p in presets():
-        table.add_row(p.name, p.decision, p.summary, p.readers, json.dumps(p.chain()))
-    console.print(fitted(table, ("codecs", "decision")))
+        table.add_row(p.name, p.purpose, p.short_readers, p.writes())
+    table.caption = "zopt presets --json: each preset's codec chains as Zarr v3 JSON"
+    console.print(fitted(table, wrap=("for", "readers", "writes")))
 
 
 def _recompress_in_place(ctx: click.Context) -> None:

@@ -16,18 +16,23 @@ def _fmt(x: float | None) -> str:
 
 
 def verify_table(report) -> Table:
-    """One row per array of a ``zopt.readback.verify.VerifyReport`` (lossy columns when an array is lossy)."""
+    """One row per array of a ``zopt.readback.verify.VerifyReport`` (lossy columns when an array is
+    lossy; no bound column when every array is compared bit for bit), fitted to the console."""
+    from zopt.cli.tables import console, fitted, short_path
+
     lossy = any(c.kind not in ("lossless", "re-expressed") for c in report.checks)
-    cols = ["array", "kind", "bound", "elements", "chunks differing", "differing values"]
+    exact = all(not c.bound for c in report.checks)
+    cols = ["array", "kind", *(() if exact else ("bound",)), "elements", "chunks differ", "values differ"]
     if lossy:
         cols += ["NaN/fill moved", "max abs error", "max rel error", "keepbits", "information kept"]
     else:
         cols += ["max abs diff"]
-    table = Table(title=f"zopt verify {report.src} → {report.dst}")
+    room = max(10, (console.width or 80) // 2 - 10)
+    table = Table(title=f"zopt verify {short_path(report.src, room)} → {short_path(report.dst, room)}")
     for col in [*cols, "metadata", "ok"]:
         table.add_column(col, justify="left" if col in ("array", "kind", "bound", "keepbits", "ok") else "right")
     for c in report.checks:
-        row = [c.name or "(root array)", c.kind, c.bound or "bit for bit", str(c.elements),
+        row = [c.name or "(root array)", c.kind, *(() if exact else (c.bound or "bit for bit",)), str(c.elements),
                f"{c.differing_chunks}/{c.chunks}", str(c.violations)]
         if lossy:
             row += [str(c.special_mismatches), _fmt(c.max_abs_error), _fmt(c.max_rel_error), c.keepbits or "—",
@@ -36,12 +41,13 @@ def verify_table(report) -> Table:
             row += [_fmt(c.max_abs_error) if c.violations else "—"]
         row += ["—" if c.problem else ("same" if not c.metadata else f"{len(c.metadata)} differ"), "yes" if c.ok else "NO"]
         table.add_row(*row)
-    from zopt.cli.tables import fitted
+    if exact:
+        table.caption = "bound: every array bit for bit (NaN payloads included)"
+    return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits",
+                          "metadata"))
 
-    return fitted(table, ("elements", "kind", "information kept", "NaN/fill moved", "max rel error", "keepbits"))
 
-
-@click.command("verify")
+@click.command("verify", short_help="Compare DST with SRC: metadata and every value.")
 @click.argument("src")
 @click.argument("dst")
 @click.argument("arrays", nargs=-1)

@@ -89,17 +89,18 @@ def is_zarr_hierarchy(path: str | os.PathLike[str]) -> bool:
 
 def check_replaceable(dst: str | os.PathLike[str], overwrite: bool, label: str = "dst") -> None:
     """Refuse an existing ``dst`` unless ``overwrite`` and it is a Zarr hierarchy (or an empty
-    directory). Raises FileExistsError (exists, no overwrite) or NotAZarrStoreError."""
+    directory). Raises NotAZarrStoreError when it is anything else (a file, a link, a directory of
+    other files: never replaced, overwrite or not), else FileExistsError (exists, no overwrite)."""
     dst = os.fspath(dst)
     if not os.path.lexists(dst):
         return
+    if not (os.path.isdir(dst) and not os.path.islink(dst) and (is_zarr_hierarchy(dst) or not os.listdir(dst))):
+        kind = ("a file" if os.path.isfile(dst) else "a symbolic link" if os.path.islink(dst)
+                else "a directory that is not a Zarr hierarchy")
+        raise NotAZarrStoreError(f"{label} {dst!r} is {kind}, not a Zarr store, and zopt replaces only a Zarr store: "
+                                 "choose another path (or remove it yourself)")
     if not overwrite:
         raise FileExistsError(f"{label} {dst!r} exists; use --overwrite (overwrite=True) to replace it")
-    if os.path.isdir(dst) and not os.path.islink(dst) and (is_zarr_hierarchy(dst) or not os.listdir(dst)):
-        return
-    kind = "a file" if os.path.isfile(dst) else "a symbolic link" if os.path.islink(dst) else "a directory that is not a Zarr hierarchy"
-    raise NotAZarrStoreError(f"{label} {dst!r} is {kind}; --overwrite only replaces a Zarr store: remove it yourself "
-                             "or choose another DST")
 
 
 def recover(dst: str | os.PathLike[str]) -> str | None:

@@ -22,7 +22,7 @@ from zopt.planning.analysis import DEFAULT_SAMPLE, analysable, load_analysis
 from zopt.planning.analysis import analyze as analyze_zarr
 from zopt.planning.chunking import parse_shape, shape_for
 from zopt.planning.optimizer import MenuOptions
-from zopt.planning.plan import Plan, make_plan
+from zopt.planning.plan import Plan, check_policy, make_plan
 
 if TYPE_CHECKING:
     from zopt.types import BudgetLike, NamesLike, ShapeLike
@@ -104,6 +104,7 @@ def analyze(
             bar.close()
     store = os.fspath(store)
     menu = _menu(menu_options)
+    _check_options(codecs, chunks, sample, read)  # before a netCDF file's raw copy reads all its data
     if os.path.isfile(store):
         with tempfile.TemporaryDirectory(prefix="zopt-view-") as tmp:
             view = _raw_view(store, os.path.join(tmp, "view.zarr"))
@@ -132,6 +133,30 @@ def analyze(
         out.update(analyze_zarr(store, [a.path], codecs=codecs, chunks=shape, sample=sample, scheduler=scheduler,
                                 read=read, decode_times=decode_times, progress=progress, menu=menu))
     return out
+
+
+def _check_options(codecs: Sequence[dict[str, Any]] | str | None, chunks: str | Mapping[str, int] | Sequence[int] | None,
+                   sample: float | None, read: str) -> None:
+    """Refuse an invalid ``codecs``, ``chunks``, ``sample`` or ``read`` before any data is read:
+    ValueError naming the option (the same checks the analysis makes where it uses them)."""
+    import json
+
+    from zopt.compat.zarr_compat import resolve_codec
+    from zopt.planning.analysis import check_sampling
+
+    parse_shape(chunks, "chunks")
+    check_sampling(sample, read)
+    if codecs is None:
+        return
+    try:
+        listed = json.loads(codecs) if isinstance(codecs, str) else codecs
+    except json.JSONDecodeError as exc:
+        raise OptionError("codecs", f"not valid JSON: {exc}") from exc
+    if not isinstance(listed, list | tuple):
+        raise OptionError("codecs", f"expected a JSON list of codecs such as [{{\"name\": \"shuffle\"}}, "
+                                    f"{{\"name\": \"zstd\", \"configuration\": {{\"level\": 3}}}}], got {codecs!r}")
+    for codec in listed:
+        resolve_codec(codec)
 
 
 def _menu(options: MenuKeywords) -> MenuOptions | None:
@@ -177,6 +202,7 @@ def plan(
 
     Raises ValueError naming an invalid option, PlanMismatchError when ``analysis`` does not fit.
     """
+    check_policy(policy, params)  # before the analysis reads any data
     if output is not None:
         check_no_overlap(store, output)
         check_replaceable(output, overwrite, "output")

@@ -99,14 +99,19 @@ def recompress(
         ``zopt.compat.icechunk_compat.RepositoryNotFoundError`` for a missing repository or
         branch, ``BranchMovedError`` if the branch moved during the job.
     codecs : target codec chain (list of codec JSON objects or a JSON string); inside
-        ``sharding_indexed`` when sharded. Default: ``zopt.planning.menu.default_chain`` of each
-        variable's data type (``DEFAULT_CHAIN`` for types of 2 bytes and more).
+        ``sharding_indexed`` when sharded. Default: each variable's chain chosen by trial encodings
+        from the ``default`` codec menu (``menu``, ``budget``; ``zopt.planning.candidates``) among
+        the chains ``readers`` read, e.g. ``numcodecs.pcodec`` level 8 where it pays for its encode
+        time (the README's float32 ``air_temperature``);
+        ``zopt.planning.menu.default_chain`` for zopt's own data types (``bfloat16``, ``float8_*`` …).
     preset : a named chain and decision instead of ``codecs`` (``zopt presets``;
         ``zopt.planning.presets``); ValueError naming the allowed names, or when both are given.
     chunks, shards : inner chunk and shard shapes: by dimension name (``"y=32,x=32"`` or a dict;
         unnamed dimensions whole, for every variable having one of the names) or positional
         (``"1,32,32"``, for every variable with that many dimensions). Defaults: ~256 KiB inner
-        chunks, ~64 MiB shards; shards are rounded down to a multiple of the inner chunks.
+        chunks that keep the last dimensions whole (a ``(64, 1024, 1024)`` float32 gets
+        ``(1, 64, 1024)``; square tiles for 1-byte and bool types; 1-D coordinates whole), ~64 MiB
+        shards; shards are rounded down to a multiple of the inner chunks.
     decision : how ``conditional`` codecs pick masks (see ``zopt.codecs.decisions``); default the
         preset's, else ``"compress_if_smaller"``.
     variables : names to rewrite (default every numeric variable of one dimension or more), a

@@ -154,7 +154,8 @@ class RecompressJob:
         "the preset's."))
     chunks: ShapeSpec = field(default=None, metadata=_flag(
         "--chunks", help="Inner chunk shape by dimension, e.g. y=32,x=32 (other dimensions whole), or positional, e.g. "
-        "1,32,32. Default: ~256 KiB, roughly square over the last dimensions (256×256 for float32); 1-D coordinates whole."))
+        "1,32,32. Default: ~256 KiB that keep the last dimensions whole (a 64×1024×1024 float32 gets 1×64×1024), square "
+        "tiles for 1-byte and bool types; 1-D coordinates whole."))
     shards: ShapeSpec = field(default=None, metadata=_flag(
         "--shards", help="Shard shape, same forms as --chunks (e.g. y=160,x=180); rounded down to a multiple of the inner "
         "chunks. Default: ~64 MiB."))

@@ -80,6 +80,7 @@ __all__ = [
     "analyze",
     "analyze_array",
     "byte_entropy",
+    "check_sampling",
     "chunk_digest",
     "load_analysis",
     "save_analysis",
@@ -129,6 +130,15 @@ class SamplingLike(TypedDict, total=False):
     min_window: int
     read: str
     decode_times: bool
+
+
+def check_sampling(sample: float | None, read: str) -> None:
+    """Refuse a ``sample`` outside (0, 1] (None: whole chunks) or an unknown ``read`` mode:
+    ValueError naming the option and the allowed values. Reads no data."""
+    if sample is not None and not 0 < sample <= 1:
+        raise OptionError("sample", f"{sample!r} must be a fraction in (0, 1], or None for whole chunks")
+    if read not in READ_MODES:
+        raise OptionError("read", f"{read!r} is not one of {list(READ_MODES)}")
 
 
 def analyze_array(
@@ -197,10 +207,7 @@ def analyze_array(
     min_window = sampling.get("min_window", MIN_WINDOW)
     read = sampling.get("read", "auto")
     decode_times = sampling.get("decode_times", False)
-    if sample is not None and not 0 < sample <= 1:
-        raise OptionError("sample", f"{sample!r} must be a fraction in (0, 1], or None for whole chunks")
-    if read not in READ_MODES:
-        raise OptionError("read", f"{read!r} is not one of {list(READ_MODES)}")
+    check_sampling(sample, read)
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
         raise OptionError("windows", f"{windows!r} must be an integer >= 1")
     spec = window_spec(1, windows, placement, min_window)  # checks placement and min_window

@@ -11,6 +11,7 @@ coordinates; ``unused_shape_notes`` refuses named dimensions no variable has.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +46,19 @@ def parse_shape(text: ShapeLike, label: str = "chunks") -> ShapeSpec:
         items = [(None, x) for x in text]
     else:
         items = [(k, v) if sep else (None, k) for k, sep, v in (p.partition("=") for p in str(text).split(","))]
+    for key, v in items:  # "time:12", "time 12": a name and a size, not joined by "="
+        named_size = re.fullmatch(r"\s*([^\W\d][\w.-]*)\s*[:\s]\s*(\d+)\s*", str(v)) if key is None else None
+        if named_size:
+            name, size = named_size.groups()
+            where = "" if str(v).strip() == str(text).strip() else f"{text!r}: "
+            raise OptionError(label, f"{where}{str(v).strip()!r} is not a size; use NAME=SIZE, e.g. {name}={size}")
     named = {k is not None for k, _ in items}
     if len(named) > 1:
         raise OptionError(label, f"{text!r} mixes named (dim=size) and positional sizes")
     try:
         sizes = [int(v) for _, v in items]
     except ValueError as exc:
-        raise OptionError(label, f"{text!r}: sizes must be positive integers") from exc
+        raise OptionError(label, f"{text!r}: sizes must be positive integers (NAME=SIZE or SIZE, comma-separated)") from exc
     if any(v < 1 for v in sizes):
         raise OptionError(label, f"{text!r}: sizes must be positive integers")
     if named == {True}:

@@ -46,7 +46,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ import zarr
 from zopt.codecs.decisions import MaskGrid
 from zopt.errors import OptionError, ZoptError
 
-__all__ = ["POLICIES", "ArrayPlan", "Plan", "PlanMismatchError", "make_plan", "policy_masks"]
+__all__ = ["POLICIES", "ArrayPlan", "Plan", "PlanMismatchError", "check_policy", "make_plan", "policy_masks"]
 
 
 class PlanMismatchError(ZoptError, ValueError):
@@ -357,6 +357,20 @@ POLICIES: dict[str, dict[str, Any]] = {
 }
 
 
+def check_policy(policy: PolicyLike, params: Mapping[str, float] | None = None) -> None:
+    """Refuse an unknown ``policy`` (a name of ``POLICIES`` or a function) or a parameter it does
+    not take: ValueError naming ``policy`` or ``params`` and the allowed values. Reads no data, so
+    a job checks it before analysing anything."""
+    if callable(policy):
+        return
+    if policy not in POLICIES:
+        raise OptionError("policy", f"{policy!r} is not one of {sorted(POLICIES)} (or a function of an analysis row)")
+    unknown = set(params or {}) - set(POLICIES[policy])
+    if unknown:
+        raise OptionError("params", label=f"policy {policy!r}", message=f"unknown parameters {sorted(unknown)}; "
+                          f"allowed {sorted(POLICIES[policy])}")
+
+
 def policy_masks(ds: xr.Dataset, policy: PolicyLike = "compress_if_smaller",
                  **params: float) -> tuple[np.ndarray, dict[str, Any]]:
     """Masks over the analysis grid for ``policy``; returns ``(masks, parameters used)``.
@@ -372,11 +386,7 @@ def policy_masks(ds: xr.Dataset, policy: PolicyLike = "compress_if_smaller",
         masks = np.array([int(policy({str(v): row[v].values for v in row.data_vars})) for row in flat], dtype=np.int64)
         used: dict[str, Any] = {"function": getattr(policy, "__qualname__", repr(policy))}
     else:
-        if policy not in POLICIES:
-            raise OptionError("policy", f"{policy!r} is not one of {sorted(POLICIES)} (or a function of an analysis row)")
-        unknown = set(params) - set(POLICIES[policy])
-        if unknown:
-            raise OptionError("params", label=f"policy {policy!r}", message=f"unknown parameters {sorted(unknown)}; allowed {sorted(POLICIES[policy])}")
+        check_policy(policy, params)
         used = {**POLICIES[policy], **params}
         if policy == "compress_if_smaller":
             masks = _compress_if_smaller(sizes, n_codecs)

@@ -42,7 +42,7 @@ from zopt.planning.menu import BYTE_LEVEL
 if TYPE_CHECKING:
     from zopt.codecs.decisions import DecisionLike
 
-__all__ = ["PRESETS", "Preset", "get_preset", "presets", "presets_json", "set_element_size"]
+__all__ = ["PRESETS", "Preset", "chain_words", "get_preset", "presets", "presets_json", "set_element_size"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class Preset:
     decision: str
     menu: str | None = None  # recompress without --codecs: the zopt.planning.candidates menu it chooses from
     budget: float | None = None  # and the speed budget of that choice (zopt.planning.optimizer)
+    purpose: str = ""  # what it is for, in a few words (the "for" column of ``zopt presets``)
 
     def chain(self, itemsize: int | None = None) -> list[dict[str, Any]]:
         """The codec chain as a list of codec JSON objects (a new copy each call).
@@ -104,6 +105,25 @@ class Preset:
             return "zarr-python ≥ 3.1 + pcodec, no zopt (the menu's choice; --readers zopt adds conditional)"
         return "zopt (conditional): zarr-python with zopt installed"
 
+    @property
+    def short_readers(self) -> str:
+        """``readers`` in a few words (``zopt presets``' table)."""
+        return "zarr-python ≥ 3.1 + pcodec, no zopt" if self.menu is not None else "zopt"
+
+    def writes(self) -> str:
+        """What a job with this preset writes, in a few words (``zopt presets``' table): a menu
+        preset one chain per variable, chosen among its menu's candidates that the default readers
+        read (``zopt.planning.candidates``; zopt's own data types get ``chain()``); a chain preset
+        its one chain and the ``conditional`` codec's decision."""
+        if self.menu is not None:
+            from zopt.planning.candidates import CANDIDATES, MENUS
+            from zopt.planning.readers import DEFAULT_READERS
+
+            names = [n for n in MENUS[self.menu] if set(DEFAULT_READERS) <= CANDIDATES[n].readers]
+            how = "the smallest" if self.budget == float("inf") else f"the best within budget {self.budget:g}"
+            return f"per variable, {how} of: {', '.join(names)}"
+        return f"{chain_words(self.chain())}, decision {self.decision}"
+
     def to_json(self) -> dict[str, Any]:
         """``{"name", "summary", "decision", "codecs", "menu", "budget", "readers"}``, as ``zopt presets --json`` prints."""
         return {"name": self.name, "summary": self.summary, "decision": self.decision, "codecs": self.chain(),
@@ -118,6 +138,18 @@ def set_element_size(codecs: list[dict[str, Any]], itemsize: int) -> None:
             c["configuration"] = {**cfg, "element_size": itemsize}
         if isinstance(cfg.get("codecs"), list):
             set_element_size(cfg["codecs"], itemsize)
+
+
+def chain_words(chain: list[dict[str, Any]]) -> str:
+    """A codec chain in a few words: ``conditional(shuffle, zstd 1)``, the ``bytes`` serializer left out."""
+    def word(c: dict[str, Any]) -> str:
+        cfg = c.get("configuration") or {}
+        if c["name"] == "conditional":
+            return f"conditional({', '.join(map(word, cfg.get('codecs', [])))})"
+        level = cfg.get("level", cfg.get("clevel"))
+        return c["name"] if level is None else f"{c['name']} {level}"
+
+    return " + ".join(word(c) for c in chain if c["name"] != "bytes")
 
 
 def _chain(*wrapped: dict[str, Any]) -> tuple[str, ...]:
@@ -145,16 +177,18 @@ PRESETS: dict[str, Preset] = {
         Preset("default", "zopt's default: each variable's chain chosen from the default menu within budget 1 "
                "(pcodec where it saves > 1 % per extra encode time: smaller, slower to write than zstd); this chain "
                "(zopt's conditional shuffle + zstd(3)) for zopt's own data types",
-               _default_codecs(), "compress_if_smaller", "default", 1.0),
+               _default_codecs(), "compress_if_smaller", "default", 1.0,
+               "most data: small, read by plain zarr-python"),
         Preset("fast", "the fast one, for ingest: shuffle + zstd(1) on every chunk, no trial encodings; zopt's "
                "conditional (readers need zopt); with --decision never, compress later with --in-place",
-               _chain({"name": "shuffle"}, _zstd(1)), "always"),
+               _chain({"name": "shuffle"}, _zstd(1)), "always", purpose="ingest that must keep up; compress later"),
         Preset("archive", "archive: the smallest chain of the archive menu (pcodec 8/12, blosc, shuffle + zstd 19; "
                "slow to write); this chain (zopt's conditional shuffle + zstd(19)) with --readers zopt too",
-               _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller", "archive", float("inf")),
+               _chain({"name": "shuffle"}, _zstd(19)), "compress_if_smaller", "archive", float("inf"),
+               "archives: smallest, slow to write"),
         Preset("lossless-8bit", f"1-byte and bool data: zstd({BYTE_LEVEL}) where it makes the chunk smaller, no "
                "shuffle; zopt's conditional (readers need zopt)",
-               _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller"),
+               _chain(_zstd(BYTE_LEVEL)), "compress_if_smaller", purpose="1-byte and bool data"),
     )
 }
 
