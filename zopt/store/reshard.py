@@ -47,12 +47,15 @@ from zopt.codecs.chain import ChunkEncoder, EncodedChunk
 from zopt.codecs.conditional import ConditionalCodec, conditional_codecs_in, parse_header
 from zopt.compat.zarr_compat import regular_chunk_shape
 from zopt.errors import ChunkDecodeError
+from zopt.store.chunk_file import CHANGED, open_regular, pread_into, read_chunk_file, too_large
 from zopt.store.shards import EMPTY, ShardLayout, layout_of, read_index
 
 __all__ = ["SAMPLE_STRIDE", "ChunkCopier", "same_chain"]
 
 #: with no crc32c in the chain, one chunk in this many (per target shard) is decoded whole
 SAMPLE_STRIDE = 8
+#: bytes a chunk file may hold beyond the chain's bound on one encoded chunk before it is refused unread
+_HEADROOM = 1024
 
 
 def same_chain(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -162,12 +165,15 @@ class ChunkCopier:
             bound = layout.slot_size
         except ValueError:
             bound = None
+        # the most bytes a source chunk file may hold: the chain's bound (unknown: 4x the raw chunk) and headroom
+        raw = int(np.prod(layout.inner_shape)) * np.dtype(layout.dtype.to_native_dtype()).itemsize
+        limit = (bound if bound is not None else 4 * raw) + _HEADROOM
         tables: dict[tuple[int, ...], tuple[np.ndarray, str]] = {}
         cps = layout.chunks_per_shard
         for i, index, _, _ in layout.inner_chunk_items(shard_coords, shape):
             if rows is not None and not rows[0] <= index[axis] - shard_coords[axis] * cps[axis] < rows[1]:
                 continue
-            found = self._read(index, tables)
+            found = self._read(index, tables, limit)
             if found is None:
                 continue
             data, key, inner = found
@@ -182,16 +188,19 @@ class ChunkCopier:
         except ValueError as exc:  # reserved bits set, or shorter than the header
             raise ChunkDecodeError(key, inner, exc, codec="conditional", store=self.root) from exc
 
-    def _read(self, index: tuple[int, ...], tables: dict[tuple[int, ...], Any]) -> tuple[np.ndarray, str, tuple[int, ...] | None] | None:
-        """The stored bytes of source chunk ``index`` (None when absent), its key and inner position."""
+    def _read(self, index: tuple[int, ...], tables: dict[tuple[int, ...], Any], limit: int
+              ) -> tuple[np.ndarray, str, tuple[int, ...] | None] | None:
+        """The stored bytes of source chunk ``index`` (None when absent), its key and inner position.
+        A chunk file that is not a regular file, or larger than ``limit`` bytes, is refused unread
+        (``zopt.store.chunk_file``)."""
         sl = self.source_layout
         if sl is None:
             key = self.key_encoding.encode_chunk_key(index)
             try:
-                with open(self._path(key), "rb") as f:
-                    return np.frombuffer(f.read(), dtype=np.uint8), self._where(key), None
+                data = read_chunk_file(self._path(key), limit, self._where(key), self.root)
             except FileNotFoundError:
                 return None
+            return data, self._where(key), None
         cps = sl.chunks_per_shard
         shard = tuple(c // n for c, n in zip(index, cps, strict=True))
         inner = tuple(c % n for c, n in zip(index, cps, strict=True))
@@ -207,12 +216,18 @@ class ChunkCopier:
         offset, nbytes = table[int(np.ravel_multi_index(inner, cps))]
         if offset == EMPTY:
             return None
-        fd = os.open(self._path(key), os.O_RDONLY)
+        if int(nbytes) > limit:
+            raise ChunkDecodeError(self._where(key), inner, too_large(int(nbytes), limit), store=self.root)
+        fd, _ = open_regular(self._path(key), self._where(key), self.root)
+        data = np.empty(int(nbytes), dtype=np.uint8)
         try:
-            data = os.pread(fd, int(nbytes), int(offset))
+            got = pread_into(fd, data, int(offset))
         finally:
             os.close(fd)
-        return np.frombuffer(data, dtype=np.uint8), self._where(key), inner
+        if got != data.size:
+            raise ChunkDecodeError(self._where(key), inner, f"{CHANGED}: {got} of {data.size} bytes at {offset}",
+                                   store=self.root)
+        return data, self._where(key), inner
 
     def _check(self, layout: ShardLayout, data: np.ndarray, key: str, inner: tuple[int, ...] | None,
                bound: int | None, sample: bool) -> None:
