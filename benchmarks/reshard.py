@@ -9,7 +9,7 @@ and the same chain ``[bytes, zstd(3)]``. Runners, each in its own subprocess (pe
 
 - ``zopt-copy``: ``zopt.recompress(src, dst, codecs=[bytes, zstd 3], chunks=64, shards=256)``:
   the inner chain and chunks equal the source's, so the encoded chunks are copied
-  (``zopt.store.reshard``, checked by size, zstd frame header and a decode of one chunk in 8);
+  (``zopt.store.reshard``, each checked by its size and a decode of its zstd frames);
 - ``zopt-recompress``: the same call with the copy turned off (``choose_copies`` replaced in the
   subprocess): every chunk decoded and encoded again with the same chain;
 - ``zarr``: zarr-python, a loop over shards ``dst[shard] = src[shard]`` into a sharded array
