@@ -9,7 +9,8 @@ The library is compiled when zopt is installed (``hatch_build.py``: the C compil
 platform, no Python headers, no library linked: the compressors are called through the function
 pointers of the libraries numcodecs loaded, so the bytes are numcodecs' own). Where it could not
 be built, ``available()`` is False and the callers run the same loops in Python, byte for byte
-the same output; ``ZOPT_NO_LOOPS=1`` forces that (tests run both). The library is looked for
+the same output; ``ZOPT_NO_LOOPS=1`` forces that (tests run both); ``ZOPT_LOOPS_LIBRARY`` names another build of
+the library to load instead (the sanitizer test's). The library is looked for
 beside this file, then in zopt's installed distribution (a source checkout on ``sys.path`` in
 front of the installed package), and used only if its ABI version is this module's ``VERSION``.
 """
@@ -56,7 +57,8 @@ def _paths() -> list[Path]:
 def _load() -> ctypes.CDLL | bool:
     if os.environ.get("ZOPT_NO_LOOPS"):
         return False
-    for path in _paths():  # the first of this ABI version
+    chosen = os.environ.get("ZOPT_LOOPS_LIBRARY")  # a build of _loops.c to use instead (e.g. with sanitizers)
+    for path in [Path(chosen)] if chosen else _paths():  # the first of this ABI version
         lib = _open(path)
         if lib:
             return lib
