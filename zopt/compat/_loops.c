@@ -216,7 +216,8 @@ int64_t zopt_blosc_rows(blosc_compress_fn fn, int clevel, int shuffle, int64_t t
 }
 
 /* conditional([shuffle, zstd]) or conditional([zstd]) with compress_if_smaller and a one-byte
- * header, as zopt.codecs.batch._Conditional encodes it (zopt.codecs.decisions.CompressIfSmaller;
+ * header, as zopt.codecs.batch._Conditional encodes it (zopt.codecs.decisions.CompressIfSmaller, whose
+ * rule for the shuffle is zopt.codecs.decisions.filter_choice, held to this loop by tests/codecs/test_conditional_rule.py;
  * ../shared/specs/optional.md):
  *   with shuffle > 0 (element size): the sample (the windows, starts[w] / lengths[w], concatenated:
  *   s bytes) is compressed shuffled and as it is; on / off = those sizes capped at s; the chunk is
