@@ -107,7 +107,7 @@ def available() -> bool:
     return bool(_lib)
 
 
-def _same_as_numcodecs(lib: Any) -> bool:
+def _same_as_numcodecs(lib: ctypes.CDLL) -> bool:
     """Whether ``lib`` writes numcodecs' bytes (a probe, two levels); runs before ``lib`` is published."""
     import numcodecs.zstd as nz
 
@@ -142,7 +142,7 @@ def _check(lib: ctypes.CDLL, code: int, what: str) -> int:
     return code
 
 
-def _cctx(level: int, checksum: bool, lib: Any = None) -> int:
+def _cctx(level: int, checksum: bool, lib: ctypes.CDLL | None = None) -> int:
     """This thread's compression context for ``level`` and ``checksum`` (of ``lib``; None: the published library)."""
     lib = _lib if lib is None else lib
     contexts = getattr(_local, "cctx", None)
@@ -152,7 +152,7 @@ def _cctx(level: int, checksum: bool, lib: Any = None) -> int:
     if ctx is None:
         ctx = _Context(lib, True)
         # what numcodecs.zstd.compress sets: the level (capped at the maximum), the checksum flag
-        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 100, min(level, lib.max_level)), "level")  # ZSTD_c_compressionLevel
+        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 100, min(level, int(lib.max_level))), "level")  # ZSTD_c_compressionLevel
         _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 201, 1 if checksum else 0), "checksum")  # ZSTD_c_checksumFlag
         contexts[(level, checksum)] = ctx
     return ctx.ptr
@@ -170,7 +170,7 @@ def compress(data: np.ndarray, level: int, checksum: bool = False, head: int = 0
     return _compress(_lib, data, level, checksum, head)
 
 
-def _compress(lib: Any, data: np.ndarray, level: int, checksum: bool, head: int = 0) -> np.ndarray:
+def _compress(lib: ctypes.CDLL, data: np.ndarray, level: int, checksum: bool, head: int = 0) -> np.ndarray:
     n = data.size
     cap = compress_bound(n)
     out = np.empty(head + cap, dtype=np.uint8)
