@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "zopt" / "compat" / "_loops.c"
-TESTS = ["tests/codecs/test_loops.py", "tests/store/test_chunk_feed.py", "tests/codecs/test_batch_encode.py"]
+TESTS = ["tests/codecs/test_loops.py", "tests/store/test_chunk_feed.py", "tests/codecs/test_conditional_rule.py",
+         "tests/codecs/test_ctypes_wrappers.py"]
 
 
 def _runtime(cc: str, name: str) -> str | None:
