@@ -25,8 +25,9 @@ key and the source store; nothing that does not decode is published):
   one chunk with the library numcodecs bundles (``zopt.compat.libzstd``, the GIL released): the
   frames' structure, declared content size and checksum (where a frame has one) checked by zstd
   itself, and several frames or skippable frames read as zarr-python reads them; any other chain
-  is decoded through its codecs. About a fifth of what a recompress costs (the zstd encode is the
-  rest): ``benchmarks/reshard.py``.
+  is decoded through its codecs. The decode is most of the copy's cost: on ``benchmarks/reshard.py``
+  (noisy float32 that zstd barely compresses, a busy 2-core machine) the copy runs 1.8-2.0x a
+  recompress, where a decode of one chunk in 8 ran 4-5x and published chunks that did not decode.
 
 Spec: Zarr v3 core, ``sharding_indexed`` (the chunk bytes of a shard are the inner chain's
 encoding of each inner chunk, exactly what an unsharded array with that chain stores per chunk).
