@@ -238,18 +238,27 @@ def test_a_raw_chunk_file_of_the_wrong_length_is_named(tmp_path, loops_kind):
         reader.read_many([(0, 0), (1, 0)], np.empty((2, 4, 4), "f4"), np.asarray(0, "f4"))
 
 
-def test_a_zstd_chunk_file_larger_than_any_frame_of_a_chunk_is_read_whole(tmp_path, loops_kind):
-    """Two frames whose sum is the chunk are a valid chunk, however long the file."""
+def test_a_zstd_chunk_file_of_several_frames_is_read_and_one_over_its_bound_refused(tmp_path, loops_kind):
+    """Two frames whose sum is the chunk are a valid chunk (zarr-python reads it); a file larger
+    than any encoding of one chunk (its bound, 1 KiB spare) is refused by its size, unread."""
     from zarr.codecs import ZstdCodec
+
+    from zopt.errors import ChunkDecodeError
 
     values = np.arange(64, dtype="f4").reshape(8, 8) + 1
     chunks = _source(tmp_path, values, [ZstdCodec(level=3)])
     block = np.ascontiguousarray(values[:4, 4:])
-    padding = nzstd.compress(b"", 3) * 200  # empty frames: the file passes the one-read size
+    padding = nzstd.compress(b"", 3) * 20  # empty frames: more than one frame of the chunk takes
     (chunks / "0" / "1").write_bytes(nzstd.compress(block[:2], 3) + padding + nzstd.compress(block[2:], 3))
     reader = AlignedChunkReader.open(tmp_path / "s.zarr", "v", (4, 4), np.dtype("f4"))
-    assert (chunks / "0" / "1").stat().st_size > reader._read_nbytes
+    assert (chunks / "0" / "1").stat().st_size > nzstd.compress(block, 3).__len__() + 100
     np.testing.assert_array_equal(reader.read((0, 1), np.asarray(0, "f4")), block)
+    (chunks / "1" / "1").write_bytes(nzstd.compress(block, 3) + nzstd.compress(b"", 3) * 200)
+    assert (chunks / "1" / "1").stat().st_size > reader._bound
+    with pytest.raises(ChunkDecodeError, match=r"c/1/1.*more than the \d+ bytes one encoded chunk"):
+        reader.read((1, 1), np.asarray(0, "f4"))
+    with pytest.raises(ChunkDecodeError, match=r"c/1/1.*more than the \d+ bytes one encoded chunk"):
+        reader.read_many([(0, 0), (1, 1)], np.empty((2, 4, 4), "f4"), np.asarray(0, "f4"))
     out = np.empty((2, 4, 4), "f4")
     reader.read_many([(0, 0), (0, 1)], out, np.asarray(0, "f4"))  # in a batch too
     np.testing.assert_array_equal(out[1], block)

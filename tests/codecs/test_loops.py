@@ -109,19 +109,25 @@ def test_read_files_reads_whole_files_and_tells_missing_and_longer_ones(tmp_path
     buf = np.zeros(5 * 4, np.uint8)
     sizes = loops.read_files(paths, buf, 4, 4)  # rows of 4 bytes
     assert sizes.tolist() == [4, -errno.ENOENT, 0, 5, 2]  # 5: longer than 4
-    assert buf.tobytes() == b"abcd" + bytes(4) + bytes(4) + b"abcd" + b"xy" + bytes(2)
-    packed = np.zeros(20, np.uint8)
+    assert buf.tobytes() == b"abcd" + bytes(4) + bytes(4) + bytes(4) + b"xy" + bytes(2)  # a longer file: not read
+    packed = np.zeros(30, np.uint8)
     assert loops.read_files(paths, packed, 0, 6).tolist() == [4, -errno.ENOENT, 0, 7, 2]
-    assert packed[:12].tobytes() == b"abcd" + b"abcdef" + b"xy"  # back to back, at most 6 bytes each
+    assert packed[:6].tobytes() == b"abcd" + b"xy"  # back to back; the file over 6 bytes refused unread
 
 
 @compiled
 def test_read_files_names_a_file_it_cannot_read(tmp_path):
     (tmp_path / "dir").mkdir()
     paths = _files(tmp_path, [b"ab"]) + [str(tmp_path / "dir")]
-    with pytest.raises(OSError, match="dir") as info:
+    with pytest.raises(loops.FileRefused, match="dir: not a regular file \\(a directory\\)") as info:
         loops.read_files(paths, np.zeros(8, np.uint8), 4, 4)
-    assert info.value.errno == errno.EISDIR and info.value.filename == paths[1]
+    assert info.value.index == 1 and info.value.path == paths[1]
+    (tmp_path / "locked").write_bytes(b"x")
+    (tmp_path / "locked").chmod(0)
+    if os.geteuid() != 0:  # root reads it all the same
+        with pytest.raises(OSError, match="locked") as denied:
+            loops.read_files([str(tmp_path / "locked")], np.zeros(8, np.uint8), 4, 4)
+        assert denied.value.errno == errno.EACCES
 
 
 @compiled

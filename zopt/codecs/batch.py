@@ -33,7 +33,13 @@ import numcodecs
 import numpy as np
 
 from zopt.codecs.conditional import ConditionalCodec, format_header
-from zopt.codecs.decisions import SAMPLE_ABOVE, CompressIfSmaller, FixedMask, sample_windows
+from zopt.codecs.decisions import (
+    SAMPLE_ABOVE,
+    CompressIfSmaller,
+    FixedMask,
+    filter_choice,
+    sample_windows,
+)
 from zopt.codecs.shuffle import ShuffleCodec, shuffle_rows
 from zopt.codecs.sync import numcodec_of
 from zopt.compat import libblosc, libzstd, loops
@@ -329,10 +335,8 @@ class _Conditional:
         windows = sample_windows(width, decision.sample_fraction, decision.sample_windows)
         sample = np.concatenate([rows[:, s : s + w] for s, w in windows], axis=1)
         s = sample.shape[1]
-        on = np.minimum(_sizes(self._frames(sample, 0, True)[1]), s)
-        off = np.minimum(_sizes(self._frames(sample)[1]), s)
-        stored = np.minimum(on, off) >= s  # early abort: stored as it is
-        shuffle = (on < off) & ~stored
+        # the rule CompressIfSmaller and the compiled loop follow (early abort: stored as it is)
+        stored, shuffle = filter_choice(_sizes(self._frames(sample, 0, True)[1]), _sizes(self._frames(sample)[1]), s)
         payload: Rows | None
         if shuffle.all():
             payload = None  # shuffled where compressed (self._frames); a row alone where stored

@@ -47,6 +47,7 @@ __all__ = ["BoundedCompressor", "bytes_bound", "decode_bounded", "decode_error",
            "zstd_content_size", "zstd_decode_bounded"]
 
 _MAGIC = 0xFD2FB528
+_SKIPPABLE = 0x184D2A50  # RFC 8878 §3.1.2: magic numbers 0x184D2A50 to 0x184D2A5F
 
 
 def zstd_content_size(data: np.ndarray) -> int | None:
@@ -74,8 +75,22 @@ def zstd_decode_bounded(data: np.ndarray, limit: int) -> np.ndarray:
     ``Zstd``). Raises ValueError when the frame claims, or yields, more than ``limit``."""
     import numcodecs
 
+    from zopt.compat import libzstd
+
     nc = numcodecs.Zstd()
-    claimed = zstd_content_size(data)
+    skippable = data.size >= 4 and int.from_bytes(data[:4].tobytes(), "little") & 0xFFFFFFF0 == _SKIPPABLE
+    claimed = None if skippable else zstd_content_size(data)
+    if claimed is not None and claimed > limit:
+        raise ValueError(f"zstd frame claims {claimed} bytes of content, more than the {limit} this chunk can hold")
+    if libzstd.available():  # several frames, skippable frames: as zarr-python (numcodecs) reads them
+        out = np.empty(limit, dtype=np.uint8)
+        try:
+            got = libzstd.decompress_into(np.ascontiguousarray(data), out)
+        except RuntimeError as exc:
+            if "too small" in str(exc):
+                raise ValueError(f"zstd frames hold more than the {limit} bytes this chunk can hold") from exc
+            raise ValueError(str(exc)) from exc
+        return out[:got]
     if claimed is not None:
         if claimed > limit:
             raise ValueError(f"zstd frame claims {claimed} bytes of content, more than the {limit} this chunk can hold")

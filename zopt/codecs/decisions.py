@@ -49,6 +49,7 @@ from zopt.errors import OptionError
 __all__ = [
     "CodecRef",
     "CompressIfSmaller",
+    "filter_choice",
     "Decision",
     "DecisionFunction",
     "FixedMask",
@@ -162,13 +163,13 @@ class CompressIfSmaller(Decision):
                 # a filter known to keep the length: judged on the sample before any full trial,
                 # so a filter that loses is never applied to the whole chunk
                 sample = _sample(current, self.sample_fraction, self.sample_windows)
-                on = best_sample(i + 1, run(i, sample))
-                off = best_sample(i + 1, sample)
-                if min(on, off) >= sample.size:
+                stored, applied = filter_choice(best_sample(i + 1, run(i, sample)), best_sample(i + 1, sample),
+                                                sample.size)
+                if stored:
                     # early abort (as ZFS's): nothing in the rest of the chain shrinks the sample
                     # at all, so the chunk is stored as it is without a full trial
                     return 0, current
-                if on < off:
+                if applied:
                     mask, payload = best(i + 1, run(i, current))
                     return mask | (1 << i), payload
                 return best(i + 1, current)
@@ -202,6 +203,28 @@ class CompressIfSmaller(Decision):
             return min(best_sample(i + 1, trial), best_sample(i + 1, current))
 
         return best(0, data)
+
+
+def filter_choice(on: int | np.ndarray, off: int | np.ndarray, sample: int) -> tuple[Any, Any]:
+    """``CompressIfSmaller``'s choice for a length-keeping filter (``shuffle``) judged on a sample,
+    for one chunk (ints) or many (int arrays, element by element): the one rule every
+    implementation follows (``CompressIfSmaller.choose``, the batch encoder
+    ``zopt.codecs.batch``, and ``zopt_zstd_conditional`` in ``zopt/compat/_loops.c``, which
+    ``tests/codecs/test_conditional_rule.py`` holds to it).
+
+    on, off : the bytes the rest of the chain makes of the sample with the filter and without it
+        (capped at ``sample``: the rest stores it as it is when it does not shrink it).
+    sample : the sample's bytes.
+    Returns ``(stored, applied)``: ``stored`` (early abort) when neither trial is smaller than the
+    sample, the chunk then stored as it is with no full trial; else ``applied`` when the filter's
+    trial is strictly smaller (a tie leaves the filter off).
+    """
+    on, off = np.minimum(on, sample), np.minimum(off, sample)
+    stored = np.minimum(on, off) >= sample
+    applied = (on < off) & ~stored
+    if np.ndim(stored) == 0:
+        return bool(stored), bool(applied)
+    return stored, applied
 
 
 def _keeps_length(ref: CodecRef) -> bool:

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef size_t (*zstd_compress2_fn)(void *, void *, size_t, const void *, size_t);
@@ -23,28 +24,65 @@ typedef size_t (*zstd_decompress_fn)(void *, void *, size_t, const void *, size_
 typedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void *, void *, size_t, const char *, size_t, int);
 
 /* ABI version: zopt.compat.loops refuses a library of another one. */
-int64_t zopt_loops_version(void) { return 5; }
+int64_t zopt_loops_version(void) { return 6; }
+
+/* A refused file's sizes[k]: -(ZOPT_KIND + (st_mode & S_IFMT)) for a file that is not a regular one,
+ * -(ZOPT_KIND + S_IFREG) for a regular file whose size changed while it was read (S_IFMT < ZOPT_KIND,
+ * and every errno is below it). */
+#define ZOPT_KIND ((int64_t)1 << 16)
 
 /* Read the files paths[0..n) whole, file k to buf + k * stride (stride 0: each right after the
- * previous one's bytes). At most cap bytes of each are stored; sizes[k] is the byte count stored,
- * cap + 1 when the file is longer than cap, or -ENOENT when it does not exist.
- * Returns -1, or the index k of a file that failed otherwise (sizes[k] = -errno). */
-int64_t zopt_read_files(const char *const *paths, int64_t n, uint8_t *buf, int64_t stride, int64_t cap,
+ * previous one's bytes, room bytes in all). Each file is opened with O_NONBLOCK (a FIFO or a device
+ * never blocks the open) and refused unless fstat says it is a regular file; its size is known
+ * before it is read. sizes[k] is the byte count stored, cap + 1 (nothing read) when the file is
+ * longer than cap, or -ENOENT when it does not exist.
+ * Returns -1; -2 (stride 0) when the next file does not fit in what is left of room (the caller
+ * reads the files another way); or the index k of a file that failed otherwise (sizes[k] = -errno,
+ * or as ZOPT_KIND above). */
+int64_t zopt_read_files(const char *const *paths, int64_t n, uint8_t *buf, int64_t stride, int64_t cap, int64_t room,
                         int64_t *sizes)
 {
     int64_t off = 0;
     for (int64_t k = 0; k < n; k++) {
         uint8_t *dst = stride ? buf + k * stride : buf + off;
-        int fd = open(paths[k], O_RDONLY | O_CLOEXEC);
+        int fd;
+        do {
+            fd = open(paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        } while (fd < 0 && errno == EINTR);
         if (fd < 0) {
+            if (errno == ENXIO) { /* a socket */
+                sizes[k] = -(ZOPT_KIND + S_IFSOCK);
+                return k;
+            }
             sizes[k] = -(int64_t)errno;
             if (errno == ENOENT)
                 continue;
             return k;
         }
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            sizes[k] = -(int64_t)errno;
+            close(fd);
+            return k;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            sizes[k] = -(ZOPT_KIND + (int64_t)(st.st_mode & S_IFMT));
+            close(fd);
+            return k;
+        }
+        int64_t size = (int64_t)st.st_size;
+        if (size > cap) { /* longer than any chunk: nothing read, the caller refuses it by its size */
+            close(fd);
+            sizes[k] = cap + 1;
+            continue;
+        }
+        if (!stride && off + size > room) {
+            close(fd);
+            return -2;
+        }
         int64_t got = 0;
-        while (got < cap) {
-            ssize_t r = read(fd, dst + got, (size_t)(cap - got));
+        while (got < size) {
+            ssize_t r = read(fd, dst + got, (size_t)(size - got));
             if (r < 0) {
                 if (errno == EINTR)
                     continue;
@@ -56,9 +94,9 @@ int64_t zopt_read_files(const char *const *paths, int64_t n, uint8_t *buf, int64
                 break;
             got += r;
         }
-        if (got == cap) { /* one byte more tells a longer file */
-            uint8_t extra;
-            ssize_t r;
+        uint8_t extra; /* one byte more tells a file that grew */
+        ssize_t r = 0;
+        if (got == size) {
             do {
                 r = read(fd, &extra, 1);
             } while (r < 0 && errno == EINTR);
@@ -67,34 +105,36 @@ int64_t zopt_read_files(const char *const *paths, int64_t n, uint8_t *buf, int64
                 close(fd);
                 return k;
             }
-            if (r > 0)
-                got = cap + 1;
         }
         close(fd);
+        if (got != size || r > 0) {
+            sizes[k] = -(ZOPT_KIND + S_IFREG);
+            return k;
+        }
         sizes[k] = got;
-        off += got > cap ? cap : got;
+        off += got;
     }
     return -1;
 }
 
-/* zopt_read_files with stride 0 into blob (room for n * cap bytes), then each file checked to be
+/* zopt_read_files with stride 0 into blob (room bytes), then each file checked to be
  * exactly one zstd frame declaring nbytes of content and decoded with ZSTD_decompressDCtx on dctx
  * into out + k * nbytes. A file that does not exist is left out (sizes[k] = -ENOENT; its row is
  * not written). Returns -1 when every file present was decoded, -2 when one is not exactly one
- * frame of nbytes that decodes (the caller reads them one by one, naming the chunk at fault), or
- * the index k of a file that failed to be read (sizes[k] = -errno). */
-int64_t zopt_read_zstd(const char *const *paths, int64_t n, uint8_t *blob, int64_t cap, int64_t *sizes,
+ * frame of nbytes that decodes or the files do not fit in room (the caller reads them one by one,
+ * naming the chunk at fault), or the index k of a file that failed to be read (as zopt_read_files). */
+int64_t zopt_read_zstd(const char *const *paths, int64_t n, uint8_t *blob, int64_t cap, int64_t room, int64_t *sizes,
                        zstd_content_fn content, zstd_frame_fn frame, zstd_decompress_fn decompress, void *dctx,
                        uint8_t *out, uint64_t nbytes)
 {
-    int64_t failed = zopt_read_files(paths, n, blob, 0, cap, sizes);
-    if (failed >= 0)
+    int64_t failed = zopt_read_files(paths, n, blob, 0, cap, room, sizes);
+    if (failed != -1)
         return failed;
     int64_t start = 0;
     for (int64_t k = 0; k < n; k++) {
         if (sizes[k] < 0)
             continue;
-        if (sizes[k] >= cap) /* longer than any frame of one chunk */
+        if (sizes[k] > cap) /* longer than any frame of one chunk */
             return -2;
         size_t size = (size_t)sizes[k];
         const uint8_t *src = blob + start;
@@ -176,7 +216,8 @@ int64_t zopt_blosc_rows(blosc_compress_fn fn, int clevel, int shuffle, int64_t t
 }
 
 /* conditional([shuffle, zstd]) or conditional([zstd]) with compress_if_smaller and a one-byte
- * header, as zopt.codecs.batch._Conditional encodes it (zopt.codecs.decisions.CompressIfSmaller;
+ * header, as zopt.codecs.batch._Conditional encodes it (zopt.codecs.decisions.CompressIfSmaller, whose
+ * rule for the shuffle is zopt.codecs.decisions.filter_choice, held to this loop by tests/codecs/test_conditional_rule.py;
  * ../shared/specs/optional.md):
  *   with shuffle > 0 (element size): the sample (the windows, starts[w] / lengths[w], concatenated:
  *   s bytes) is compressed shuffled and as it is; on / off = those sizes capped at s; the chunk is

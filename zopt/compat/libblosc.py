@@ -56,11 +56,6 @@ def _load() -> Any:
     return _lib
 
 
-def _address(a: np.ndarray) -> int:
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a.data))
-    except (TypeError, ValueError):  # read-only or empty
-        return a.ctypes.data
 
 
 @functools.lru_cache(maxsize=64)
@@ -80,7 +75,10 @@ def compressor(cname: str, clevel: int, shuffle: int, typesize: int, blocksize: 
         return None
     fn = lib.compress_ctx
     name = cname.encode("ascii")
-    settings = loops.Blosc(loops.function_address(lib.blosc_compress_ctx), clevel, shuffle, typesize, name, blocksize)
+    try:
+        settings = loops.Blosc(loops.function_address(lib.blosc_compress_ctx), clevel, shuffle, typesize, name, blocksize)
+    except ValueError:  # a null function pointer: numcodecs' compressor is used instead
+        return None
 
     def compress(rows: np.ndarray, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
         if not rows.flags.c_contiguous:  # the loop walks the rows by address
@@ -94,7 +92,7 @@ def compressor(cname: str, clevel: int, shuffle: int, typesize: int, blocksize: 
                 raise RuntimeError(f"error during blosc compression: {int(chunk_ends[failed])}")
             out.resize(int(chunk_ends[-1]) if n else 0, refcheck=False)
             return out, chunk_ends
-        dst, src = _address(out) + head, _address(rows)
+        dst, src = loops.address(out, n * (head + cap), writable=True) + head, loops.address(rows)
         ends: list[int] = []
         append = ends.append
         off = 0

@@ -91,28 +91,30 @@ def _load() -> Any:
 
 
 def available() -> bool:
-    """True when this module's frames are numcodecs' (checked once per process on a probe)."""
+    """True when this module's frames are numcodecs' (checked once per process on a probe).
+
+    The library is loaded and probed on a local, under a lock, and published once, checked: no
+    thread sees it before its probe has passed (then every thread sees the same answer)."""
     global _lib
     if _lib is None:
         with _lock:
             if _lib is None:
                 try:
                     lib = _load()
-                except (ImportError, OSError, AttributeError):
+                except (ImportError, OSError, AttributeError, ValueError):  # ValueError: a null function pointer
                     lib = False
-                _lib = lib
-                if lib:
-                    _lib = lib if _same_as_numcodecs() else False
+                _lib = lib if lib and _same_as_numcodecs(lib) else False
     return bool(_lib)
 
 
-def _same_as_numcodecs() -> bool:
+def _same_as_numcodecs(lib: ctypes.CDLL) -> bool:
+    """Whether ``lib`` writes numcodecs' bytes (a probe, two levels); runs before ``lib`` is published."""
     import numcodecs.zstd as nz
 
     probe = np.frombuffer(bytes(range(256)) * 64 + b"zopt" * 1000, dtype=np.uint8)
     try:
         return all(
-            compress(probe, level, checksum).tobytes() == nz.compress(probe, level, checksum)
+            _compress(lib, probe, level, checksum).tobytes() == nz.compress(probe, level, checksum)
             for level, checksum in ((3, False), (1, True))
         )
     except Exception:  # noqa: BLE001 - any failure means: use numcodecs
@@ -140,27 +142,23 @@ def _check(lib: ctypes.CDLL, code: int, what: str) -> int:
     return code
 
 
-def _cctx(level: int, checksum: bool) -> int:
+def _cctx(level: int, checksum: bool, lib: ctypes.CDLL | None = None) -> int:
+    """This thread's compression context for ``level`` and ``checksum`` (of ``lib``; None: the published library)."""
+    lib = _lib if lib is None else lib
     contexts = getattr(_local, "cctx", None)
-    if contexts is None:
-        contexts = _local.cctx = {}
+    if contexts is None or contexts.get("lib") is not lib:
+        contexts = _local.cctx = {"lib": lib}
     ctx = contexts.get((level, checksum))
     if ctx is None:
-        lib = _lib
         ctx = _Context(lib, True)
         # what numcodecs.zstd.compress sets: the level (capped at the maximum), the checksum flag
-        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 100, min(level, lib.max_level)), "level")  # ZSTD_c_compressionLevel
+        _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 100, min(level, int(lib.max_level))), "level")  # ZSTD_c_compressionLevel
         _check(lib, lib.ZSTD_CCtx_setParameter(ctx.ptr, 201, 1 if checksum else 0), "checksum")  # ZSTD_c_checksumFlag
         contexts[(level, checksum)] = ctx
     return ctx.ptr
 
 
-def _address(a: np.ndarray) -> int:
-    """The address of ``a``'s first byte (a writable array: through ctypes' buffer export, 4× faster than ``a.ctypes``)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a.data))
-    except (TypeError, ValueError):  # read-only (e.g. over bytes) or empty
-        return a.ctypes.data
+_address = loops.address  # checked: contiguous, large enough, writable where written
 
 
 def compress(data: np.ndarray, level: int, checksum: bool = False, head: int = 0) -> np.ndarray:
@@ -169,12 +167,17 @@ def compress(data: np.ndarray, level: int, checksum: bool = False, head: int = 0
     left for the caller (uninitialised) followed by the frame. The GIL is released while zstd
     runs. Call only after ``available()`` returned True. Raises RuntimeError on a zstd error.
     """
+    return _compress(_lib, data, level, checksum, head)
+
+
+def _compress(lib: ctypes.CDLL, data: np.ndarray, level: int, checksum: bool, head: int = 0) -> np.ndarray:
     n = data.size
     cap = compress_bound(n)
     out = np.empty(head + cap, dtype=np.uint8)
-    size = _lib.ZSTD_compress2(_cctx(level, checksum), _address(out) + head, cap, _address(data) if n else None, n)
+    size = lib.ZSTD_compress2(_cctx(level, checksum, lib), _address(out, head + cap, writable=True) + head, cap,
+                              _address(data, data.nbytes) if n else None, n)
     if size > cap:  # zstd's error codes are the largest size_t values
-        _check(_lib, size, "compression")
+        _check(lib, size, "compression")
     out.resize(head + size, refcheck=False)  # realloc: shrinks in place, no copy
     return out
 
@@ -192,7 +195,7 @@ def decompress_into(blob: bytes | bytearray | memoryview | np.ndarray, out: np.n
     else:
         arr = blob if isinstance(blob, np.ndarray) else np.frombuffer(blob, dtype=np.uint8)
         src, size = (_address(arr) if arr.nbytes else None), arr.nbytes
-    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out), out.nbytes, src, size)
+    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out, writable=True), out.nbytes, src, size)
     if got > out.nbytes:
         _check(lib, got, "decompression")
     if nbytes is not None and got != nbytes:
@@ -230,7 +233,7 @@ def compress_rows(rows: np.ndarray, level: int, checksum: bool = False, head: in
         out.resize(end, refcheck=False)
         return out, frame_ends
     fn = lib.loop["ZSTD_compress2"]
-    dst, src = _address(out) + head, _address(rows) if rows.size else 0
+    dst, src = _address(out, n * (head + cap), writable=True) + head, _address(rows) if rows.size else 0
     ends: list[int] = []
     append = ends.append
     off = 0
@@ -296,7 +299,7 @@ def decompress_frames(blob: np.ndarray, ends: np.ndarray, out: np.ndarray, nbyte
     n = len(ends)
     if n == 0 or out.nbytes != n * nbytes:
         return n == 0
-    base = _address(blob)
+    base = _address(blob, int(ends[-1]))
     content, frame = lib.loop["ZSTD_getFrameContentSize"], lib.loop["ZSTD_findFrameCompressedSize"]
     start = 0
     for end in ends.tolist():
@@ -304,5 +307,5 @@ def decompress_frames(blob: np.ndarray, ends: np.ndarray, out: np.ndarray, nbyte
             return False
         start = end
     # zstd checks each frame's decoded size against the size its header declares
-    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out), out.nbytes, base, start)
+    got = lib.ZSTD_decompressDCtx(_dctx(), _address(out, n * nbytes, writable=True), out.nbytes, base, start)
     return got == out.nbytes

@@ -45,8 +45,8 @@ def choose_copies(job: RecompressJob, src: Source, work: Work, lossy_vars: dict[
             if w.layout == "compact":
                 w.parts = []  # a copy is cheap: one task per shard, not encoders split below it (G4)
             checks.setdefault(w.copy.check, []).append(name or "the root array")
-    words = {"crc32c": "every chunk's crc32c checked",
-             "sampled decode": "every chunk's size and zstd frame header checked and one in 8 decoded (zopt.store.reshard)"}
+    words = {"crc32c": "every chunk's crc32c checked and every chunk decoded",
+             "decoded": "every chunk's size checked and every chunk decoded (zopt.store.reshard)"}
     return [Note(f"{', '.join(names)}: copied encoded chunks into the shards (inner chunks and chain equal the "
                  f"source's: nothing decoded and encoded again; {words[check]})", "copied")
             for check, names in checks.items()]

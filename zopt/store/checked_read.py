@@ -27,6 +27,7 @@ import numpy as np
 
 from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError
+from zopt.store.chunk_file import check_file
 
 if TYPE_CHECKING:
     import zarr
@@ -45,6 +46,24 @@ def shard_keys(array: zarr.Array[Any], region: tuple[slice, ...]) -> Iterator[tu
     for coords in np.ndindex(*[len(r) for r in ranges]):
         c = tuple(r[i] for r, i in zip(ranges, coords, strict=True))
         yield c, meta.encode_chunk_key(c)
+
+
+#: a stored chunk (shard) file of more than this many times its decoded bytes (plus 1 MiB) is refused
+#: unread: no codec chain in use expands data that much (zstd, blosc, gzip: a fraction of a percent;
+#: a cast to a wider type: 8x)
+EXPANSION = 16
+
+
+def _file_bound(array: zarr.Array[Any]) -> int | None:
+    """The most bytes a stored chunk (shard) file of ``array`` may hold before it is refused
+    unread; None for variable-length values (strings), which have no such bound."""
+    try:
+        native = np.dtype(array.metadata.data_type.to_native_dtype())  # type: ignore[union-attr]
+    except (AttributeError, TypeError):  # a dtype numpy has no fixed size for
+        return None
+    if native.hasobject or native.kind == "T":
+        return None
+    return EXPANSION * math.prod(chunk_shape_of(array.metadata)) * native.itemsize + (1 << 20)
 
 
 def _inner_regions(array: zarr.Array[Any], region: tuple[slice, ...], layout: ShardLayout | None) -> Iterator[tuple[str, tuple[int, ...] | None, tuple[slice, ...]]]:
@@ -75,10 +94,13 @@ def read_region(array: zarr.Array[Any], region: tuple[slice, ...], root: str | N
     layout = layout_of(array)
     prefix = f"{array.path}/" if array.path else ""
     store = root if root is not None else str(array.store)  # named in the errors
-    if root is not None and layout is not None:
+    if root is not None:
+        bound = _file_bound(array)
         for _, key in shard_keys(array, region):
             path = os.path.join(root, *prefix.split("/"), *key.split("/"))
-            if os.path.exists(path):
+            # zarr's store would block on a FIFO, read /dev/zero or a sparse 64 GiB file whole:
+            # anything but a regular file of a bounded size is refused here, unread
+            if check_file(path, bound, prefix + key, store) and layout is not None:
                 try:
                     read_index(path, layout, prefix + key)
                 except ShardIndexError as exc:

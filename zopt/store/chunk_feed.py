@@ -11,9 +11,11 @@ Measured on ``benchmarks/recompress.py``'s source (64³ float32 chunks, 1 MiB ea
 of a 256³ region costs 3.3 ms of CPU per MiB; file read + decode into the buffer 1.3 ms, with no
 page faults (the buffer is reused), and the chunk needs no copy to become contiguous.
 
-Per chunk the GIL is held only between four calls that release it (issue 34): ``os.open``, one
-``os.readv`` into this thread's input buffer (sized for any zstd frame of one chunk, one byte
-more to tell a longer file, which is then read whole), ``os.close`` and the zstd decode
+Per chunk the GIL is held only between calls that release it (issue 34): ``os.open`` (with
+``O_NONBLOCK``: a FIFO or a device under the chunk's name is refused by ``fstat`` before any read,
+``zopt.store.chunk_file``), the reads into this thread's input buffer (a file larger than any zstd
+frame of one chunk, 1 KiB spare, is refused by its size, unread; one whose size changes while it
+is read is refused), ``os.close`` and the zstd decode
 (``zopt.compat.libzstd``, the library numcodecs bundles, with this thread's context; numcodecs'
 ``Zstd.decode(out=)`` where that is not available). A frame that decodes to any other size than
 one chunk is an error naming the chunk key, never a chunk partly left from the one before.
@@ -21,7 +23,7 @@ one chunk is an error naming the chunk key, never a chunk partly left from the o
 ``read_many`` reads many chunks into a stack (``(n, *chunk shape)``) for the batch encoder
 (``zopt.codecs.batch``, issue 34 part 2): the files one after the other in a loop with nothing
 else in it — raw chunks straight into their rows, zstd frames back to back into this thread's
-input buffer — and all the frames decoded with one call (``libzstd.decompress_frames``, which
+input buffer of about the batch's decoded size (then one by one) — and all the frames decoded with one call (``libzstd.decompress_frames``, which
 checks that each file is exactly one frame of one chunk). Where that does not hold (a file longer
 than any frame of one chunk, a frame of another size, corrupt bytes) the chunks are read one by one
 as ``read`` does, which names the chunk at fault. Where zopt's compiled loops are available
@@ -43,6 +45,7 @@ import numpy as np
 from zopt.compat import libzstd, loops
 from zopt.compat.zarr_compat import chunk_shape_of, endian_of, regular_chunk_shape
 from zopt.errors import ChunkDecodeError
+from zopt.store.chunk_file import CHANGED, open_regular, read_chunk_file, read_into, refused
 
 if TYPE_CHECKING:
     import zarr
@@ -66,13 +69,6 @@ def _buffers(nbytes: int, native: np.dtype, shape: tuple[int, ...], blob_nbytes:
     return views[1], views[2], blob
 
 
-def _read_into(fd: int, *outs: np.ndarray) -> int:
-    """Read the open regular file ``fd`` from its start into ``outs`` (1-D uint8, filled in
-    order); returns the bytes read. One ``readv`` call: a read from a regular file returns less
-    than asked only at its end."""
-    return os.readv(fd, [o.data for o in outs])  # ndarray.data: its memoryview (a Buffer to mypy on 3.11 too)
-
-
 class AlignedChunkReader:
     """Reads whole source chunks of one array into a per-thread buffer (see module docstring).
 
@@ -89,9 +85,12 @@ class AlignedChunkReader:
         self.zstd = zstd  # a numcodecs.Zstd, or None for raw chunks
         self._encode_key = array.metadata.encode_chunk_key
         self._prefix = os.path.join(root, array.path, "")
-        # one read takes any file up to this size (a chunk's largest zstd frame, 1 KiB spare); one
-        # byte more tells a longer file, which is then read whole (its size from fstat)
-        self._read_nbytes = (libzstd.compress_bound(self.nbytes) + 1024 if zstd is not None else self.nbytes) + 1
+        # the most bytes a chunk file may hold (a chunk's largest zstd frame, 1 KiB spare): a
+        # larger file is refused by its size (fstat), unread
+        self._bound = libzstd.compress_bound(self.nbytes) + 1024 if zstd is not None else self.nbytes
+        # a batch's frames are read back to back into at most this many bytes per chunk (then one
+        # by one): about the data's size, however small the chunks (a frame's bound is 2x a 64-byte chunk)
+        self._room = self.nbytes + (self.nbytes >> 7) + 64
         self._direct_zstd = zstd is not None and libzstd.available()
 
     @classmethod
@@ -140,35 +139,42 @@ class AlignedChunkReader:
         chunk.
         """
         key = self._encode_key(chunk_index)
-        buf, chunk, blob = _buffers(self.nbytes, self.native, self.chunk_shape, self._read_nbytes)
+        buf, chunk, blob = _buffers(self.nbytes, self.native, self.chunk_shape, self._bound + 1)
+        path = self._prefix + key if os.sep == "/" else self.path(chunk_index)[1]
+        where = self._where(key)
+        if self.zstd is None:
+            try:
+                fd, st = open_regular(path, where, self.root)
+            except FileNotFoundError:
+                chunk[...] = fill
+                return chunk
+            try:
+                if st.st_size != self.nbytes:
+                    raise refused(where, f"{st.st_size} bytes, expected {self.nbytes}", self.root)
+                got = read_into(fd, buf) + read_into(fd, blob[:1])  # one byte more tells a file that grew
+            finally:
+                os.close(fd)
+            if got != self.nbytes:
+                raise refused(where, f"{CHANGED}: {self.nbytes} bytes, then {got}{' or more' if got > self.nbytes else ''}",
+                              self.root)
+            return chunk
         try:
-            fd = os.open(self._prefix + key if os.sep == "/" else self.path(chunk_index)[1], os.O_RDONLY)
+            data = read_chunk_file(path, self._bound, where, self.root, out=blob)
         except FileNotFoundError:
             chunk[...] = fill
             return chunk
-        try:
-            if self.zstd is None:
-                got = _read_into(fd, buf, blob[:1])  # one byte more tells a longer file
-                if got != self.nbytes:
-                    raise ChunkDecodeError(key, None, ValueError(f"{got} or more bytes, expected {self.nbytes}"))
-                return chunk
-            got = _read_into(fd, blob[: self._read_nbytes])
-            if got == self._read_nbytes:  # longer than any frame of one chunk: read it whole
-                whole = np.empty(os.fstat(fd).st_size, dtype=np.uint8)
-                os.lseek(fd, 0, os.SEEK_SET)
-                data = whole[: _read_into(fd, whole)]
-            else:
-                data = blob[:got]
-        finally:
-            os.close(fd)
         try:
             if self._direct_zstd:  # the GIL is released for the whole decode (zopt.compat.libzstd)
                 libzstd.decompress_into(data, buf, self.nbytes)
             elif self.zstd.decode(data, out=buf).nbytes != self.nbytes:
                 raise ValueError(f"zstd frame holds fewer bytes than the {self.nbytes} of a chunk")
         except Exception as exc:  # numcodecs raises RuntimeError/ValueError for corrupt frames
-            raise ChunkDecodeError(key, None, exc) from exc
+            raise ChunkDecodeError(where, None, exc, store=self.root) from exc
         return chunk
+
+    def _where(self, key: str) -> str:
+        """The store key of the chunk whose key in the array is ``key`` (named in the errors)."""
+        return f"{self.array.path}/{key}" if self.array.path else key
 
     def read_many(self, indices: Sequence[tuple[int, ...]], out: np.ndarray, fill: np.ndarray) -> None:
         """Source chunks ``indices`` into ``out`` (C-contiguous ``(len(indices), *chunk shape)``,
@@ -181,7 +187,6 @@ class AlignedChunkReader:
         # after each read of a chunk)
         encode, prefix = self._encode_key, self._prefix
         paths = [prefix + encode(i) for i in indices] if os.sep == "/" else [self.path(i)[1] for i in indices]
-        open_, readv, close, flags = os.open, os.readv, os.close, os.O_RDONLY
         missing: list[int] = []
         if loops.available():  # every file's open/read/close in one foreign call
             absent = self._read_compiled(indices, paths, rows, fill)
@@ -189,52 +194,72 @@ class AlignedChunkReader:
                 out[k] = fill
             return
         if self.zstd is None:
-            extra = memoryview(bytearray(1))  # one byte more tells a longer file
-            got = [0] * n
-            for k in range(n):
-                try:
-                    fd = open_(paths[k], flags)
-                except FileNotFoundError:
+            for k in range(n):  # each file opened without waiting, checked to be regular and of one chunk's size
+                if self._read_raw(paths[k], indices[k], rows[k]):
                     missing.append(k)
-                    got[k] = self.nbytes
-                    continue
-                try:
-                    got[k] = readv(fd, [rows[k], extra])
-                finally:
-                    close(fd)
-            for k in range(n):
-                if got[k] != self.nbytes:
-                    raise ChunkDecodeError(encode(indices[k]), None, ValueError(f"{got[k]} or more bytes, expected {self.nbytes}"))
         else:
-            cap = self._read_nbytes
-            blob = getattr(_local, "many", None)
-            if blob is None or blob.size < n * cap:
-                blob = _local.many = np.empty(n * cap, dtype=np.uint8)
-            view = memoryview(blob.data)
+            blob = self._blob(n)
+            room = blob.size
             ends: list[int] = []
             off = 0
+            whole = True  # every file fits in the blob and is no longer than the bound
             for k in range(n):
                 try:
-                    fd = open_(paths[k], flags)
+                    fd, st = open_regular(paths[k], self._where(encode(indices[k])), self.root)
                 except FileNotFoundError:
                     missing.append(k)
                     ends.append(off)
                     continue
                 try:
-                    off += readv(fd, [view[off : off + cap]])
+                    size = st.st_size
+                    if size > self._bound or off + size > room:
+                        whole = False  # read one by one below (a file over its bound is refused there)
+                        break
+                    got = read_into(fd, blob[off : off + size])
                 finally:
-                    close(fd)
+                    os.close(fd)
+                if got != size:  # the file shrank: read one by one below, which names it
+                    whole = False
+                    break
+                off += size
                 ends.append(off)
-            bounds = np.array(ends, dtype=np.int64)
-            sizes = np.diff(bounds, prepend=0)
             gone = set(missing)
             present = [k for k in range(n) if k not in gone]
-            whole = bool((sizes < cap).all())  # a file as long as ``cap`` is longer than any frame of one chunk
-            if not (whole and self._direct_zstd and self._decode_runs(blob, bounds[present], present, rows)):
-                for k in present:  # one by one: names the chunk at fault
+            if not (whole and self._direct_zstd and self._decode_runs(blob, np.array(ends, dtype=np.int64)[present],
+                                                                      present, rows)):
+                missing = []
+                for k in range(n):  # one by one: names the chunk at fault
                     rows[k] = self.read(indices[k], fill).reshape(-1).view(np.uint8)
         for k in missing:
             out[k] = fill
+
+    def _blob(self, n: int) -> np.ndarray:
+        """This thread's input buffer for the frames of ``n`` chunks read back to back: about the
+        chunks' decoded size (``_room`` each), reused from batch to batch."""
+        blob = getattr(_local, "many", None)
+        want = n * self._room
+        if blob is None or blob.size < want or blob.size > 2 * want:
+            blob = _local.many = np.empty(want, dtype=np.uint8)
+        return blob
+
+    def _read_raw(self, path: str, index: tuple[int, ...], row: np.ndarray) -> bool:
+        """Read the raw chunk file ``path`` into ``row`` (one chunk's bytes); True when absent."""
+        where = self._where(self._encode_key(index))
+        try:
+            fd, st = open_regular(path, where, self.root)
+        except FileNotFoundError:
+            return True
+        try:
+            if st.st_size != self.nbytes:
+                raise refused(where, f"{st.st_size} bytes, expected {self.nbytes}", self.root)
+            extra = np.empty(1, dtype=np.uint8)
+            got = read_into(fd, row) + read_into(fd, extra)
+        finally:
+            os.close(fd)
+        if got != self.nbytes:
+            raise refused(where, f"{CHANGED}: {self.nbytes} bytes, then {got}{' or more' if got > self.nbytes else ''}",
+                          self.root)
+        return False
 
     def _read_compiled(self, indices: Sequence[tuple[int, ...]], paths: list[str], rows: np.ndarray, fill: np.ndarray
                        ) -> np.ndarray:
@@ -242,22 +267,23 @@ class AlignedChunkReader:
         ``zopt.compat.loops``. Returns the chunks without a file (bool ``(n,)``), left for the
         caller to fill."""
         n = len(paths)
-        if self.zstd is None:
-            sizes = loops.read_files(paths, rows.reshape(-1), rows.shape[1], self.nbytes)
-            missing: np.ndarray = sizes == -errno.ENOENT
-            bad = np.flatnonzero((sizes != self.nbytes) & ~missing)
-            if bad.size:
-                k = int(bad[0])
-                got = int(sizes[k])
-                raise ChunkDecodeError(self._encode_key(indices[k]), None,
-                                       ValueError(f"{got} or more bytes, expected {self.nbytes}"))
-            return missing
-        cap = self._read_nbytes
-        blob = getattr(_local, "many", None)
-        if blob is None or blob.size < n * cap:
-            blob = _local.many = np.empty(n * cap, dtype=np.uint8)
-        decoded = libzstd.read_frames(paths, blob, cap, rows, self.nbytes) if self._direct_zstd else None
-        if decoded is not None:  # read, checked and decoded in one foreign call
+        try:
+            if self.zstd is None:
+                sizes = loops.read_files(paths, rows.reshape(-1), rows.shape[1], self.nbytes)
+                missing: np.ndarray = sizes == -errno.ENOENT
+                bad = np.flatnonzero((sizes != self.nbytes) & ~missing)
+                if bad.size:
+                    k = int(bad[0])
+                    got = int(sizes[k])
+                    raise refused(self._where(self._encode_key(indices[k])),
+                                  f"{got} or more bytes, expected {self.nbytes}", self.root)
+                return missing
+            decoded = None
+            if self._direct_zstd:  # read, checked and decoded in one foreign call
+                decoded = libzstd.read_frames(paths, self._blob(n), self._bound, rows, self.nbytes)
+        except loops.FileRefused as exc:
+            raise refused(self._where(self._encode_key(indices[exc.index])), exc.why, self.root) from exc
+        if decoded is not None:
             absent: np.ndarray = decoded == -errno.ENOENT
             return absent
         for k in range(n):  # one by one: names the chunk at fault (a missing one is the fill value)

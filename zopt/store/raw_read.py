@@ -95,7 +95,9 @@ class _ShardReplaced(ZoptError):
 
 def _pread(fd: int, path: str, offset: int, out: np.ndarray) -> None:
     """Fill ``out`` (contiguous) from ``fd`` at ``offset``; OSError naming ``path`` when short."""
-    got = os.preadv(fd, [out.reshape(-1).view(np.uint8).data], offset)
+    from zopt.store.chunk_file import pread_into
+
+    got = pread_into(fd, out, offset)  # a loop: one preadv returns at most ~2 GiB
     if got != out.nbytes:
         raise OSError(f"{path}: {got} bytes at offset {offset}, expected {out.nbytes} (truncated chunk file?)")
 
@@ -268,9 +270,11 @@ class RawChunkReader:
 
     def _open(self, path: str) -> int:
         """An fd of ``path``; raises _ShardReplaced when it is not the file its index came from."""
-        fd = os.open(path, os.O_RDONLY)
+        from zopt.store.chunk_file import open_regular
+
+        fd, st = open_regular(path, os.path.relpath(path, self.root), self.root)  # a FIFO or device: refused unread
         known = self._inodes.get(path)
-        if known is not None and os.fstat(fd).st_ino != known[1]:
+        if known is not None and st.st_ino != known[1]:
             os.close(fd)
             raise _ShardReplaced(path)
         return fd

@@ -489,9 +489,11 @@ def read_index(path: str | os.PathLike[str], layout: ShardLayout, key: str | Non
 def read_index_stat(path: str | os.PathLike[str], layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, os.stat_result]:
     """``read_index`` and the ``os.stat_result`` of the file the index was read from (its
     ``st_ino`` tells whether a later open finds the same file or a replacement)."""
+    from zopt.store.chunk_file import open_regular
+
     key = key or os.fspath(path)
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
+    fd, st = open_regular(path, key)  # a FIFO or a device under the shard's name: refused before any read
+    with os.fdopen(fd, "rb") as f:
         raw = _index_bytes(f, layout, st.st_size, key)
     return check_table(layout.decode_index(raw, key), layout, st.st_size, key), st
 
@@ -499,8 +501,11 @@ def read_index_stat(path: str | os.PathLike[str], layout: ShardLayout, key: str 
 def read_shard(path: str | os.PathLike[str], layout: ShardLayout, key: str | None = None) -> tuple[np.ndarray, bytes]:
     """``(index table, whole file)`` of a shard read with one ``read``: the index and the chunk
     bytes come from the same file even if it is replaced meanwhile. Errors as ``read_index``."""
+    from zopt.store.chunk_file import open_regular
+
     key = key or os.fspath(path)
-    with open(path, "rb") as f:
+    fd, _ = open_regular(path, key)
+    with os.fdopen(fd, "rb") as f:
         blob = f.read()
     return shard_table(blob, layout, key), blob
 
