@@ -144,7 +144,8 @@ def test_an_obstore_error_names_the_location_and_is_a_zopt_error(tmp_path, monke
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": f"http://127.0.0.1:{port}"})
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": f"http://127.0.0.1:{port}", "config_kwargs": {
+        "retries": {"max_attempts": 1}, "connect_timeout": 1}})  # botocore's settings: obstore's too
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     monkeypatch.setenv(CLIENT_ENV, "obstore")

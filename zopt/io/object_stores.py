@@ -12,7 +12,8 @@ Configuration and credentials come from where they came from: obstore reads the 
 ``AWS_ENDPOINT_URL``, ``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME`` …, and the cloud's
 instance metadata), and what fsspec is configured with for the protocol
 (``fsspec.config.conf["s3"]``: ``endpoint_url``, ``key``, ``secret``, ``token``,
-``client_kwargs.endpoint_url`` / ``region_name``; ``["az"]``: ``account_name``, ``account_key``)
+``client_kwargs.endpoint_url`` / ``region_name``, ``config_kwargs.retries.max_attempts`` /
+``connect_timeout``; ``["az"]``: ``account_name``, ``account_key``)
 is given to obstore too, so one configuration serves both. An ``http://`` endpoint is allowed
 (a local S3-compatible server).
 
@@ -123,6 +124,12 @@ def _fsspec_conf(scheme: str) -> dict[str, Any]:
     return {}
 
 
+def _retries(conf: dict[str, Any]) -> dict[str, Any] | None:
+    """obstore's retry configuration from botocore's (``config_kwargs.retries.max_attempts``)."""
+    attempts = ((conf.get("config_kwargs") or {}).get("retries") or {}).get("max_attempts")
+    return None if attempts is None else {"max_retries": max(int(attempts) - 1, 0)}
+
+
 def _options(scheme: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(config, client options)`` for obstore from fsspec's configuration of ``scheme``."""
     conf = _fsspec_conf(scheme)
@@ -144,7 +151,10 @@ def _options(scheme: str) -> tuple[dict[str, Any], dict[str, Any]]:
             if conf.get(ours):
                 config[ours] = conf[ours]
     endpoint = str(config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or "")
-    options = {"allow_http": True} if endpoint.startswith("http://") or scheme == "http" else {}
+    options: dict[str, Any] = {"allow_http": True} if endpoint.startswith("http://") or scheme == "http" else {}
+    timeout = (conf.get("config_kwargs") or {}).get("connect_timeout")
+    if timeout is not None:
+        options["connect_timeout"] = f"{float(timeout)}s"
     return config, options
 
 
@@ -157,7 +167,8 @@ def _make(url: str) -> Any:
         if scheme in ("http", "https"):
             return HTTPStore.from_url(url, client_options={"allow_http": True} if scheme == "http" else None)
         config, options = _options(scheme)
-        return from_url(url, config=config or None, client_options=options or None)  # type: ignore[call-overload]
+        return from_url(url, config=config or None, client_options=options or None,  # type: ignore[call-overload]
+                        retry_config=_retries(_fsspec_conf(scheme)))
     except Exception as exc:  # a configuration obstore refuses: named, not a Rust trace
         raise named_error(url, exc) from exc
 
