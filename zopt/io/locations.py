@@ -21,7 +21,13 @@ import fnmatch
 import os
 from typing import Any, Protocol
 
-from zopt.io.object_stores import SourceUnreachableError, client, config_fingerprint, root_store, split_url
+from zopt.io.object_stores import (
+    SourceUnreachableError,
+    client,
+    config_fingerprint,
+    root_store,
+    split_url,
+)
 from zopt.store.files import walk_files
 
 __all__ = [
@@ -317,7 +323,7 @@ class ObjectLocation:
         so ``*`` stays inside one part), as URLs, sorted."""
         import obstore
 
-        if (http := self._http()) is not None:
+        if self._http() is not None:
             fs, path = url_fs(pattern)
             return [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
         want = split_url(pattern)[2].split("/")

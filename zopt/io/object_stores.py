@@ -167,8 +167,9 @@ def _make(url: str) -> Any:
         if scheme in ("http", "https"):
             return HTTPStore.from_url(url, client_options={"allow_http": True} if scheme == "http" else None)
         config, options = _options(scheme)
-        return from_url(url, config=config or None, client_options=options or None,  # type: ignore[call-overload]
-                        retry_config=_retries(_fsspec_conf(scheme)))
+        make: Any = from_url  # overloaded per scheme: the configuration is built per scheme above
+        return make(url, config=config or None, client_options=options or None,
+                    retry_config=_retries(_fsspec_conf(scheme)))
     except Exception as exc:  # a configuration obstore refuses: named, not a Rust trace
         raise named_error(url, exc) from exc
 

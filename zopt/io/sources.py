@@ -145,7 +145,7 @@ def _open(src: str) -> xr.Dataset:
         nc = open_remote_netcdf(src)
         if nc is None:
             raise OptionError("src", f"{src!r} is neither a Zarr store nor a file netCDF4 can read (netCDF/HDF5)")
-        return xr.open_dataset(xr.backends.NetCDF4DataStore(nc), **kwargs)
+        return xr.open_dataset(xr.backends.NetCDF4DataStore(nc), **kwargs)  # type: ignore[no-untyped-call]
     check_file(src)  # TruncatedFileError: netCDF-C would read the missing end as zeros
     try:
         return xr.open_dataset(src, **kwargs)
