@@ -9,9 +9,10 @@ cheap chain, ``bytes`` + ``zstd`` level 1, so that the client's work is mostly m
 - with ``ZOPT_OBJECT_STORE=fsspec`` (s3fs, aiobotocore) and ``ZOPT_OBJECT_STORE=obstore`` (zarr's
   ``ObjectStore`` on obstore),
 
-each job in a fresh child process (threads scheduler), the run of least CPU of ``--repeat``. Prints MB/s of the
-field and the client's CPU-seconds per GB (``getrusage`` of the child around the job: every
-thread of the client, not the server's). The server runs on the same machine, so it caps the
+each job in a fresh child process (threads scheduler), the run of least CPU of ``--repeat``,
+and the same job local → local (the floor: what the job costs without any object store). Prints
+MB/s of the field and the client's CPU-seconds per GB (``getrusage`` of the child around the job:
+every thread of the client, not the server's), and each client's share above the floor. The server runs on the same machine, so it caps the
 MB/s; the CPU-seconds per GB are what a cluster's workers pay. Usage::
 
     python benchmarks/object_store.py [--mib 256] [--repeat 2]
@@ -128,7 +129,7 @@ def main() -> None:
             print(f"zarr {zarr.__version__}, s3fs {s3fs.__version__}, fsspec {fsspec.__version__}, obstore "
                   f"{obstore.__version__}; moto S3 server on 127.0.0.1; field {args.mib} MiB float32, "
                   f"best of {args.repeat}")
-            print(f"{'route':<14}{'client':<9}{'s':>8}{'MB/s':>8}{'CPU-s/GB':>10}")
+            print(f"{'route':<16}{'client':<9}{'s':>8}{'MB/s':>8}{'CPU-s/GB':>10}")
             rows: dict[tuple[str, str], tuple[float, float]] = {}
             for route in ("S3 -> S3", "S3 -> local"):
                 for client in ("fsspec", "obstore"):
@@ -146,11 +147,18 @@ def main() -> None:
                         best = got if best is None or got["cpu"] < best["cpu"] else best
                     assert best is not None
                     rows[route, client] = (best["seconds"], best["cpu"] / gb)
-                    print(f"{route:<14}{client:<9}{best['seconds']:>8.2f}{gb * 1e3 / best['seconds']:>8.0f}"
+                    print(f"{route:<16}{client:<9}{best['seconds']:>8.2f}{gb * 1e3 / best['seconds']:>8.0f}"
                           f"{best['cpu'] / gb:>10.2f}")
+            floor = min((_run(str(local), str(Path(tmp) / f"floor-{i}.zarr"), "fsspec", env)
+                         for i in range(args.repeat)), key=lambda r: r["cpu"])
+            print(f"{'local -> local':<16}{'-':<9}{floor['seconds']:>8.2f}{gb * 1e3 / floor['seconds']:>8.0f}"
+                  f"{floor['cpu'] / gb:>10.2f}")
             for route in ("S3 -> S3", "S3 -> local"):
-                ratio = rows[route, "obstore"][1] / rows[route, "fsspec"][1]
-                print(f"{route}: obstore's CPU-s/GB is {ratio:.2f}x fsspec's")
+                fss, obs = rows[route, "fsspec"][1], rows[route, "obstore"][1]
+                base = floor["cpu"] / gb
+                print(f"{route}: obstore's CPU-s/GB is {obs / fss:.2f}x fsspec's; above the local job's "
+                      f"({base:.2f}), the store's share: {obs - base:.2f} vs {fss - base:.2f} "
+                      f"({(obs - base) / (fss - base):.2f}x)")
     finally:
         server.kill()
         server.wait()
