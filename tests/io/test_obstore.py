@@ -157,3 +157,26 @@ def test_an_obstore_error_names_the_location_and_is_a_zopt_error(tmp_path, monke
     res = CliRunner().invoke(main, ["recompress", str(tmp_path / "s.zarr"), "s3://nowhere/y.zarr", "--no-progress"])
     lines = res.output.strip().splitlines()
     assert res.exit_code != 0 and len(lines) == 1 and "cannot reach s3://nowhere/y.zarr" in lines[0], res.output
+
+
+def test_an_http_source_stays_with_fsspec(tmp_path):
+    """A Zarr store served by a plain web server (``http.server``: index pages, no WebDAV, which is
+    all obstore lists over HTTP) reads through fsspec, its folders listed from the index pages."""
+    import functools
+    import http.server
+    import threading
+
+    a = np.round(np.cumsum(np.random.default_rng(2).standard_normal((40, 50)), axis=1), 2).astype("f4")
+    zarr.create_group(str(tmp_path / "www" / "g.zarr")).create_array(
+        "v", shape=a.shape, chunks=(20, 25), dtype="f4", dimension_names=("y", "x"))[:] = a
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www"))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/g.zarr"
+        assert loc.where(url).kind == "fsspec" and isinstance(loc.zarr_store(url), zarr.storage.FsspecStore)
+        recompress(url, tmp_path / "out.zarr", chunks=(10, 25), scheduler="synchronous")
+    finally:
+        server.shutdown()
+    assert zarr.open_array(str(tmp_path / "out.zarr"), path="v", mode="r")[:].tobytes() == a.tobytes()

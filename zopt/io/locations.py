@@ -2,9 +2,9 @@
 
 ``where(location)`` resolves a location once into a ``Location`` (cached per process, and made
 again when the environment's cloud variables or fsspec's configuration change): a local path
-(``file://`` URLs are local paths) goes to ``os``; ``s3://``, ``gs://``, ``az://`` and
-``http(s)://`` go to obstore when it is installed (``zopt.io.object_stores``); any other URL
-(``memory://`` …) to its fsspec file system (credentials and endpoints as fsspec configures them:
+(``file://`` URLs are local paths) goes to ``os``; ``s3://``, ``gs://`` and ``az://`` go to
+obstore when it is installed (``zopt.io.object_stores``); any other URL (``memory://``,
+``http(s)://`` …) to its fsspec file system (credentials and endpoints as fsspec configures them:
 environment, ``~/.config/fsspec``, ``fsspec.config.conf``). A ``Location`` answers the few
 questions the source side asks (does it exist, is it a directory, read a small file, list
 sub-directories and files, sizes, a file's identity) and gives the zarr store the job reads or
@@ -154,10 +154,10 @@ class FsspecLocation:
         self.text = text
         self._stores: dict[bool, Any] = {}
 
-    def _ask(self, what: str, *args: object) -> Any:
+    def _ask(self, what: str, *args: object, **kwargs: object) -> Any:
         fs, path = url_fs(self.text)
         try:
-            return getattr(fs, what)(path, *args)
+            return getattr(fs, what)(path, *args, **kwargs)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise
         except PermissionError as exc:
@@ -191,7 +191,7 @@ class FsspecLocation:
 
     def files(self) -> list[tuple[str, int]]:
         path = url_fs(self.text)[1]
-        found = self._ask("find", None, False, True)
+        found = self._ask("find", maxdepth=None, withdirs=False, detail=True)
         base = path.rstrip("/") + "/"
         return sorted((p[len(base):], int(info.get("size") or 0)) for p, info in found.items() if p.startswith(base))
 
@@ -213,15 +213,13 @@ class FsspecLocation:
 
 
 class ObjectLocation:
-    """A location on an object store through obstore: the bucket's (or server's) store, shared by
-    every location in it, and the key. Listing an ``http(s)://`` location (a web server's index
-    pages) goes through fsspec: obstore lists over HTTP with WebDAV only."""
+    """A location on an object store through obstore: the bucket's store, shared by every location
+    in it, and the key."""
 
     kind = "obstore"
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.scheme = split_url(text)[0]
         self.root, self.key = root_store(text)
         self._stores: dict[bool, Any] = {}
 
@@ -243,9 +241,6 @@ class ObjectLocation:
     def _prefix(self) -> str:
         return f"{self.key}/" if self.key else ""
 
-    def _http(self) -> FsspecLocation | None:
-        return FsspecLocation(self.text) if self.scheme in ("http", "https") else None
-
     def exists(self) -> bool:
         return self.isfile() or self.isdir()
 
@@ -259,8 +254,6 @@ class ObjectLocation:
     def isdir(self) -> bool:
         import obstore
 
-        if (http := self._http()) is not None:
-            return http.isdir()
         try:
             for batch in obstore.list(self.root, self._prefix(), chunk_size=1):
                 return bool(batch)
@@ -283,8 +276,6 @@ class ObjectLocation:
     def subdirs(self) -> list[str]:
         import obstore
 
-        if (http := self._http()) is not None:
-            return http.subdirs()
         try:
             found = obstore.list_with_delimiter(self.root, self._prefix() or None)
         except Exception as exc:
@@ -294,8 +285,6 @@ class ObjectLocation:
     def files(self) -> list[tuple[str, int]]:
         import obstore
 
-        if (http := self._http()) is not None:
-            return http.files()
         base = self._prefix()
         try:
             return sorted((m["path"][len(base):], int(m["size"]))
@@ -323,9 +312,6 @@ class ObjectLocation:
         so ``*`` stays inside one part), as URLs, sorted."""
         import obstore
 
-        if self._http() is not None:
-            fs, path = url_fs(pattern)
-            return [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
         want = split_url(pattern)[2].split("/")
         base = self._prefix()
         try:
@@ -405,6 +391,11 @@ def files(location: str) -> list[tuple[str, int]]:
 def total_bytes(location: str) -> int:
     """Bytes of a file, or of every file under a directory."""
     found = where(location)
+    if isinstance(found, ObjectLocation):  # one HEAD for a file, a listing for a prefix
+        try:
+            return found.size()
+        except FileNotFoundError:
+            return sum(n for _, n in found.files())
     return found.size() if found.isfile() else sum(n for _, n in found.files())
 
 

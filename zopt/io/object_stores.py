@@ -1,10 +1,12 @@
 """Object stores through obstore: which URLs go there, how their stores are made, their errors named.
 
-With obstore installed (``pip install zopt[obstore]``), ``s3://`` (``s3a://``), ``gs://``,
-``az://`` (``azure://``, ``abfs://``, ``abfss://``) and ``http(s)://`` locations are read and
-written through obstore (Rust ``object_store``: async, the GIL released), as zarr-python's
-``zarr.storage.ObjectStore``; every other URL (``memory://``, ``gcs://``, ``ftp://`` …) goes
-through fsspec as before. ``ZOPT_OBJECT_STORE=fsspec`` in the environment sends every URL
+With obstore installed (zopt's ``obstore`` extra), ``s3://`` (``s3a://``), ``gs://`` and
+``az://`` (``azure://``, ``abfs://``, ``abfss://``) locations are read and written through
+obstore (Rust ``object_store``: async, the GIL released), as zarr-python's
+``zarr.storage.ObjectStore``; every other URL (``memory://``, ``gcs://``, ``http(s)://`` …) goes
+through fsspec as before. ``http(s)://`` stays with fsspec: obstore lists an HTTP server with
+WebDAV only, and a Zarr group lists its members (a plain web server's index pages are what
+fsspec lists). ``ZOPT_OBJECT_STORE=fsspec`` in the environment sends every URL
 through fsspec; ``ZOPT_OBJECT_STORE=obstore`` requires obstore (an error where it is missing).
 
 Configuration and credentials come from where they came from: obstore reads the environment
@@ -33,6 +35,7 @@ from zarr.storage import ObjectStore
 from zopt.errors import OptionError, ZoptError
 
 if TYPE_CHECKING:
+    from obstore.store import ObjectStore as UpstreamStore
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import Buffer, BufferPrototype
 
@@ -53,7 +56,7 @@ __all__ = [
 #: the environment variable choosing the client of object-store URLs: ``obstore`` or ``fsspec``
 CLIENT_ENV = "ZOPT_OBJECT_STORE"
 #: the URL schemes obstore serves (``memory://`` and the rest stay with fsspec)
-OBSTORE_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "http", "https"})
+OBSTORE_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "azure", "abfs", "abfss"})
 _CONFIG_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", CLIENT_ENV)
 
 
@@ -82,7 +85,7 @@ def client(scheme: str) -> str:
     if obstore_available():
         return "obstore"
     if chosen == "obstore":
-        raise OptionError(CLIENT_ENV, "obstore is not installed: pip install 'zopt[obstore]', or set it to fsspec")
+        raise OptionError(CLIENT_ENV, "obstore is not installed (pip install obstore: zopt's obstore extra), or set it to fsspec")
     return "fsspec"
 
 
@@ -100,15 +103,9 @@ def config_fingerprint() -> tuple[object, ...]:
 
 
 def split_url(url: str) -> tuple[str, str, str]:
-    """``(scheme, root URL, key)``: ``s3://bucket/a/b`` → ``("s3", "s3://bucket", "a/b")``; for
-    http(s) the root is the server (``https://host:port``)."""
+    """``(scheme, root URL, key)``: ``s3://bucket/a/b`` → ``("s3", "s3://bucket", "a/b")``."""
     parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    root = f"{parts.scheme}://{parts.netloc}"
-    key = parts.path.strip("/")
-    if scheme in ("http", "https") and parts.query:
-        key = f"{key}?{parts.query}"
-    return scheme, root, key
+    return parts.scheme.lower(), f"{parts.scheme}://{parts.netloc}", parts.path.strip("/")
 
 
 def _fsspec_conf(scheme: str) -> dict[str, Any]:
@@ -144,14 +141,12 @@ def _options(scheme: str) -> tuple[dict[str, Any], dict[str, Any]]:
                 config[ours] = theirs
         if conf.get("anon"):
             config["skip_signature"] = True
-        if "region" not in config and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
-            config["region"] = "us-east-1"  # botocore's default too
     elif scheme in ("az", "azure", "abfs", "abfss"):
         for ours in ("account_name", "account_key", "sas_token"):
             if conf.get(ours):
                 config[ours] = conf[ours]
     endpoint = str(config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or "")
-    options: dict[str, Any] = {"allow_http": True} if endpoint.startswith("http://") or scheme == "http" else {}
+    options: dict[str, Any] = {"allow_http": True} if endpoint.startswith("http://") else {}
     timeout = (conf.get("config_kwargs") or {}).get("connect_timeout")
     if timeout is not None:
         options["connect_timeout"] = f"{float(timeout)}s"
@@ -160,12 +155,10 @@ def _options(scheme: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _make(url: str) -> Any:
     """An obstore store for ``url`` (its path is the store's prefix)."""
-    from obstore.store import HTTPStore, from_url
+    from obstore.store import from_url
 
     scheme = urlsplit(url).scheme.lower()
     try:
-        if scheme in ("http", "https"):
-            return HTTPStore.from_url(url, client_options={"allow_http": True} if scheme == "http" else None)
         config, options = _options(scheme)
         make: Any = from_url  # overloaded per scheme: the configuration is built per scheme above
         return make(url, config=config or None, client_options=options or None,
@@ -178,7 +171,7 @@ _ROOTS: dict[tuple[object, ...], Any] = {}
 
 
 def root_store(url: str) -> tuple[Any, str]:
-    """``(obstore store of the bucket or server, key)`` of ``url``; one store per bucket and
+    """``(obstore store of the bucket, key)`` of ``url``; one store per bucket and
     configuration in a process (its connections are shared by every file of the bucket)."""
     scheme, root, key = split_url(url)
     cache_key = (root, config_fingerprint())
@@ -211,7 +204,7 @@ def is_obstore_error(exc: BaseException) -> bool:
 class NamedObjectStore(ObjectStore):  # type: ignore[type-arg]
     """zarr's ObjectStore whose errors name the URL; ``str(store)`` is the URL."""
 
-    def __init__(self, store: Any, *, read_only: bool = False, url: str = "") -> None:
+    def __init__(self, store: UpstreamStore, *, read_only: bool = False, url: str = "") -> None:
         super().__init__(store, read_only=read_only)
         self.url = url
 
