@@ -18,6 +18,7 @@ from zopt import recompress
 from zopt.cli.commands import main
 from zopt.errors import OptionError, ZoptError
 from zopt.io import locations as loc
+from zopt.io import object_stores
 from zopt.io.object_stores import CLIENT_ENV, SourceUnreachableError
 
 pytest.importorskip("obstore", reason="obstore does not install on this leg: the fsspec path is tested instead")
@@ -62,6 +63,12 @@ def test_urls_resolve_once_to_obstore_fsspec_or_a_local_path(s3_bucket, tmp_path
     with pytest.raises(OptionError, match=f"{CLIENT_ENV}: 'boto' is not a client of object stores; allowed: "
                                           "obstore, fsspec"):
         loc.where(f"{s3_bucket}/x.zarr")
+    monkeypatch.setattr(object_stores, "obstore_available", lambda: False)  # a leg without obstore
+    monkeypatch.delenv(CLIENT_ENV)
+    assert loc.where(f"{s3_bucket}/z.zarr").kind == "fsspec"
+    monkeypatch.setenv(CLIENT_ENV, "obstore")  # asked for, and missing: refused, not ignored
+    with pytest.raises(OptionError, match=f"{CLIENT_ENV}: obstore is not installed"):
+        loc.where(f"{s3_bucket}/y.zarr")
 
 
 @pytest.mark.parametrize("to", ["s3", "local"])
