@@ -45,9 +45,9 @@ def _nc_handle(path: str, job_id: str | None) -> Any:
     and reads of 10^4 files are mostly opens). Call with the HDF5 lock held (an evicted handle
     is closed in this call)."""
     if loc.is_url(path):  # a file on an object store: read whole, opened from memory (None for a store)
-        from zopt.io.remote_files import open_remote_netcdf
+        from zopt.io.remote_files import open_remote_netcdf, released
 
-        return _nc.get(job_id, path, lambda: open_remote_netcdf(path))
+        return _nc.get(job_id, path, lambda: open_remote_netcdf(path, lambda: released(_hdf5_lock())))
     if not os.path.isfile(path):
         return None
     return _nc.get(job_id, path, lambda: _open_nc(path))

@@ -9,24 +9,29 @@ memory while it is open (``zopt.io.files`` keeps at most ``MAX_OPEN`` open per p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from zopt.io import locations as loc
 from zopt.io.file_check import check_bytes
 
-__all__ = ["open_remote_netcdf"]
+__all__ = ["open_remote_netcdf", "released"]
 
 
-def open_remote_netcdf(url: str) -> Any:
+def open_remote_netcdf(url: str, unlocked: Callable[[], AbstractContextManager[Any]] | None = None) -> Any:
     """The netCDF4 ``Dataset`` of the file at ``url`` (no scaling, no masking), or None where it is
     not a file (a Zarr store's prefix), netCDF4 is missing, or netCDF4 cannot read the bytes.
+    ``unlocked``: a context manager entered around the GET (``zopt.io.files`` lets go of the HDF5
+    lock there, so one thread's download does not stop every other thread's netCDF work).
     Raises TruncatedFileError for a cut file, SourceUnreachableError naming ``url``."""
     try:
         import netCDF4
     except ImportError:
         return None
     try:
-        data = loc.read_bytes(url)
+        with unlocked() if unlocked is not None else nullcontext():
+            data = loc.read_bytes(url)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     check_bytes(data, url)
@@ -37,3 +42,13 @@ def open_remote_netcdf(url: str) -> Any:
         return None
     nc.set_auto_maskandscale(False)
     return nc
+
+
+@contextmanager
+def released(lock: Any) -> Iterator[None]:
+    """``lock`` (held by the caller) let go for the block and taken again after it, however it ends."""
+    lock.release()
+    try:
+        yield
+    finally:
+        lock.acquire()
