@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, Protocol
 
 from zopt.io import locations as loc
 from zopt.io.file_check import check_bytes
 
-__all__ = ["open_remote_netcdf", "released"]
+__all__ = ["LockLike", "open_remote_netcdf", "released"]
+
+
+class LockLike(Protocol):
+    """A lock taken and let go by hand (``threading.Lock``, xarray's ``SerializableLock``)."""
+
+    def acquire(self) -> Any: ...
+
+    def release(self) -> Any: ...
 
 
 def open_remote_netcdf(url: str, unlocked: Callable[[], AbstractContextManager[Any]] | None = None) -> Any:
@@ -45,7 +53,7 @@ def open_remote_netcdf(url: str, unlocked: Callable[[], AbstractContextManager[A
 
 
 @contextmanager
-def released(lock: Any) -> Iterator[None]:
+def released(lock: LockLike) -> Iterator[None]:
     """``lock`` (held by the caller) let go for the block and taken again after it, however it ends."""
     lock.release()
     try:
