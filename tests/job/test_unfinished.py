@@ -93,7 +93,7 @@ def test_an_s3_destination_killed_mid_job_is_refused_by_verify_until_rewritten(s
 
 
 #: the job SIGKILLs itself when it is about to put its first metadata document (``zarr.json``) into the
-#: destination store, whatever the store's class (a ``LocalStore`` object, ``FsspecStore`` for ``s3://``)
+#: destination store, whatever the store's class (a ``LocalStore`` object, ``ObjectStore`` or ``FsspecStore`` for ``s3://``)
 _KILL_AT_FIRST_METADATA = """
 import os, signal, sys
 import zarr.storage
@@ -107,7 +107,7 @@ def killing(cls):
             return await _real(self, key, *args, **kwargs)
         setattr(cls, name, put)
 
-for cls in (zarr.storage.LocalStore, zarr.storage.FsspecStore):
+for cls in (zarr.storage.LocalStore, zarr.storage.FsspecStore, zarr.storage.ObjectStore):
     killing(cls)
 from zopt import recompress
 src, dst = sys.argv[1], sys.argv[2]

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from zopt.errors import ZoptError
 
-__all__ = ["TruncatedFileError", "check_file", "expected_size"]
+__all__ = ["TruncatedFileError", "check_bytes", "check_file", "expected_size"]
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # netCDF-3 external types: NC_BYTE … NC_DOUBLE, then CDF-5's NC_UBYTE … NC_UINT64
@@ -174,16 +174,20 @@ def expected_size(path: str | os.PathLike[str]) -> tuple[str, int | None] | None
     path = os.fspath(path)
     size = os.path.getsize(path)
     with open(path, "rb") as f:
-        magic = f.read(4)
-        try:
-            if magic[:3] == b"CDF" and len(magic) == 4 and magic[3] in (1, 2, 5):
-                return f"netCDF-3 (CDF-{magic[3]})", _netcdf3_size(f, magic[3])
-            found = _hdf5_size(f, size)
-            return None if found is None else ("HDF5", found)
-        except _Short:
-            raise TruncatedFileError(path, None, size, f"its header is cut short at byte {size}") from None
-        except (ValueError, struct.error) as exc:
-            raise TruncatedFileError(path, None, size, f"its header is not valid ({exc})") from None
+        return _expected(f, size, path)
+
+
+def _expected(f: BinaryIO, size: int, path: str) -> tuple[str, int | None] | None:
+    magic = f.read(4)
+    try:
+        if magic[:3] == b"CDF" and len(magic) == 4 and magic[3] in (1, 2, 5):
+            return f"netCDF-3 (CDF-{magic[3]})", _netcdf3_size(f, magic[3])
+        found = _hdf5_size(f, size)
+        return None if found is None else ("HDF5", found)
+    except _Short:
+        raise TruncatedFileError(path, None, size, f"its header is cut short at byte {size}") from None
+    except (ValueError, struct.error) as exc:
+        raise TruncatedFileError(path, None, size, f"its header is not valid ({exc})") from None
 
 
 def check_file(path: str | os.PathLike[str]) -> None:
@@ -200,7 +204,19 @@ def check_file(path: str | os.PathLike[str]) -> None:
     kind, need = found
     if need is None:
         return
-    size = os.path.getsize(path)
+    _refuse_short(path, kind, need, os.path.getsize(path))
+
+
+def check_bytes(data: bytes, path: str) -> None:
+    """``check_file`` of a file's bytes read whole (a file on an object store); ``path`` names it."""
+    import io
+
+    found = _expected(io.BytesIO(data), len(data), path)
+    if found is not None and found[1] is not None:
+        _refuse_short(path, found[0], found[1], len(data))
+
+
+def _refuse_short(path: str, kind: str, need: int, size: int) -> None:
     if size < need:
         raise TruncatedFileError(path, need, size, f"its {kind} header needs at least {need} bytes, the file has "
                                  f"{size} ({need - size} missing: an interrupted copy or download?)")

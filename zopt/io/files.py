@@ -39,11 +39,16 @@ def _hdf5_lock() -> Any:
 
 def _nc_handle(path: str, job_id: str | None) -> Any:
     """A local netCDF4/HDF5 file opened with netCDF4 (no scaling, no masking), kept per ``(path,
-    job_id)``; None for anything else (Zarr stores, URLs, netCDF4 missing or refusing the file).
+    job_id)``, or a file on an object store read whole (``zopt.io.remote_files``); None for anything
+    else (Zarr stores, netCDF4 missing or refusing the file).
     netCDF4 directly opens a file about 6× faster than ``xarray.open_dataset`` (the summaries
     and reads of 10^4 files are mostly opens). Call with the HDF5 lock held (an evicted handle
     is closed in this call)."""
-    if loc.is_url(path) or not os.path.isfile(path):
+    if loc.is_url(path):  # a file on an object store: read whole, opened from memory (None for a store)
+        from zopt.io.remote_files import open_remote_netcdf, released
+
+        return _nc.get(job_id, path, lambda: open_remote_netcdf(path, lambda: released(_hdf5_lock())))
+    if not os.path.isfile(path):
         return None
     return _nc.get(job_id, path, lambda: _open_nc(path))
 

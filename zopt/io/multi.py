@@ -85,11 +85,8 @@ def expand_sources(src: SourceLike) -> list[str]:
                 raise FileNotFoundError(f"src: {text!r} does not exist")
             out.append(text if loc.is_url(text) else os.path.abspath(loc.local_path(text)))
             continue
-        if loc.is_url(text) and not text.startswith("file://"):
-            import fsspec
-
-            fs, path = fsspec.core.url_to_fs(text)
-            found = [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
+        if loc.is_url(text):  # listed through the store (zopt.io.locations.glob)
+            found = loc.glob(text)
         else:
             found = sorted(os.path.abspath(p) for p in globmod.glob(loc.local_path(text)))
             for p in found:  # refused, not skipped: a file the user meant may be missing from the archive
@@ -315,8 +312,15 @@ def _summarize_batch(paths: list[str], dim: str, job_id: str) -> dict[str, Any]:
 
 def _identity_line(path: str) -> bytes:
     """What the identity digest takes of one file: its path, size, modification time and, for a
-    local file, a sample of its bytes (``zopt.store.identity.content_sample``)."""
-    sample = content_sample(path) if not loc.is_url(path) and os.path.isfile(path) else ""
+    local file, a sample of its bytes (``zopt.store.identity.content_sample``), for a file on an
+    object store its ETag and version where the store gives them (``zopt.io.locations.identity``)."""
+    if loc.is_url(path):
+        try:
+            remote = loc.identity(path)
+        except (FileNotFoundError, IsADirectoryError):  # a Zarr store's prefix: no one object
+            remote = ""
+        return f"{path}\0{remote}\0\0".encode()
+    sample = content_sample(path) if os.path.isfile(path) else ""
     return f"{path}\0{source_identity(path)!r}\0{sample}\0".encode()
 
 

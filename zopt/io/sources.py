@@ -83,7 +83,7 @@ def is_zarr(path: object) -> bool:
         return False
     path = os.fspath(path)
     if loc.is_url(path):
-        return any(loc.exists(loc.join(path, n)) for n in _ZARR_METADATA)
+        return any(loc.isfile(loc.join(path, n)) for n in _ZARR_METADATA)
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, n)) for n in _ZARR_METADATA)
 
 
@@ -136,9 +136,16 @@ def _open(src: str) -> xr.Dataset:
     if is_zarr(src):
         with warnings.catch_warnings():  # unconsolidated stores are fine, only slower to open
             warnings.filterwarnings("ignore", message="Failed to open Zarr store with consolidated")
-            return xr.open_dataset(src, engine="zarr", consolidated=None, **kwargs)
+            return xr.open_dataset(loc.zarr_store(src), engine="zarr", consolidated=None, **kwargs)
     if loc.isdir(src):
         raise not_a_store(src, "src")
+    if loc.is_url(src):  # a file on an object store: read whole, checked, opened from memory
+        from zopt.io.remote_files import open_remote_netcdf
+
+        nc = open_remote_netcdf(src)
+        if nc is None:
+            raise OptionError("src", f"{src!r} is neither a Zarr store nor a file netCDF4 can read (netCDF/HDF5)")
+        return xr.open_dataset(xr.backends.NetCDF4DataStore(nc), **kwargs)  # type: ignore[no-untyped-call]
     check_file(src)  # TruncatedFileError: netCDF-C would read the missing end as zeros
     try:
         return xr.open_dataset(src, **kwargs)
@@ -227,7 +234,7 @@ def hierarchy_dims(src: str | None) -> set[str]:
     found: set[str] = set()
     with warnings.catch_warnings():  # zarr warns about a rewriting job's .zopt-* folders
         warnings.filterwarnings("ignore", message=r"Object at \.zopt-", category=UserWarning)
-        for _, node in zarr.open_group(top, mode="r").members(max_depth=None):
+        for _, node in zarr.open_group(loc.zarr_store(top), mode="r").members(max_depth=None):
             if isinstance(node, zarr.Array):
                 meta = node.metadata
                 names = (meta.dimension_names if isinstance(meta, ArrayV3Metadata)
@@ -369,7 +376,7 @@ def _open_zarr_source(src: str, name: str) -> tuple[zarr.Array[Any] | None, RawC
     reader: RawChunkReader | None = None
     if is_zarr(src):
         try:
-            array = open_array(src, path=name, mode="r")
+            array = open_array(loc.zarr_store(src), path=name, mode="r")
         except (KeyError, ValueError, FileNotFoundError, zarr.errors.ArrayNotFoundError):  # e.g. a group-less layout
             array = None
         reader = RawChunkReader.open(src, array) if array is not None else None
@@ -384,14 +391,14 @@ def zarr_v3_group(src: str | None) -> zarr.Group | None:
     if not loc.isfile(loc.join(src, "zarr.json")):
         return None
     try:
-        return zarr.open_group(src, mode="r", zarr_format=3)
+        return zarr.open_group(loc.zarr_store(src), mode="r", zarr_format=3)
     except (ValueError, TypeError, FileNotFoundError, zarr.errors.GroupNotFoundError):
         return None
 
 
 def root_array_variable(src: str, meta: dict[str, Any]) -> dict[str, SourceVariable]:
     """``{"": SourceVariable}`` for a store whose root is an array (v2 or v3)."""
-    array = zarr.open_array(src, mode="r")
+    array = zarr.open_array(loc.zarr_store(src), mode="r")
     names = meta.get("dimension_names") or meta.get("attributes", {}).get("_ARRAY_DIMENSIONS")
     if names is None:
         names = dict(array.attrs).get("_ARRAY_DIMENSIONS")

@@ -104,7 +104,7 @@ def create_target(spec: TargetSpec, partial: TargetLike, *, only_rewritten: bool
     source_group, job_id, fills = spec.source_group, spec.job_id, spec.fills
     if spec.root_meta is not None:
         assert isinstance(src, str)  # a path (TargetSpec.src)
-        arr = zarr.open_array(src, mode="r")
+        arr = zarr.open_array(loc.zarr_store(src), mode="r")
         if not names:
             if not only_rewritten:
                 copy_array_files(src, partial, "")
@@ -217,7 +217,8 @@ def stored_bytes_of(src: str | None, name: str) -> int | None:
 
 def destination(dst: object) -> tuple[Store | None, str | None]:
     """``(store, None)`` for a destination without positional writes — a ``zarr.abc.store.Store``
-    as given, or an fsspec URL (``memory://…``, ``s3://…``) opened as ``zarr.storage.FsspecStore``
+    as given, or a URL opened as zarr's ``ObjectStore`` (``s3://…``, ``gs://…``, ``az://…`` with
+    obstore installed) or ``FsspecStore`` (``memory://…``, any URL without obstore)
     — and ``(None, path)`` for a local directory (a path or a ``file://`` URL)."""
     from zarr.abc.store import Store
 
@@ -228,8 +229,8 @@ def destination(dst: object) -> tuple[Store | None, str | None]:
     text = os.fspath(dst)
     if text.startswith("file://"):
         return None, text.removeprefix("file://")
-    if "://" in text:
-        return zarr.storage.FsspecStore.from_url(text, read_only=False), None
+    if "://" in text:  # zarr's ObjectStore on obstore (s3, gs, az, http) or an FsspecStore (zopt.io.locations)
+        return loc.zarr_store(text, read_only=False), None
     return None, text
 
 
