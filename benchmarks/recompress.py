@@ -383,7 +383,7 @@ def run_ceiling_io(src: str, dst: str, chain: str = "shuffle-zstd3", n: int = 2)
     import multiprocessing as mp
 
     shape = json.loads((Path(src) / "v" / "zarr.json").read_text())["shape"]
-    shards = list(itertools.product(*[range(s // SHARD) for s in shape]))
+    shards = list(itertools.product(*[range(-(-s // SHARD)) for s in shape]))  # the last ones may be partial
     Path(dst).mkdir(parents=True, exist_ok=True)
     (Path(dst) / "zarr.json").write_text(json.dumps(_ceiling_io_metadata(shape, chain)))
     start_at = time.time() + 1.0
