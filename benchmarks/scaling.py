@@ -507,10 +507,15 @@ def gil_child(chain: str, src: str, work: str, method: str, chunks: int) -> None
         if method == "perf":
             probes = perf_probes()
             data = Path(work) / f"gil-{chain}.perf"
-            perf = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", str(data), "--switch-events",
-                                     "-e", probes[0], "-e", probes[1], "-p", str(os.getpid())],
+            # a 64 MiB ring buffer: on a loaded machine perf's reader runs late, and events it loses
+            # would count as GIL released
+            perf = subprocess.Popen(["perf", "record", "-q", "-m", "16384", "-k", "CLOCK_MONOTONIC", "-o", str(data),
+                                     "--switch-events", "-e", probes[0], "-e", probes[1], "-p", str(os.getpid())],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.5)  # perf attaches
+            while not data.exists() or data.stat().st_size == 0:  # later on a loaded machine
+                time.sleep(0.1)
+            time.sleep(0.5)
             r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
             job()
             t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
