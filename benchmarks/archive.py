@@ -20,8 +20,12 @@ Each archive is N netCDF4 files (one per day: ``sst`` (1, 64, 64) packed int16 w
 
 files/s counts source files per second of wall-clock time for the whole route (imports
 excluded); CPU s is the route process's user + system time, imports included (the cluster's
-workers are other processes, not counted). The machine is shared: see docs/benchmarks.md for
-its load when recorded.
+workers are other processes, not counted). The machine is shared: the 1-minute load average
+before each route is printed with it.
+
+``--tracemalloc``: the routes run under ``tracemalloc`` (much slower) and print, to stderr, the
+source lines holding the most memory at the largest traced size the client reached: where a
+client's memory goes as the archive grows.
 """
 
 from __future__ import annotations
@@ -75,9 +79,44 @@ def _usage(seconds: float) -> dict:
     return {"seconds": seconds, "rss": r.ru_maxrss * 1024, "cpu": r.ru_utime + r.ru_stime}
 
 
-def route(name: str, pattern: str, dst: str) -> dict:
+def _trace_peak() -> tuple[object, list]:
+    """Start tracemalloc and a thread that keeps a snapshot of the largest traced size seen
+    (checked every second); returns the thread's stop event and the [size, snapshot] cell."""
+    import threading
+    import tracemalloc
+
+    tracemalloc.start(8)
+    stop, best = threading.Event(), [0, None]
+
+    def watch() -> None:
+        while not stop.wait(1.0):
+            current = tracemalloc.get_traced_memory()[0]
+            if current > best[0] * 1.05:
+                best[:] = [current, tracemalloc.take_snapshot()]
+
+    threading.Thread(target=watch, daemon=True).start()
+    return stop, best
+
+
+def _print_trace(best: list) -> None:
+    if best[1] is None:
+        return
+    print(f"tracemalloc: largest traced size seen {best[0] / 2**20:.1f} MiB; the lines holding most of it:", file=sys.stderr)
+    for stat in best[1].statistics("lineno")[:15]:
+        print(f"  {stat.size / 2**20:8.2f} MiB {stat.count:9d} blocks  {stat.traceback[0]}", file=sys.stderr)
+
+
+def route(name: str, pattern: str, dst: str, trace: bool = False) -> dict:
     """Run one route in this process; returns seconds, peak RSS and CPU seconds (this process)."""
     import zopt  # noqa: F401 - imports before the clock starts, for every route alike
+
+    if trace:
+        stop, best = _trace_peak()
+        try:
+            return route(name, pattern, dst)
+        finally:
+            stop.set()
+            _print_trace(best)
 
     shutil.rmtree(dst, ignore_errors=True)
     t = time.perf_counter()
@@ -115,12 +154,13 @@ def main() -> None:
     p.add_argument("--route", help=argparse.SUPPRESS)  # internal: run one route in this process
     p.add_argument("--pattern", help=argparse.SUPPRESS)
     p.add_argument("--dst", help=argparse.SUPPRESS)
+    p.add_argument("--tracemalloc", action="store_true", help="print where the client's memory goes (slow)")
     args = p.parse_args()
     if args.route:
-        print(json.dumps(route(args.route, args.pattern, args.dst)))
+        print(json.dumps(route(args.route, args.pattern, args.dst, args.tracemalloc)))
         return
-    print("| files | route | seconds | files/s | CPU s (this process) | peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| files | route | seconds | files/s | CPU s (this process) | peak RSS MiB | load before |")
+    print("|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         t = time.perf_counter()
         pattern = make_archive(os.path.join(args.workdir, "archive", str(n)), n)
@@ -129,15 +169,19 @@ def main() -> None:
             print(f"<!-- made {n} files in {made:.0f} s -->", flush=True)
         for name in args.routes.split(","):
             dst = os.path.join(args.workdir, "archive", f"{n}-{name.replace(' ', '-')}.zarr")
-            out = subprocess.run([sys.executable, __file__, "--route", name, "--pattern", pattern, "--dst", dst],
-                                 capture_output=True, text=True)
+            load = os.getloadavg()[0]
+            out = subprocess.run([sys.executable, __file__, "--route", name, "--pattern", pattern, "--dst", dst]
+                                 + ["--tracemalloc"] * args.tracemalloc, capture_output=True, text=True)
+            if args.tracemalloc:
+                print("\n".join(line for line in out.stderr.splitlines() if line.startswith(("tracemalloc", "  "))),
+                      file=sys.stderr, flush=True)
             if out.returncode:
                 why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
-                print(f"| {n} | {name} | failed: {why} | | | |", flush=True)
+                print(f"| {n} | {name} | failed: {why} | | | | {load:.1f} |", flush=True)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"| {n} | {name} | {r['seconds']:.1f} | {n / r['seconds']:.0f} | {r['cpu']:.1f} | "
-                  f"{r['rss'] / 2**20:.0f} |", flush=True)
+                  f"{r['rss'] / 2**20:.0f} | {load:.1f} |", flush=True)
             shutil.rmtree(dst, ignore_errors=True)
 
 

@@ -31,6 +31,23 @@ from ``getrusage`` belong to that run alone), repetitions interleaved, medians r
 - ``ceiling-default``: the same loop with the chain the menu chooses on this field,
   ``numcodecs.pcodec`` level 8 instead of shuffle + zstd(3): the ceiling for zopt-default,
   zopt-fixed-slot and zopt-default-py313. Their "× ceiling" column is to this one.
+- ``ceiling-io``, ``ceiling-io-default``: the ceiling that does the job's I/O inside the clock
+  (zopt-plain and zopt-default against it: the "× ceiling I/O" column): 2 processes, each taking
+  every other shard of the target, reading that shard's 64 source chunk files, zstd-decoding each,
+  encoding it (shuffle + zstd 3, or pcodec 8) and writing one file per shard laid out as
+  ``sharding_indexed`` does (the inner chunks, then the index of ``(offset, nbytes)`` uint64 pairs
+  and its crc32c at the end), with the array's ``zarr.json``: no Dask, no checks, no temporary
+  files. Its output is a store zarr-python reads (and the driver verifies, outside the clock);
+- ``zarrs-dask``, ``zarrs-dask-default``: zarr-python with the zarrs pipeline
+  (``codec_pipeline.path = zarrs.ZarrsCodecPipeline``, strict, both arrays opened inside the
+  block) written region by region, one Dask task per shard on 2 threads as zopt does; the plain
+  chain ``[bytes, numcodecs.shuffle, zstd 3]``, or the default's ``numcodecs.pcodec`` level 8;
+- ``zarrs-alone``, ``zarrs-alone-default``: the same arrays in one write ``dst[...] = src[...]``,
+  zarrs's own rayon pool (``threading.max_workers`` 2) doing the work.
+
+``--stat min`` reports the best of the repetitions (the fastest time, the least CPU) instead of
+the median: on a shared machine the minimum is the run least disturbed by others. The load
+average before each run is recorded and printed with the table.
 
 Every output is read back and compared bit for bit with the source (not timed); imports happen
 before the clock starts. MB/s counts logical (uncompressed) bytes. CPU seconds (user + sys) are
@@ -54,7 +71,8 @@ from pathlib import Path
 SHARD = 256
 INNER = 64
 RUNNERS = ("zarr", "dask", "zarrs", "tensorstore", "zopt-plain", "zopt-default", "zopt-classic", "zopt-fixed-slot",
-           "zopt-default-py313", "ceiling", "ceiling-default")
+           "zopt-default-py313", "ceiling", "ceiling-default", "ceiling-io", "ceiling-io-default", "zarrs-dask",
+           "zarrs-dask-default", "zarrs-alone", "zarrs-alone-default")
 VARIANTS = ("smooth", "mixed")
 LABELS = {
     "zarr": "zarr-python, a loop over shards, [shuffle, zstd3]",
@@ -68,6 +86,12 @@ LABELS = {
     "zopt-default-py313": "zopt, default, Python 3.13 / zarr 3.4",
     "ceiling": "composed numcodecs loop, 2 processes (no I/O)",
     "ceiling-default": "the same loop with the default's chain, pcodec level 8",
+    "ceiling-io": "numcodecs loop with the I/O, 2 processes, [shuffle, zstd3]",
+    "ceiling-io-default": "numcodecs loop with the I/O, 2 processes, pcodec 8",
+    "zarrs-dask": "zarrs pipeline, a Dask task per shard, [shuffle, zstd3]",
+    "zarrs-dask-default": "zarrs pipeline, a Dask task per shard, pcodec 8",
+    "zarrs-alone": "zarrs pipeline, one write, its own pool, [shuffle, zstd3]",
+    "zarrs-alone-default": "zarrs pipeline, one write, its own pool, pcodec 8",
 }
 # zopt imports Dask and the menu's codec packages lazily, at first use: imported here before the
 # clock as every peer's imports are
@@ -84,6 +108,10 @@ PRELOAD = {
     "zopt-fixed-slot": ZOPT_IMPORTS,
     "ceiling": ("numcodecs", "concurrent.futures"),
     "ceiling-default": ("numcodecs", "numcodecs.pcodec", "concurrent.futures"),
+    "ceiling-io": ("numcodecs", "numpy", "concurrent.futures"),
+    "ceiling-io-default": ("numcodecs", "numpy", "numcodecs.pcodec", "concurrent.futures"),
+    **{w: ("zarr", "zarr.codecs.numcodecs", "numcodecs", "numcodecs.pcodec", "zarrs", "dask", "dask.threaded")
+       for w in ("zarrs-dask", "zarrs-dask-default", "zarrs-alone", "zarrs-alone-default")},
 }
 PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "shuffle"},
          {"name": "zstd", "configuration": {"level": 3}}]
@@ -265,6 +293,145 @@ def run_ceiling(src: str, dst: str, chain: str = "shuffle-zstd3") -> dict:
             "worker_peak_rss": max(r[2] for r in results)}
 
 
+def _crc32c():
+    """A crc32c function of bytes -> int (zarr's dependency, whichever package provides it)."""
+    try:
+        import google_crc32c
+
+        return google_crc32c.value
+    except ImportError:
+        import numpy as np
+        from numcodecs.checksum32 import CRC32C
+
+        return lambda b: int(np.frombuffer(CRC32C().encode(b)[-4:], "<u4")[0])
+
+
+def _shard_writer_worker(args) -> tuple[float, float, float, float, int, int]:
+    """Rewrite ``shards`` (shard grid positions) of ``src``'s array ``v`` into ``dst``: per shard,
+    read its source chunk files, decode, encode each inner chunk, write one file, the index at the
+    end. Returns the loop's (start, end) wall times, its user and system CPU seconds, the stored
+    bytes and the peak RSS."""
+    import resource
+
+    import numcodecs
+    import numpy as np
+
+    shards, src, dst, chain, start_at = args
+    crc = _crc32c()
+    per = SHARD // INNER
+    dec, enc = numcodecs.Zstd(), numcodecs.Zstd(level=3)
+    buf = np.empty(INNER**3 * 4, dtype=np.uint8)
+    shuffled = np.empty_like(buf)
+    if chain == "pcodec":
+        from numcodecs.pcodec import PCodec
+
+        pco, values = PCodec(level=8), buf.view(np.float32).reshape((INNER,) * 3)
+    while time.time() < start_at:  # the processes start their loops together
+        time.sleep(0.001)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.time()
+    stored = 0
+    for s in shards:
+        index = np.full((per, per, per, 2), 2**64 - 1, dtype="<u8")  # missing chunk: both all ones
+        pieces, offset = [], 0
+        for a in range(per):
+            for b in range(per):
+                for c in range(per):
+                    key = f"{src}/v/c/{s[0] * per + a}/{s[1] * per + b}/{s[2] * per + c}"
+                    try:
+                        with open(key, "rb") as f:
+                            raw = f.read()
+                    except FileNotFoundError:  # the fill value: not stored
+                        continue
+                    dec.decode(raw, out=buf)
+                    if chain == "pcodec":
+                        blob = pco.encode(values)
+                    else:
+                        shuffled.reshape(4, -1)[...] = buf.reshape(-1, 4).T  # the byte shuffle
+                        blob = enc.encode(shuffled)
+                    index[a, b, c] = (offset, len(blob))
+                    offset += len(blob)
+                    pieces.append(blob)
+        raw_index = index.tobytes()
+        pieces += [raw_index, crc(raw_index).to_bytes(4, "little")]
+        os.makedirs(f"{dst}/c/{s[0]}/{s[1]}", exist_ok=True)
+        with open(f"{dst}/c/{s[0]}/{s[1]}/{s[2]}", "wb") as f:
+            f.writelines(pieces)
+        stored += offset + len(raw_index) + 4
+    t1, r1 = time.time(), resource.getrusage(resource.RUSAGE_SELF)
+    return t0, t1, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, stored, _peak_rss()
+
+
+def _ceiling_io_metadata(shape, chain: str) -> dict:
+    inner = ([{"name": "numcodecs.pcodec", "configuration": {"level": 8}}] if chain == "pcodec" else
+             [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+              {"name": "zstd", "configuration": {"level": 3, "checksum": False}}])
+    return {"zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "float32", "fill_value": 0.0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD] * 3}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [INNER] * 3, "codecs": inner,
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                "index_location": "end"}}],
+            "attributes": {}, "storage_transformers": []}
+
+
+def run_ceiling_io(src: str, dst: str, chain: str = "shuffle-zstd3", n: int = 2) -> dict:
+    """The fair ceiling: ``n`` processes rewrite every ``n``-th shard each, I/O inside the clock
+    (see the module's docstring). Seconds: from the first loop's start to the last one's end."""
+    import itertools
+    import multiprocessing as mp
+
+    shape = json.loads((Path(src) / "v" / "zarr.json").read_text())["shape"]
+    shards = list(itertools.product(*[range(-(-s // SHARD)) for s in shape]))  # the last ones may be partial
+    Path(dst).mkdir(parents=True, exist_ok=True)
+    (Path(dst) / "zarr.json").write_text(json.dumps(_ceiling_io_metadata(shape, chain)))
+    start_at = time.time() + 1.0
+    with mp.get_context("fork").Pool(n) as pool:
+        res = pool.map(_shard_writer_worker, [(shards[i::n], src, dst, chain, start_at) for i in range(n)])
+    return {"seconds": max(r[1] for r in res) - min(r[0] for r in res), "user": sum(r[2] for r in res),
+            "sys": sum(r[3] for r in res), "stored": sum(r[4] for r in res), "worker_peak_rss": max(r[5] for r in res)}
+
+
+def _zarrs_arrays(src: str, dst: str, pcodec: bool):
+    """Source and target opened inside the zarrs block (the pipeline is chosen when an array is
+    opened): the plain chain with numcodecs' shuffle, or the default's pcodec 8."""
+    import zarr
+    from zarr.codecs import ZstdCodec
+    from zarr.codecs.numcodecs import PCodec, Shuffle
+
+    source = zarr.open_array(src, path="v", mode="r")
+    kw = dict(serializer=PCodec(level=8), compressors=None) if pcodec else \
+        dict(compressors=[Shuffle(elementsize=4), ZstdCodec(level=3)])
+    target = zarr.create_array(dst, shape=source.shape, chunks=(INNER,) * 3, shards=(SHARD,) * 3, dtype="f4",
+                               fill_value=0, overwrite=True, **kw)
+    return source, target
+
+
+def run_zarrs_engine(src: str, dst: str, pcodec: bool, per_shard: bool, n: int = 2) -> None:
+    """zarr-python with the zarrs pipeline: one Dask task per shard on ``n`` threads
+    (``per_shard``), or one write of the whole array with zarrs's pool of ``n`` threads."""
+    import warnings
+
+    import zarr
+    import zarrs  # noqa: F401
+
+    warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3")
+    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True,
+                          "threading.max_workers": n}):
+        source, target = _zarrs_arrays(src, dst, pcodec)
+        if not per_shard:
+            target[...] = source[...]
+            return
+        import dask
+
+        def write(region):
+            target[region] = source[region]
+
+        tasks = [dask.delayed(write)(r) for r in _shard_regions(source.shape)]
+        dask.compute(*tasks, scheduler="threads", num_workers=n)
+
+
 def verify(src: str, dst: str, which: str) -> bool:
     """Every value of the output equals the source's, bit for bit."""
     import numpy as np
@@ -318,6 +485,10 @@ def child(which: str, src: str, dst: str) -> None:
     extra = {}
     if which in ("ceiling", "ceiling-default"):
         extra = run_ceiling(src, dst, "pcodec" if which == "ceiling-default" else "shuffle-zstd3")
+    elif which in ("ceiling-io", "ceiling-io-default"):  # seconds and CPU: the loops' own
+        extra = run_ceiling_io(src, dst, "pcodec" if which.endswith("default") else "shuffle-zstd3")
+    elif which.startswith("zarrs-"):
+        run_zarrs_engine(src, dst, which.endswith("default"), which.startswith("zarrs-dask"))
     elif which.startswith("zopt"):
         codecs = PLAIN if which == "zopt-plain" else None
         extra = run_zopt(src, dst, codecs, "fixed-slot" if which == "zopt-fixed-slot" else "compact",
@@ -329,7 +500,7 @@ def child(which: str, src: str, dst: str) -> None:
     out = {"seconds": seconds, "user": u1[0] - u0[0], "sys": u1[1] - u0[1], "minflt": u1[2] - u0[2],
            "majflt": u1[3] - u0[3], "peak_rss": _peak_rss()}
     out.update(extra)
-    if not which.startswith("ceiling"):
+    if not which.startswith("ceiling") or which.startswith("ceiling-io"):
         out["stored"], out["allocated"] = _stored(dst)
         out["verified"] = verify(src, dst, which)
     print(json.dumps(out))
@@ -347,6 +518,8 @@ def main() -> None:
     ap.add_argument("--runners", default=",".join(RUNNERS), help=f"comma-separated subset of {','.join(RUNNERS)}")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--json", help="also write every run's measurements to this file")
+    ap.add_argument("--stat", choices=tuple(STAT), default="median",
+                    help="the statistic of the repetitions: median, or min (the least disturbed run on a shared machine)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--make-source", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -357,6 +530,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    STAT_NAME[0] = args.stat
     runners = [r for r in args.runners.split(",") if r]
     unknown = sorted(set(runners) - set(RUNNERS))
     if unknown:
@@ -381,6 +555,7 @@ def main() -> None:
                 shutil.rmtree(dst, ignore_errors=True)
                 python = args.python313 if which == "zopt-default-py313" else sys.executable
                 kind = "zopt-default" if which == "zopt-default-py313" else which
+                load = os.getloadavg()[0]
                 proc = subprocess.run([python, __file__, "--child", kind, str(sources[v]), str(dst)],
                                       capture_output=True, text=True)
                 shutil.rmtree(dst, ignore_errors=True)
@@ -388,10 +563,10 @@ def main() -> None:
                     print(f"{which} {v}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
                     continue
                 res = json.loads(proc.stdout.strip().splitlines()[-1])
-                res.update(which=which, variant=v, rep=rep)
+                res.update(which=which, variant=v, rep=rep, load=load)
                 rows.append(res)
                 print(f"  rep {rep} {v:6} {which:20} {res['seconds']:7.2f} s  {logical / 1e6 / res['seconds']:7.0f} MB/s  "
-                      f"peak {res['peak_rss'] / 2**20:5.0f} MiB  verified {res.get('verified')}", file=sys.stderr, flush=True)
+                      f"peak {res['peak_rss'] / 2**20:5.0f} MiB  verified {res.get('verified')}  load {load:.1f}", file=sys.stderr, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"shape": shape, "rows": rows}, indent=1))
     print_table(rows, runners, variants, shape, logical, args)
@@ -409,44 +584,67 @@ def chosen_candidate(rows, which: str) -> str | None:
     return None
 
 
-def ceiling_of(which: str) -> str | None:
-    """The ceiling runner a runner is compared with: the loop with the same chain; None when no
-    loop has its chain (e.g. fixed-slot, where pcodec has no size bound and blosc is chosen)."""
+def ceiling_of(which: str, io: bool = False) -> str | None:
+    """The ceiling runner a runner is compared with: the loop with the same chain, in memory or
+    (``io``) with the I/O; None when no loop has its chain (e.g. fixed-slot, where pcodec has no
+    size bound and blosc is chosen)."""
+    suffix = "-io" if io else ""
     if which.startswith("ceiling"):
-        return which
+        return which if which.startswith("ceiling-io") == io else None
+    if which.startswith("zarrs-"):
+        return f"ceiling{suffix}-default" if which.endswith("default") else f"ceiling{suffix}"
     if which in ("zopt-plain", "zopt-classic") or which in ("zarr", "dask", "zarrs", "tensorstore"):
-        return "ceiling"
-    return {"pcodec-8": "ceiling-default", "classic": "ceiling"}.get(CHOSEN.get(which, "pcodec-8"))
+        return f"ceiling{suffix}"
+    return {"pcodec-8": f"ceiling{suffix}-default", "classic": f"ceiling{suffix}"}.get(CHOSEN.get(which, "pcodec-8"))
+
+
+def zopt_of(which: str) -> str | None:
+    """The zopt runner with the same chain as a zarrs engine runner (the "× zopt" column)."""
+    if which.startswith("zarrs-"):
+        return "zopt-default" if which.endswith("default") else "zopt-plain"
+    return None
+
+
+STAT = {"median": statistics.median, "min": min}
+STAT_NAME = ["median"]  # set by main() from --stat
 
 
 def _median(rows, which, variant, key):
+    """The median (or, with ``--stat min``, the minimum) of ``key`` over a runner's repetitions."""
     vals = [r[key] for r in rows if r["which"] == which and r["variant"] == variant and r.get(key) is not None]
-    return statistics.median(vals) if vals else None
+    return STAT[STAT_NAME[0]](vals) if vals else None
 
 
 def print_table(rows, runners, variants, shape, logical, args) -> None:
+    loads = [r["load"] for r in rows if r.get("load") is not None]
     print(f"\nrecompress {logical / 2**30:.2f} GiB float32 {shape}: source chunks 64³ [bytes, zstd3] -> shards 256³, "
-          f"inner 64³, index at the end; {os.cpu_count()} cores; medians of {args.repeat}\n")
+          f"inner 64³, index at the end; {os.cpu_count()} cores; {STAT_NAME[0]}s of {args.repeat}"
+          + (f"; 1-minute load average before the runs {min(loads):.1f}–{max(loads):.1f}" if loads else "") + "\n")
     CHOSEN.update({w: c for w in runners if (c := chosen_candidate(rows, w))})
     if CHOSEN:
         print("chains chosen from the menu: " + ", ".join(f"{w} {c}" for w, c in CHOSEN.items()) + "\n")
     mbs = {(w, v): (logical / 1e6 / s if (s := _median(rows, w, v, "seconds")) else None) for w in runners for v in variants}
-    head = f"| {'runner':<50} |" + "".join(f" {v} MB/s (peak RSS MiB) | × tensorstore | × ceiling |" for v in variants)
+    head = f"| {'runner':<50} |" + "".join(f" {v} MB/s (peak RSS MiB) | × tensorstore | × ceiling | × ceiling I/O |"
+                                           for v in variants)
     print(head)
-    print("|" + "---|" * (1 + 3 * len(variants)))
+    print("|" + "---|" * (1 + 4 * len(variants)))
     for w in runners:
         cells = []
         for v in variants:
             m = mbs[(w, v)]
             rss = _median(rows, w, v, "peak_rss")
             ts, ceil = mbs.get(("tensorstore", v)), mbs.get((ceiling_of(w), v))
+            ceil_io = mbs.get((ceiling_of(w, io=True), v))
             cells.append(f" {m:,.0f} ({rss / 2**20:,.0f}) |" if m and not w.startswith("ceiling") else (f" {m:,.0f} |" if m else " – |"))
             cells.append(f" {m / ts:.2f} |" if m and ts else " – |")
             cells.append(f" {m / ceil:.2f} |" if m and ceil else " – |")
+            cells.append(f" {m / ceil_io:.2f} |" if m and ceil_io else " – |")
         print(f"| {LABELS[w]:<50} |" + "".join(cells))
-    print("\nCPU view (medians): MB per CPU-second (user + sys, all threads and processes of the runner)\n")
-    print(f"| {'runner':<50} |" + "".join(f" {v} MB/CPU-s | × tensorstore | × ceiling |" for v in variants))
-    print("|" + "---|" * (1 + 3 * len(variants)))
+    print(f"\nCPU view ({STAT_NAME[0]}s): MB per CPU-second (user + sys, all threads and processes of the runner; "
+          "the I/O ceilings: their loops')\n")
+    print(f"| {'runner':<50} |" + "".join(f" {v} MB/CPU-s | × tensorstore | × ceiling | × ceiling I/O | × zopt |"
+                                          for v in variants))
+    print("|" + "---|" * (1 + 5 * len(variants)))
     cpu = {}
     for w in runners:
         for v in variants:
@@ -456,10 +654,12 @@ def print_table(rows, runners, variants, shape, logical, args) -> None:
         cells = []
         for v in variants:
             m, ts, ceil = cpu[(w, v)], cpu.get(("tensorstore", v)), cpu.get((ceiling_of(w), v))
+            ceil_io, zo = cpu.get((ceiling_of(w, io=True), v)), cpu.get((zopt_of(w), v))
             cells += [f" {m:,.0f} |" if m else " – |", f" {m / ts:.2f} |" if m and ts else " – |",
-                      f" {m / ceil:.2f} |" if m and ceil else " – |"]
+                      f" {m / ceil:.2f} |" if m and ceil else " – |", f" {m / ceil_io:.2f} |" if m and ceil_io else " – |",
+                      f" {m / zo:.2f} |" if m and zo else " – |"]
         print(f"| {LABELS[w]:<50} |" + "".join(cells))
-    print("\nwhere the time goes (medians): CPU user / sys seconds, sys share, minor faults per MiB, stored MiB, verified")
+    print(f"\nwhere the time goes ({STAT_NAME[0]}s): CPU user / sys seconds, sys share, minor faults per MiB, stored MiB, verified")
     for v in variants:
         for w in runners:
             s = _median(rows, w, v, "seconds")

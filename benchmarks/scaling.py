@@ -10,6 +10,14 @@ For every N of ``--workers``, each runner in its own process, side by side:
 - ``ceiling-zstd``, ``ceiling-pcodec``: the numcodecs loop in N processes — zstd-decode each source
   chunk, then shuffle + zstd 3 (or pcodec level 8) — on chunk files read into memory before the clock
   (no I/O): what N cores do with the chain and nothing else;
+- ``ceiling-io-zstd``, ``ceiling-io-pcodec``: the same loops doing the job's I/O inside the clock
+  (``benchmarks/recompress.py``'s ``ceiling-io``): N processes, each reading the source chunk files
+  of every N-th shard, decoding, encoding and writing one ``sharding_indexed`` file per shard;
+- ``zarrs-plain-dask`` / ``-default-dask``: zarr-python with zarrs-python's Rust codec pipeline
+  (``ZarrsCodecPipeline``, ``threading.max_workers`` N), one Dask task per shard on N threads
+  (``recompress.py``'s ``zarrs-dask``); ``zarrs-plain-alone`` / ``-default-alone``: one write of
+  the whole array on zarrs's own pool of N threads. Plain: ``[bytes, numcodecs.shuffle, zstd 3]``,
+  default: ``numcodecs.pcodec`` level 8;
 - ``tensorstore``: ``blosc(zstd clevel 2 = zstd 3, shuffle)`` shards, ``data_copy_concurrency`` N,
   N shards in flight;
 - ``zopt-plain-threads`` / ``-procs``: ``zopt.recompress`` with ``[bytes, shuffle, zstd 3]`` on Dask
@@ -25,7 +33,10 @@ their sum). Every zopt and tensorstore output is spot-checked against the source
 
 ``--gil``: the share of a one-thread recompress job's time during which a thread holds Python's
 GIL, per chain (``plain``, ``plain-numcodecs`` — the same chain with numcodecs' ``shuffle`` —, and
-every candidate of the codec menu). With ``--gil-method perf`` (default where ``perf`` and root
+every candidate of the codec menu; ``pcodec-8-binding`` and ``pcodec-8-numcodecs``: no job, only
+pcodec level 8 compressing the same chunks, decoded before the window, one call per chunk through
+``pcodec.standalone.simple_compress`` or numcodecs' ``PCodec.encode`` — the binding's own share,
+which zopt's ``pcodec-8`` chain is compared with). With ``--gil-method perf`` (default where ``perf`` and root
 are available) the interpreter's ``PyEval_SaveThread`` / ``PyEval_RestoreThread`` are probed and,
 with the scheduler's switch events, the CPU time spent holding the GIL is summed: share = GIL-held
 CPU / process CPU, exact and unaffected by other load on the machine. ``--gil-method canary`` is
@@ -59,12 +70,16 @@ PLAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "shu
 PLAIN_NUMCODECS = [{"name": "bytes", "configuration": {"endian": "little"}},
                    {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
                    {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]
-RUNNERS = ("ceiling-zstd", "ceiling-pcodec", "tensorstore", "zopt-plain-threads", "zopt-plain-procs",
-           "zopt-default-threads", "zopt-default-procs")
+RUNNERS = ("ceiling-zstd", "ceiling-pcodec", "ceiling-io-zstd", "ceiling-io-pcodec", "tensorstore", "zopt-plain-threads",
+           "zopt-plain-procs", "zopt-default-threads", "zopt-default-procs", "zarrs-plain-dask", "zarrs-plain-alone",
+           "zarrs-default-dask", "zarrs-default-alone")
 CEILING = {"tensorstore": "ceiling-zstd", "zopt-plain-threads": "ceiling-zstd", "zopt-plain-procs": "ceiling-zstd",
-           "zopt-default-threads": "ceiling-pcodec", "zopt-default-procs": "ceiling-pcodec"}
+           "zopt-default-threads": "ceiling-pcodec", "zopt-default-procs": "ceiling-pcodec",
+           "zarrs-plain-dask": "ceiling-zstd", "zarrs-plain-alone": "ceiling-zstd",
+           "zarrs-default-dask": "ceiling-pcodec", "zarrs-default-alone": "ceiling-pcodec"}
 GIL_CHAINS = ("plain", "plain-numcodecs", "classic", "shuffle-zstd-3", "shuffle-zstd-19", "zstd-10", "zstd-19",
-              "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12")
+              "blosc-shuffle-5", "blosc-bitshuffle-5", "pcodec-8", "pcodec-12", "pcodec-8-binding", "pcodec-8-numcodecs")
+BINDING_CHAINS = ("pcodec-8-binding", "pcodec-8-numcodecs")  # --gil: pcodec's own share, no recompress job
 SLOW = {"shuffle-zstd-19": 16, "zstd-19": 16, "pcodec-12": 4, "zstd-10": 2}  # --gil: these rewrite 1/k of --gil-gib
 
 
@@ -241,9 +256,34 @@ def spot_check(src: Path, dst: Path, path: str) -> bool:
     return True
 
 
+def run_zarrs(src: Path, dst: Path, n: int, pcodec: bool, per_shard: bool) -> dict:
+    import dask.threaded  # noqa: F401 - imports before the clock
+    import numcodecs.pcodec  # noqa: F401
+    import zarr.codecs.numcodecs  # noqa: F401
+    import zarrs  # noqa: F401
+    from recompress import run_zarrs_engine
+
+    c0, t0 = _tree_cpu(), time.perf_counter()
+    run_zarrs_engine(str(src), str(dst), pcodec, per_shard, n)
+    seconds, cpu = time.perf_counter() - t0, _tree_cpu() - c0
+    return {"seconds": seconds, "cpu": cpu, "peak_rss": _peak_rss(), "ok": spot_check(src, dst, "")}
+
+
+def run_ceiling_io(src: Path, dst: Path, n: int, chain: str) -> dict:
+    from recompress import run_ceiling_io as run
+
+    r = run(str(src), str(dst), "pcodec" if chain == "pcodec" else "shuffle-zstd3", n)
+    return {"seconds": r["seconds"], "cpu": r["user"] + r["sys"], "peak_rss": r["worker_peak_rss"],
+            "ok": spot_check(src, dst, "")}
+
+
 def child(which: str, n: int, src: str, dst: str) -> None:
     src_p, dst_p = Path(src), Path(dst)
-    if which.startswith("ceiling"):
+    if which.startswith("ceiling-io"):
+        out = run_ceiling_io(src_p, dst_p, n, which.split("-")[2])
+    elif which.startswith("zarrs"):
+        out = run_zarrs(src_p, dst_p, n, "default" in which, which.endswith("dask"))
+    elif which.startswith("ceiling"):
         out = run_ceiling(src_p, dst_p, n, which.split("-")[1])
     elif which == "tensorstore":
         out = run_tensorstore(src_p, dst_p, n)
@@ -397,6 +437,38 @@ def _subset(src: str, work: str, chunks: int) -> tuple[str, int]:
     return str(small), 4 * new[0] * new[1] * new[2]
 
 
+def _binding_loop(src: str, chain: str, phase: list):
+    """A job that only compresses: every 64³ chunk of ``src`` (zstd-decoded into arrays before)
+    through pcodec level 8 — ``pcodec.standalone.simple_compress`` itself (``pcodec-8-binding``)
+    or numcodecs' ``PCodec.encode`` (``pcodec-8-numcodecs``) — one call per chunk, one thread; the
+    loop is the write phase."""
+    import numcodecs
+    import numpy as np
+
+    dec = numcodecs.Zstd()
+    values = [dec.decode(Path(f).read_bytes(), out=np.empty(INNER**3, dtype="f4")) for f in chunk_files(Path(src))]
+    if chain == "pcodec-8-numcodecs":
+        from numcodecs.pcodec import PCodec
+
+        compress = PCodec(level=8).encode
+    else:
+        from numcodecs.pcodec import PCodec
+        from pcodec import standalone
+
+        config = PCodec(level=8)._get_chunk_config()  # numcodecs' configuration, as zopt's chain uses
+
+        def compress(a):
+            return standalone.simple_compress(a, config)
+
+    def job() -> None:
+        phase[0] = min(phase[0], time.monotonic())
+        for a in values:
+            compress(a)
+        phase[1] = max(phase[1], time.monotonic())
+
+    return job
+
+
 def gil_child(chain: str, src: str, work: str, method: str, chunks: int) -> None:
     """One-thread recompress of ``chain`` on about ``chunks`` chunks of the source, measured."""
     import dask
@@ -424,18 +496,28 @@ def gil_child(chain: str, src: str, work: str, method: str, chunks: int) -> None
         phase[1] = max(phase[1], time.monotonic())
 
     setattr(tasks.ShardJob, attr, timed_encode)
+    def job() -> None:
+        recompress(src, dst, **kw)
+
+    if chain in BINDING_CHAINS:  # pcodec's binding alone, on the chunks decoded before the window
+        job = _binding_loop(src, chain, phase)
     with dask.config.set(scheduler="threads", num_workers=1):
-        recompress(src, dst, **kw)  # warm: imports, allocator, page cache
+        job()  # warm: imports, allocator, page cache
         phase[:] = [float("inf"), 0.0]  # the measured run's write phase only
         if method == "perf":
             probes = perf_probes()
             data = Path(work) / f"gil-{chain}.perf"
-            perf = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", str(data), "--switch-events",
-                                     "-e", probes[0], "-e", probes[1], "-p", str(os.getpid())],
+            # a 64 MiB ring buffer: on a loaded machine perf's reader runs late, and events it loses
+            # would count as GIL released
+            perf = subprocess.Popen(["perf", "record", "-q", "-m", "16384", "-k", "CLOCK_MONOTONIC", "-o", str(data),
+                                     "--switch-events", "-e", probes[0], "-e", probes[1], "-p", str(os.getpid())],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.5)  # perf attaches
+            while not data.exists() or data.stat().st_size == 0:  # later on a loaded machine
+                time.sleep(0.1)
+            time.sleep(0.5)
             r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-            recompress(src, dst, **kw)
+            job()
             t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
             perf.send_signal(signal.SIGINT)
             perf.wait()
@@ -454,7 +536,7 @@ def gil_child(chain: str, src: str, work: str, method: str, chunks: int) -> None
             t = threading.Thread(target=_canary, args=(stop, rates))
             t.start()
             t0 = time.monotonic()
-            recompress(src, dst, **kw)
+            job()
             t1 = time.monotonic()
             stop.set()
             t.join()
@@ -569,27 +651,33 @@ def print_table(rows: list, runners: list, ns: list, logical: int) -> None:
         key = (r["which"], r["n"])
         if key not in best or r["mbs"] > best[key]["mbs"]:
             best[key] = r
-    head = "| runner | " + " | ".join(f"N={n}: MB/s | × ceiling | cores busy | peak MiB" for n in ns)
+    head = "| runner | " + " | ".join(f"N={n}: MB/s | × ceiling | × ceiling I/O | MB/CPU-s | cores busy | peak MiB"
+                                      for n in ns)
     print("\n" + head + (f" | N={ns[-1]} / N={ns[0]} |" if len(ns) > 1 else " |"))
-    print("|---|" + "---|---|---|---|" * len(ns) + ("---|" if len(ns) > 1 else ""))
+    print("|---|" + "---|---|---|---|---|---|" * len(ns) + ("---|" if len(ns) > 1 else ""))
     for w in runners:
         cells = []
         for n in ns:
             r = best.get((w, n))
             if r is None:
-                cells.append("– | – | – | –")
+                cells.append("– | – | – | – | – | –")
                 continue
             ceil = best.get((CEILING.get(w, w), n))
-            ratio = f"{r['mbs'] / ceil['mbs']:.2f}" if ceil else "–"
+            ceil_io = best.get((CEILING.get(w, w).replace("ceiling-", "ceiling-io-"), n)) if not w.startswith("ceiling") \
+                else best.get((w, n)) if w.startswith("ceiling-io") else None
+            ratio = f"{r['mbs'] / ceil['mbs']:.2f}" if ceil and not w.startswith("ceiling-io") else "–"
+            ratio_io = f"{r['mbs'] / ceil_io['mbs']:.2f}" if ceil_io else "–"
             mem = f"{r['peak_rss'] / 2**20:,.0f}" + (f" (Σ {r['rss_sum'] / 2**20:,.0f})" if r.get("rss_sum") else "")
-            cells.append(f"{r['mbs']:,.0f} | {ratio} | {r['cpu'] / r['seconds']:.1f} | {mem}")
+            cells.append(f"{r['mbs']:,.0f} | {ratio} | {ratio_io} | {logical / 1e6 / r['cpu']:,.0f} | "
+                         f"{r['cpu'] / r['seconds']:.1f} | {mem}")
         scale = ""
         if len(ns) > 1:
             a, b = best.get((w, ns[0])), best.get((w, ns[-1]))
             scale = f" | {b['mbs'] / a['mbs']:.1f}" if a and b else " | –"
         print(f"| {w} | " + " | ".join(cells) + scale + " |")
     print("\nMB/s: logical bytes, best of the repetitions; × ceiling: to ceiling-zstd (plain, tensorstore) or "
-          "ceiling-pcodec (default) at the same N; cores busy: CPU seconds of the runner's processes / wall seconds.")
+          "ceiling-pcodec (default) at the same N, × ceiling I/O: to ceiling-io-zstd / ceiling-io-pcodec; "
+          "MB/CPU-s: logical MB per CPU-second (user + sys); cores busy: CPU seconds of the runner's processes / wall seconds.")
 
 
 if __name__ == "__main__":
