@@ -62,10 +62,10 @@ def info(store, arrays, png, check) -> None:
         )
     table.caption = "chunks: stored/total inner chunks; slot fill: stored bytes / slot bytes of fixed-slot chunks; ratio: logical / apparent"
     console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape")))
-    console.print(_readers(store), markup=False)  # as recompress's summary ends
     from zopt.compat.engine import engine_line
 
-    console.print(engine_line(), markup=False, soft_wrap=True)
+    console.print(engine_line(), markup=False, soft_wrap=True)  # what this zopt runs on
+    console.print(_readers(store), markup=False)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 
