@@ -193,3 +193,24 @@ def test_zopts_jobs_still_run_zopts_pipeline(tmp_path, monkeypatch):
     assert opened, "the job opened no array with zopt's pipeline"
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "dst.zarr")[:], a[:])
     assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+
+def test_zopts_conditional_stores_read_with_zarrs_own_pipeline(tmp_path):
+    """The pipeline is an optimisation: zarr's default pipeline, in a process that never imports
+    zopt (zarr finds ``conditional`` through its entry point), reads every conformance fixture of
+    zopt's ``conditional`` codec (sharded ones included) with the values they hold."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "conditional"
+    code = textwrap.dedent(f"""
+        import json, pathlib, sys, warnings
+        import numpy as np, zarr
+        warnings.simplefilter("ignore")
+        root = pathlib.Path({str(fixtures)!r})
+        names = json.loads((root / "fixtures.json").read_text())
+        bad = [n for n in names
+               if zarr.open_array(str(root / f"{{n}}.zarr"), mode="r")[...].tobytes() != np.load(root / f"{{n}}.npy").tobytes()]
+        print(len(names), bad, zarr.config.get("codec_pipeline.path"), "zopt" in sys.modules and "zopt.job" in sys.modules)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    n, rest = res.stdout.split(" ", 1)
+    assert int(n) >= 10 and rest.strip() == "[] zarr.core.codec_pipeline.BatchedCodecPipeline False", res.stdout
