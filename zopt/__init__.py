@@ -14,7 +14,8 @@ The public functions, one per job (each documented where it lives; ``help(zopt.r
 
 The codecs and data types register with zarr-python through entry points (no import needed).
 Importing ``zopt`` changes no zarr setting: zopt's codec pipeline and ``bytes`` codec apply inside
-zopt's jobs, or everywhere after ``zopt.use_pipeline()`` (``zopt.codecs.zarr_config``). Importing
+zopt's jobs, in a ``with zopt.pipeline():`` block, or everywhere after ``zopt.use_pipeline()``
+(``zopt.codecs.zarr_config``). Importing
 ``zopt`` stays light: the codecs load on first use, the job functions load Dask and xarray. The layers,
 bottom to top (``docs/architecture.md``): ``errors`` → ``compat/`` → ``dtypes/`` → ``codecs/`` →
 ``store/`` → ``io/`` → ``planning/`` → ``lossy/`` → ``job/`` → ``readback/`` → ``cli/``,
@@ -43,6 +44,7 @@ _LAZY = {
     "MaskGrid": ("zopt.codecs.decisions", "MaskGrid"),
     "current_chunk_index": ("zopt.codecs.context", "current_chunk_index"),
     "use_pipeline": ("zopt.codecs.zarr_config", "use_pipeline"),
+    "pipeline": ("zopt.codecs.zarr_config", "zopt_pipeline"),
     "recompress": ("zopt.job.api", "recompress"),
     "recompress_in_place": ("zopt.job.in_place", "recompress_in_place"),
     "RecompressJob": ("zopt.job.options", "RecompressJob"),

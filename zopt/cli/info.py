@@ -65,7 +65,7 @@ def info(store, arrays, png, check) -> None:
     from zopt.compat.engine import engine_line
 
     console.print(engine_line(), markup=False, soft_wrap=True)  # what this zopt runs on
-    console.print(_readers(store), markup=False)  # as recompress's summary ends
+    console.print(_readers(store), markup=False, soft_wrap=True)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 

@@ -24,10 +24,10 @@ synchronous codecs (3.3+)              wrappers report ``_sync_capable``; ``supp
 ``fill_value_or_default``              ``zarr.core.codec_pipeline`` in 3.1,
                                        ``zarr.core.chunk_utils`` from 3.3.
 ``zarr.data_type`` entry points        collected but never loaded by 3.1-3.3: zopt's startup
-                                       hook (``_zopt_zarr_startup.py``) imports zopt after zarr
-                                       there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
+                                       hook (``_zopt_zarr_startup.py``) registers zopt's data types
+                                       after zarr there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
 zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation is selected through
-``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt.codecs.zarr_config``).
+``cast_value`` (3.2+)                  ``zarr.config`` inside zopt's jobs (``zopt.codecs.zarr_config``).
 ``numcodecs.*`` array→bytes wrappers   ``_encode_sync``/``_decode_sync`` from 3.4; before, only
 (pcodec, zfpy) synchronous (3.4+)      async methods that start a thread per call:
                                        ``zopt.codecs.chain`` calls their numcodecs object.
