@@ -28,10 +28,12 @@ import importlib
 from typing import Any
 
 from zopt._version import __version__
+from zopt.compat.zarr_compat import keep_zarrs_own_codecs as _keep_zarrs_own_codecs
 from zopt.dtypes import register_data_types as _register_data_types
 from zopt.errors import ChunkDecodeError, ZoptError
 
-_register_data_types()  # zarr 3.1-3.3 never load the zarr.data_type entry points; no setting changes
+_register_data_types()  # zarr 3.1-3.3 never load the zarr.data_type entry points
+_keep_zarrs_own_codecs()  # zarr >= 3.2 keeps its own scale_offset/cast_value, as without zopt
 
 #: public name → (module, attribute), imported on first use (PEP 562)
 _LAZY = {

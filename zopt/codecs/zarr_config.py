@@ -3,7 +3,10 @@
 Installing or importing zopt changes no zarr setting: zarr keeps its own default codec pipeline,
 its ``bytes`` codec and its decoding for every program that does not use zopt. zopt's codecs and
 data types are only *registered* (entry points; ``register()``), which adds names zarr did not know
-and replaces none.
+and replaces none. The one setting an import writes keeps zarr as it is without zopt: where zarr
+(3.2+) ships its own ``scale_offset``/``cast_value`` and names no implementation, zarr's own is
+named (``zopt.compat.zarr_compat.keep_zarrs_own_codecs``), so zopt's registration beside it does not
+make zarr warn and pick zopt's.
 
 zopt's ``ChunkIndexCodecPipeline`` (chunk coordinates for ``conditional`` decisions, chunk keys in
 errors, bounded decoding) and its ``BytesCodec`` (zopt's data types as zarrs and tensorstore store
@@ -32,7 +35,7 @@ from typing import Any, TypeVar
 
 import zarr
 
-from zopt.compat.zarr_compat import codec_registry
+from zopt.compat.zarr_compat import SHARED_CODEC_NAMES, ZARRS_OWN_SELECTED, codec_registry
 from zopt.dtypes import register_data_types
 
 __all__ = ["ZARR_DEFAULTS", "ZOPT_SETTINGS", "register", "settings", "use_pipeline",
@@ -128,9 +131,6 @@ def with_zopt_pipeline(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-SHARED_CODEC_NAMES = ("cast_value", "scale_offset")
-
-
 def select_shared_codec_names() -> dict[str, str]:
     """Settings that select zopt's implementation of the codec names zarr-python >= 3.2 also
     ships (``scale_offset``, ``cast_value``), where zarr's config names none.
@@ -143,8 +143,9 @@ def select_shared_codec_names() -> dict[str, str]:
     """
     out = {}
     for name in SHARED_CODEC_NAMES:
-        if zarr.config.get(f"codecs.{name}", None) is not None:
-            continue  # the user chose
+        chosen = zarr.config.get(f"codecs.{name}", None)
+        if chosen is not None and chosen != ZARRS_OWN_SELECTED.get(name):
+            continue  # the user chose (not zarr's own as zopt's import named it)
         registry = codec_registry(name)
         if registry is None:
             continue
