@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import zarr
 
@@ -50,7 +50,8 @@ ZOPT_SETTINGS = {
     "codecs.bytes": "zopt.codecs.bytes.BytesCodec",
 }
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def register() -> None:
@@ -120,15 +121,15 @@ def zopt_pipeline() -> Iterator[None]:
                 _undo = None
 
 
-def with_zopt_pipeline(func: F) -> F:
+def with_zopt_pipeline(func: Callable[P, R]) -> Callable[P, R]:
     """``func`` run inside ``zopt_pipeline()`` (a job's public function or a worker's task)."""
 
     @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with zopt_pipeline():
             return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def select_shared_codec_names() -> dict[str, str]:
