@@ -64,14 +64,17 @@ def main() -> None:
 
     # 4a. plain zarr: the plan is the conditional codec's decision
     shards = (1, tos.shape[1], tos.shape[2])
+    # a plan's masks are per chunk: zopt's codec pipeline hands each chunk's index to the decision
+    # (zarr's own does not; installing zopt leaves zarr's default alone), so write inside zopt.pipeline()
     codec = ConditionalCodec(codecs=plan["tos"].codecs, decision=plan["tos"])
-    z = zarr.create_array(out / "plain.zarr", name="tos", shape=tos.shape, dtype=tos.dtype, chunks=chunks, shards=shards,
-                          compressors=[codec], fill_value=fill, dimension_names=tos.dims)
-    z[:] = tos.values
+    with zopt.pipeline():
+        z = zarr.create_array(out / "plain.zarr", name="tos", shape=tos.shape, dtype=tos.dtype, chunks=chunks,
+                              shards=shards, compressors=[codec], fill_value=fill, dimension_names=tos.dims)
+        z[:] = tos.values
 
-    # 4b. xarray: zopt.xarray.encoding takes the plan's codecs, chunk shape and masks
-    encoding = zopt.xarray.encoding(ds, shards={"y": shards[1], "x": shards[2]}, plan=plan)
-    ds.to_zarr(out / "xarray.zarr", zarr_format=3, encoding=encoding, consolidated=False)
+        # 4b. xarray: zopt.xarray.encoding takes the plan's codecs, chunk shape and masks
+        encoding = zopt.xarray.encoding(ds, shards={"y": shards[1], "x": shards[2]}, plan=plan)
+        ds.to_zarr(out / "xarray.zarr", zarr_format=3, encoding=encoding, consolidated=False)
 
     for store in ("plain.zarr", "xarray.zarr"):
         info = store_info(out / store, ["tos"])[0]

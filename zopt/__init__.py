@@ -12,8 +12,11 @@ The public functions, one per job (each documented where it lives; ``help(zopt.r
 ``zopt.info(store)``                  layouts, slot fill, masks and sizes of a store's arrays
 ====================================  ============================================================
 
-The codecs and data types register with zarr-python through entry points (no import needed);
-importing ``zopt`` stays light: the job functions load Dask and xarray on first use. The layers,
+The codecs and data types register with zarr-python through entry points (no import needed).
+Importing ``zopt`` changes no zarr setting: zopt's codec pipeline and ``bytes`` codec apply inside
+zopt's jobs, in a ``with zopt.pipeline():`` block, or everywhere after ``zopt.use_pipeline()``
+(``zopt.codecs.zarr_config``). Importing
+``zopt`` stays light: the codecs load on first use, the job functions load Dask and xarray. The layers,
 bottom to top (``docs/architecture.md``): ``errors`` → ``compat/`` → ``dtypes/`` → ``codecs/`` →
 ``store/`` → ``io/`` → ``planning/`` → ``lossy/`` → ``job/`` → ``readback/`` → ``cli/``,
 ``xarray``.
@@ -25,15 +28,25 @@ import importlib
 from typing import Any
 
 from zopt._version import __version__
-from zopt.codecs import BytesCodec, ConditionalCodec, ShuffleCodec, zarr_config
-from zopt.codecs.decisions import CompressIfSmaller, DecisionFunction, FixedMask, MaskGrid
-from zopt.codecs.pipeline import current_chunk_index
+from zopt.compat.zarr_compat import keep_zarrs_own_codecs as _keep_zarrs_own_codecs
+from zopt.dtypes import register_data_types as _register_data_types
 from zopt.errors import ChunkDecodeError, ZoptError
 
-zarr_config.install()
+_register_data_types()  # zarr 3.1-3.3 never load the zarr.data_type entry points
+_keep_zarrs_own_codecs()  # zarr >= 3.2 keeps its own scale_offset/cast_value, as without zopt
 
 #: public name → (module, attribute), imported on first use (PEP 562)
 _LAZY = {
+    "BytesCodec": ("zopt.codecs.bytes", "BytesCodec"),
+    "ConditionalCodec": ("zopt.codecs.conditional", "ConditionalCodec"),
+    "ShuffleCodec": ("zopt.codecs.shuffle", "ShuffleCodec"),
+    "CompressIfSmaller": ("zopt.codecs.decisions", "CompressIfSmaller"),
+    "DecisionFunction": ("zopt.codecs.decisions", "DecisionFunction"),
+    "FixedMask": ("zopt.codecs.decisions", "FixedMask"),
+    "MaskGrid": ("zopt.codecs.decisions", "MaskGrid"),
+    "current_chunk_index": ("zopt.codecs.context", "current_chunk_index"),
+    "use_pipeline": ("zopt.codecs.zarr_config", "use_pipeline"),
+    "pipeline": ("zopt.codecs.zarr_config", "zopt_pipeline"),
     "recompress": ("zopt.job.api", "recompress"),
     "recompress_in_place": ("zopt.job.in_place", "recompress_in_place"),
     "RecompressJob": ("zopt.job.options", "RecompressJob"),
@@ -46,20 +59,7 @@ _LAZY = {
     "info": ("zopt.readback.info", "store_info"),
 }
 
-__all__ = [
-    "BytesCodec",
-    "ChunkDecodeError",
-    "CompressIfSmaller",
-    "ConditionalCodec",
-    "DecisionFunction",
-    "FixedMask",
-    "MaskGrid",
-    "ShuffleCodec",
-    "ZoptError",
-    "__version__",
-    "current_chunk_index",
-    *_LAZY,
-]
+__all__ = ["ChunkDecodeError", "ZoptError", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

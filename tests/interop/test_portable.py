@@ -62,7 +62,7 @@ def test_the_readme_job_and_every_test_dataset_open_without_zopt(tmp_path):
                                "--vs-default", "--no-progress"])
     assert res.exit_code == 0, res.output
     last = res.output.strip().splitlines()[-1]
-    assert last == "readers: zarr-python ≥ 3.1 + pcodec, zarrs; not tensorstore: numcodecs.pcodec, numcodecs.shuffle"
+    assert last == "readers: zarr-python ≥ 3.1 + pcodec ≥ 0.3.6, zarrs ≥ 0.2.3; not tensorstore: numcodecs.pcodec, numcodecs.shuffle"
     stores = {A1B: readme}
     for name in NETCDF[1:]:
         dst = tmp_path / (os.path.basename(name) + ".zarr")
@@ -191,7 +191,7 @@ def test_the_reader_line_names_every_reader_from_codecs_and_data_types():
     shard = [{"name": "sharding_indexed", "configuration": {"codecs": pco, "index_codecs": raw}}]
     assert reader_line({"a": (zstd, f4)}) == "readers: any Zarr v3 reader (zarr-python ≥ 3.1, zarrs, tensorstore)"
     assert reader_line({"a": (zstd, f4), "b": (shard, f4)}) == (
-        "readers: zarr-python ≥ 3.1 + pcodec, zarrs; not tensorstore: numcodecs.pcodec")
+        "readers: zarr-python ≥ 3.1 + pcodec ≥ 0.3.6, zarrs ≥ 0.2.3; not tensorstore: numcodecs.pcodec")
     assert reader_line({"a": (so, f4)}) == (
         "readers: zarr-python ≥ 3.2; not zarr-python 3.1, zarrs, tensorstore: scale_offset, cast_value")
     assert reader_line({"a": (pack, f4)}) == "readers: zarrs; not zarr-python, tensorstore: packbits"
@@ -208,7 +208,7 @@ def test_info_and_dry_run_show_the_reader_line(tmp_path):
     dst = tmp_path / "a1b.zarr"
     res = runner.invoke(main, ["recompress", A1B, str(dst), "--chunks", "time=12", "--no-progress", "--dry-run"])
     assert res.exit_code == 0, res.output
-    assert " ".join(res.output.split()).endswith("readers (planned): zarr-python ≥ 3.1 + pcodec, zarrs; not tensorstore: "
+    assert " ".join(res.output.split()).endswith("readers (planned): zarr-python ≥ 3.1 + pcodec ≥ 0.3.6, zarrs ≥ 0.2.3; not tensorstore: "
                                                  "numcodecs.pcodec, numcodecs.shuffle")
     report = zopt.recompress(A1B, dst, chunks="time=12")
     res = runner.invoke(main, ["info", str(dst)])

@@ -13,9 +13,11 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
+import zopt
 import zopt.xarray as zx
 from zopt.cli.commands import main
 from zopt.codecs.conditional import conditional_codecs_in
+from zopt.errors import ChunkIndexUnavailableError
 from zopt.planning.analysis import analyze
 from zopt.planning.baseline import zarr_default_bytes
 from zopt.planning.candidates import CANDIDATES, MENUS
@@ -176,7 +178,10 @@ def test_encoding_with_a_plan_writes_the_planned_masks(tmp_path):
     plan.save(tmp_path / "plan.zarr")
     enc = zx.encoding(ds, shards={"time": 120}, plan=tmp_path / "plan.zarr")  # a path works too
     assert enc["air_temperature"]["chunks"] == (12, 37, 49)  # the plan's chunk shape
-    ds.to_zarr(tmp_path / "p.zarr", zarr_format=3, encoding=enc, consolidated=False)
+    with pytest.raises(ChunkIndexUnavailableError, match=r"needs each chunk's index.*zopt.pipeline\(\)"):
+        ds.to_zarr(tmp_path / "plain.zarr", zarr_format=3, encoding=enc, consolidated=False)  # zarr's own pipeline
+    with zopt.pipeline():  # the user opts in: zopt's pipeline passes each chunk's index to the plan
+        ds.to_zarr(tmp_path / "p.zarr", zarr_format=3, encoding=enc, consolidated=False)
     back = zarr.open_array(tmp_path / "p.zarr", path="air_temperature")
     assert back[:].tobytes() == a.tobytes()
     assert store_info(tmp_path / "p.zarr", ["air_temperature"])[0].masks == planned

@@ -89,3 +89,13 @@ def test_bounded_decoding_gives_the_codec_s_own_output_up_to_the_limit(nc):
     np.testing.assert_array_equal(decode_bounded(nc, enc, data.size), data)
     with pytest.raises(ValueError, match="more than the 4999"):
         decode_bounded(nc, enc, data.size - 1)
+
+
+@pytest.fixture(autouse=True)
+def _zopt_pipeline():
+    """The reads above are a zopt job's (bounded decoding, chunk keys in errors): zopt's pipeline,
+    which plain zarr no longer gets from installing zopt (``zopt.codecs.zarr_config``)."""
+    from zopt.codecs.zarr_config import zopt_pipeline
+
+    with zopt_pipeline():
+        yield

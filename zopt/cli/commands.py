@@ -104,8 +104,21 @@ class _Main(click.Group):
             raise
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--version``: zopt's version and its engine (``zopt.compat.engine``: compiled loops on or
+    off and why, zstd and blosc versions)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from zopt.compat.engine import engine_line
+
+    click.echo(f"zopt, version {__version__}")
+    click.echo(engine_line())
+    ctx.exit()
+
+
 @click.group(cls=_Main)
-@click.version_option(__version__, prog_name="zopt")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and the engine (compiled loops, zstd, blosc) and exit.")
 def main() -> None:
     """zopt: smaller Zarr v3 stores, chunk by chunk, in parallel with Dask."""
 

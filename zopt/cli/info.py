@@ -64,7 +64,10 @@ def info(store, arrays, png, check) -> None:
              "fixed-slot chunks", "ratio": "ratio: logical / apparent"}
     console.print(fitted(table, ("slot fill", "slot", "allocated", "shards", "dtype", "apparent", "layout", "shape"),
                          notes=notes))
-    console.print(_readers(store), markup=False)  # as recompress's summary ends
+    from zopt.compat.engine import engine_line
+
+    console.print(engine_line(), markup=False, soft_wrap=True)  # what this zopt runs on
+    console.print(_readers(store), markup=False, soft_wrap=True)  # as recompress's summary ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 

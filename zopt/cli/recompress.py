@@ -277,7 +277,7 @@ def _interrupt_note(dst: str) -> str:
 def _print_readers(report: RecompressReport) -> None:
     """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
     if report.readers:
-        console.print(report.readers, markup=False)
+        console.print(report.readers, markup=False, soft_wrap=True)  # one line, whatever the width
 
 
 def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:

@@ -10,10 +10,10 @@ coordinates. Because the ``sharding_indexed`` codec builds its inner pipeline wi
 the coordinates: an inner chunk's ``chunk_index`` is its position in the array's inner-chunk
 grid, ``shard_coords * chunks_per_shard + coords_in_shard``.
 
-``zopt`` selects this pipeline through zarr's ``codec_pipeline.path`` configuration when it is
-imported (which zarr does by itself through the entry points), and only when that setting still
-names zarr's default ``BatchedCodecPipeline``: a pipeline the user chose (e.g. zarrs) is kept,
-and then ``chunk_index`` is ``None``.
+zopt selects this pipeline through zarr's ``codec_pipeline.path`` configuration inside its own
+jobs, or everywhere after ``zopt.use_pipeline()`` (``zopt.codecs.zarr_config``; importing zopt
+selects nothing), and only when that setting still names zarr's default ``BatchedCodecPipeline``:
+a pipeline the user chose (e.g. zarrs) is kept, and then ``chunk_index`` is ``None``.
 
 Chunk keys are parsed from the store path: the last ``ndim`` integer fields split on ``/`` and
 ``.``, which covers the ``default`` and ``v2`` chunk key encodings with either separator.

@@ -24,10 +24,10 @@ synchronous codecs (3.3+)              wrappers report ``_sync_capable``; ``supp
 ``fill_value_or_default``              ``zarr.core.codec_pipeline`` in 3.1,
                                        ``zarr.core.chunk_utils`` from 3.3.
 ``zarr.data_type`` entry points        collected but never loaded by 3.1-3.3: zopt's startup
-                                       hook (``_zopt_zarr_startup.py``) imports zopt after zarr
-                                       there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
+                                       hook (``_zopt_zarr_startup.py``) registers zopt's data types
+                                       after zarr there, and only there (``DATA_TYPE_ENTRY_POINTS_LOADED``).
 zarr's own ``scale_offset`` and        shipped from 3.2; zopt's implementation is selected through
-``cast_value`` (3.2+)                  ``zarr.config`` (see ``zopt.codecs.zarr_config``).
+``cast_value`` (3.2+)                  ``zarr.config`` inside zopt's jobs (``zopt.codecs.zarr_config``).
 ``numcodecs.*`` array→bytes wrappers   ``_encode_sync``/``_decode_sync`` from 3.4; before, only
 (pcodec, zfpy) synchronous (3.4+)      async methods that start a thread per call:
                                        ``zopt.codecs.chain`` calls their numcodecs object.
@@ -66,6 +66,7 @@ __all__ = [
     "DataTypeValidationError",
     "chunk_result",
     "codec_registry",
+    "keep_zarrs_own_codecs",
     "endian_of",
     "endian_text",
     "existing_node_path",
@@ -198,6 +199,39 @@ def codec_registry(name: str) -> Any:
     reg = registries[name]
     reg.lazy_load()
     return reg
+
+
+#: codec names zarr-python >= 3.2 ships and zopt also registers (zopt.codecs.scale_offset, cast_value)
+SHARED_CODEC_NAMES = ("cast_value", "scale_offset")
+#: name → zarr's own implementation, where ``keep_zarrs_own_codecs`` named it in zarr's config
+ZARRS_OWN_SELECTED: dict[str, str] = {}
+
+
+def keep_zarrs_own_codecs() -> dict[str, str]:
+    """Name zarr's own ``scale_offset``/``cast_value`` in zarr's config where zarr ships them (3.2+)
+    and the config names no implementation; returns what was set.
+
+    Without zopt zarr uses its own; with zopt's entry points registered beside it, zarr would warn
+    "Codec 'scale_offset' not configured in config. Selecting any implementation" and pick zopt's.
+    Naming zarr's own keeps what a zarr user without zopt gets (zopt's jobs select zopt's inside
+    ``zopt.codecs.zarr_config.zopt_pipeline``). Reads zarr's registry without loading entry points
+    (this runs while zarr loads one of zopt's).
+    """
+    from zarr import registry
+
+    registries = getattr(registry, "_codec_registries", None)
+    if registries is None:  # 3.1: a module-level double-underscore name (not mangled)
+        registries = getattr(registry, "__codec_registries", {})
+    out = {}
+    for name in SHARED_CODEC_NAMES:
+        if zarr.config.get(f"codecs.{name}", None) is not None:
+            continue  # the user chose (or this ran before)
+        own = [q for q in registries.get(name, ()) if q.startswith("zarr.")]
+        if own:
+            out[f"codecs.{name}"] = ZARRS_OWN_SELECTED[name] = own[0]
+    if out:
+        zarr.config.set(out)
+    return out
 
 
 #: codec name → the Python package that implements it (what a reader must install)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import xarray as xr
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.io.paths import check_no_overlap, check_replaceable
 from zopt.io.sources import arrays_in
@@ -61,6 +62,7 @@ def _raw_view(src: str, path: str) -> str:
     return path
 
 
+@with_zopt_pipeline
 def analyze(
     store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,
@@ -176,6 +178,7 @@ def _menu(options: MenuKeywords) -> MenuOptions | None:
     return MenuOptions(parse_menu(options["menu"]), budget, readers)
 
 
+@with_zopt_pipeline
 def plan(
     store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,

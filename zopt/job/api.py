@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import zarr
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.job_cache import release_job
 from zopt.io.multi import job_source
 from zopt.job.destinations import Target, WriteRun
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from zopt.types import BudgetLike, LossyLike, NamesLike, PathLike
 
 
+@with_zopt_pipeline
 def recompress(
     src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     dst: str | os.PathLike[str],

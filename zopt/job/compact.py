@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.notes import Note
 from zopt.store.lock import store_lock
@@ -69,6 +70,7 @@ class CompactReport:
         return self.total("apparent_before") / 1e6 / self.seconds if self.seconds else float("inf")
 
 
+@with_zopt_pipeline
 def _compact_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict[str, int]:
     """Dask task (phase A): rewrite one shard file packed unless it is packed already.
 
@@ -91,6 +93,7 @@ def _compact_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict
     return res
 
 
+@with_zopt_pipeline
 def _shrink_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict[str, int]:
     """Dask task (phase B): drop the hole of a shard rewritten in phase A."""
     if os.path.exists(path):
@@ -99,6 +102,7 @@ def _shrink_one(path: str, layout: ShardLayout, key: str, tmp_dir: str) -> dict[
     return {"apparent_after": 0, "allocated_after": 0}
 
 
+@with_zopt_pipeline
 def compact(
     store: str | os.PathLike[str],
     arrays: Sequence[str] | None = None,

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat import icechunk_compat as icc
 from zopt.compat.scheduling import compute
 from zopt.errors import OptionError, ZoptError
@@ -386,6 +387,7 @@ def _unit_job(run: WriteRun, name: str, coords: tuple[int, ...]) -> tuple[ChunkJ
                     w.plan, None, lossy), None
 
 
+@with_zopt_pipeline
 def _write_unit(job: tuple[ChunkJob | ShardJob, tuple[slice, ...] | None], fork: object, coords: tuple[int, ...]
                 ) -> tuple[Masks, int, object]:
     """Dask task: write unit ``coords`` of an array (``_unit_job``) through a fresh copy of the job's

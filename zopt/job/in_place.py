@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from zopt.codecs.conditional import conditional_codecs_in
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.scheduling import check_scheduler
 from zopt.errors import OptionError
 from zopt.io import locations as loc
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["recompress_in_place"]
 
 
+@with_zopt_pipeline
 def recompress_in_place(
     store: str | os.PathLike[str],
     variables: Sequence[str] | None = None,

@@ -34,6 +34,7 @@ from zopt.codecs.chain import ChunkEncoder, EncodedChunk, chunk_spec
 from zopt.codecs.conditional import conditional_codecs_in
 from zopt.codecs.decisions import Decision
 from zopt.codecs.grid import fill_rows, is_fill, padded
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.job_cache import JobCache
 from zopt.compat.zarr_compat import open_array
 from zopt.io.sources import read_source
@@ -135,6 +136,7 @@ class ChunkJob:
     lossy: LossyVariable | None = None
 
 
+@with_zopt_pipeline
 def write_region(unit: ChunkJob, region: tuple[slice, ...], marker: str | None = None) -> tuple[Masks, int]:
     """Dask task (unsharded targets): write one chunk region of ``unit``'s array through zarr; then
     its journal ``marker``. Returns the conditional masks' counts and the chunks stored (0 or 1)."""
@@ -379,12 +381,14 @@ def batch_masks(batches: list[EncodedBatch]) -> Masks:
     return masks
 
 
+@with_zopt_pipeline
 def write_packed_shard(unit: ShardJob, shard_coords: tuple[int, ...], marker: str | None = None
                         ) -> tuple[Masks, int]:
     """Dask task (compact layout): encode a whole shard and write it packed, atomically; then its journal ``marker``."""
     return assemble_shard(unit, shard_coords, encode_shard_part(unit, shard_coords, None), marker=marker)
 
 
+@with_zopt_pipeline
 def encode_shard_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int] | None) -> list[EncodedBatch]:
     """Dask task (compact layout, a split shard): the encoded inner chunks of part ``[start, stop)``
     of the shard's first split axis (None: the whole shard), as ``EncodedBatch``es in shard order.
@@ -392,6 +396,7 @@ def encode_shard_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple
     return list(unit.encode_batches(shard_coords, part, limit=False))
 
 
+@with_zopt_pipeline
 def assemble_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: list[EncodedBatch], marker: str | None = None
                    ) -> tuple[Masks, int]:
     """Dask task (compact layout): pack the shard's encoded ``parts`` (in order) and write it,
@@ -405,6 +410,7 @@ def assemble_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: list[E
     return result
 
 
+@with_zopt_pipeline
 def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[int, int]
                     ) -> tuple[Masks, list[tuple[int, int]]]:
     """Dask task (fixed-slot layout): encode part of a shard and write it into its slots."""
@@ -414,6 +420,7 @@ def write_slot_part(unit: ShardJob, shard_coords: tuple[int, ...], part: tuple[i
     return masks_of(encoded), written
 
 
+@with_zopt_pipeline
 def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: tuple[Masks, list[tuple[int, int]]], marker: str | None = None
                     ) -> tuple[Masks, int]:
     """Dask task (fixed-slot layout): write the shard's index and rename it into place; then its journal ``marker``."""
@@ -433,6 +440,7 @@ def finalize_shard(unit: ShardJob, shard_coords: tuple[int, ...], *parts: tuple[
     return masks, len(written)
 
 
+@with_zopt_pipeline
 def rewrite_shard_in_place(unit: ShardJob, shard_coords: tuple[int, ...], tmp_dir: str) -> tuple[Masks, int]:
     """Dask task (in place): encode a shard's chunks again and replace its file (``zopt.store.rewrite``,
     phase A), unless it holds exactly those chunks packed already (a retried task)."""
@@ -461,6 +469,7 @@ def _in_place_array(store: str, name: str, job_id: str | None) -> tuple[zarr.Arr
     return opened
 
 
+@with_zopt_pipeline
 def rewrite_chunk_in_place(store: str, name: str, coords: tuple[int, ...], decision: DecisionLike,
                            plan: ArrayPlan | None = None, tmp_dir: str | None = None, job_id: str | None = None
                            ) -> tuple[Masks, int]:

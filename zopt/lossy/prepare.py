@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.lossy.bounds import AbsChain, LossyBoundError, RangeStats, design_abs
 from zopt.lossy.rounding import bitround, rel_round, rounded_as_stored, sentinels_of, special_mask
@@ -163,6 +164,7 @@ class LossyVariable:
 # -- the analysis graph ----------------------------------------------------------------------------
 
 
+@with_zopt_pipeline
 def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple[Any, ...],
                 job_id: str | None = None) -> RangeStats:
     from zopt.io.sources import read_source
@@ -184,6 +186,7 @@ def _range_task(src: str, name: str, region: tuple[slice, ...], sentinels: tuple
     return st
 
 
+@with_zopt_pipeline
 def _info_task(src: str, name: str, region: tuple[slice, ...], inner: tuple[int, ...], sentinels: tuple[Any, ...],
                level: float | None, confidence: float | None, job_id: str | None = None) -> Any:
     """Per variable (``level`` None): summed pair counts. Per chunk: ``[(index, counts, digest)]``."""

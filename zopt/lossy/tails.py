@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.lossy.bounds import AbsChain
 from zopt.lossy.spec import ORDER, REL_ORDER, TAILS, check_tail, kind, lorenzo_axes  # noqa: F401  (re-exported)
@@ -196,6 +197,7 @@ def rounded_sample_sizes(values: np.ndarray, tails: Sequence[str], base: Sequenc
     return {t: _encoded_size(values, tail_codecs(t, values.dtype.name, 0, base)) for t in tails}
 
 
+@with_zopt_pipeline
 def _trial_task(src: str, name: str, region: tuple[slice, ...], stored: AbsChain | Rounding, tails: list[str],
                 base: list[dict[str, Any]], job_id: str | None = None,
                 lossless: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, int]:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
+
 if TYPE_CHECKING:
     from zarr.storage import StoreLike
 
@@ -56,6 +58,7 @@ def _task_shape(shape: tuple[int, ...], inner: tuple[int, ...], shard: tuple[int
     return tuple(reversed(out))
 
 
+@with_zopt_pipeline
 def _region_bytes(store: StoreLike, name: str, region: tuple[slice, ...], inner: tuple[int, ...],
                   shard: tuple[int, ...] | None, source: str | Source | None = None, job_id: str | None = None) -> int:
     """Bytes zarr's default codecs store for ``region`` (shard- or chunk-aligned) of an array: its

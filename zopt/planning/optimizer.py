@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.types import BudgetLike
 
@@ -235,6 +236,7 @@ def choose(trials: Mapping[str, tuple[int, float]], chains: Mapping[str, list[di
     return MenuChoice(name=best, chain=chains[best], trials=dict(trials), raw_bytes=raw_bytes, budget=b)
 
 
+@with_zopt_pipeline
 def trial_chunks(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
                  job_id: str | None = None, n: int = TRIAL_CHUNKS, fill: object = None) -> list[np.ndarray]:
     """Dask task: the trial chunks (``trial_indices``) of variable ``name`` (``shape``, numpy
@@ -289,6 +291,7 @@ def choose_task(raw: int, parts: Sequence[Mapping[str, tuple[int, float]]],
     return choose(trials, chains, budget, raw).to_json()
 
 
+@with_zopt_pipeline
 def menu_trial_task(src: str | Source, name: str, shape: Sequence[int], dtype: npt.DTypeLike, chunk_shape: Sequence[int],
                     chains: Mapping[str, list[dict[str, Any]]], budget: BudgetLike = None,
                     job_id: str | None = None) -> dict[str, Any]:

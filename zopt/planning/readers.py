@@ -16,6 +16,9 @@ reader                 codecs it reads (Zarr v3 names)
                        ``numcodecs.shuffle`` (zarrs 0.2.3; no ``scale_offset``/``cast_value``)
 =====================  ===============================================================
 
+The oldest versions that open zopt's output are ``MIN_VERSIONS``: zarr-python 3.1, pcodec 0.3.6
+(pcodec's format 4; 0.3.0-0.3.5 refuse it), zarrs 0.2.3; the reader line names them.
+
 ``conditional``, zopt's ``shuffle``, ``reshape`` and ``zopt.lorenzo`` are zopt's alone, and so are
 zopt's data types (``int4``, ``bfloat16``, ``float8_*``, … ``zopt.dtypes``): zarr-python parses an
 array's data type before its codecs, so an array of one needs zopt whatever its codecs.
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 
 from zopt.errors import OptionError
 
-__all__ = ["DEFAULT_READERS", "READERS", "ZOPT_DATA_TYPES", "check_readers", "effective_readers", "parse_readers",
+__all__ = ["DEFAULT_READERS", "MIN_VERSIONS", "READERS", "ZOPT_DATA_TYPES", "check_readers", "effective_readers", "parse_readers",
            "array_codecs", "reader_line", "reads_repacking", "store_arrays", "store_readers", "unreadable"]
 
 _CORE = frozenset({"bytes", "transpose", "sharding_indexed", "zstd", "blosc", "gzip", "crc32c"})
@@ -52,6 +55,12 @@ READERS: dict[str, frozenset[str] | None] = {
 }
 #: the readers a job writes for when none are given (``zopt.job``): plain zarr-python >= 3.1
 DEFAULT_READERS: tuple[str, ...] = ("zarr-python",)
+#: the oldest version of a reader's package that opens what zopt writes, as the reader line names
+#: them: pcodec >= 1.0 (which zopt writes with) writes format 4, which pcodec 0.3.0-0.3.5 refuse
+#: ("format version (4) exceeds max supported (3)"); numcodecs 0.16, the last for Python 3.11,
+#: pins pcodec < 0.4. ``tests/interop/test_portable.py`` opens every default output with zarr 3.1,
+#: numcodecs 0.16 and pcodec 0.3.6 on Python 3.11; zarrs is tested at 0.2.3.
+MIN_VERSIONS: dict[str, str] = {"zarr-python": "3.1", "pcodec": "0.3.6", "zarrs": "0.2.3"}
 #: the readers the reader line names, in its order (zopt last: it reads everything)
 _ORDER = ("zarr-python", "zarrs", "tensorstore")
 
@@ -221,9 +230,10 @@ def reader_line(arrays: Mapping[str, tuple[Sequence[dict[str, Any]], Any]]) -> s
     named only where they need no zopt:
 
     - ``readers: any Zarr v3 reader (zarr-python ≥ 3.1, zarrs, tensorstore)``;
-    - ``readers: zarr-python ≥ 3.1 + pcodec, zarrs; not tensorstore: numcodecs.pcodec``
-      (``≥ 3.2`` where ``scale_offset``/``cast_value`` are written; ``+ pcodec``: a reader needs
-      the ``pcodec`` package);
+    - ``readers: zarr-python ≥ 3.1 + pcodec ≥ 0.3.6, zarrs ≥ 0.2.3; not tensorstore: numcodecs.pcodec``
+      (``≥ 3.2`` where ``scale_offset``/``cast_value`` are written; ``+ pcodec ≥ 0.3.6``: a reader
+      needs the ``pcodec`` package, of a version that reads pcodec's format 4; zarrs' version is
+      named where a ``numcodecs.*`` codec is written, ``MIN_VERSIONS``);
     - ``readers: zopt only (zarr-python with zopt installed): conditional in time_bnds``."""
     if not arrays:
         return "readers: no arrays"
@@ -234,9 +244,11 @@ def reader_line(arrays: Mapping[str, tuple[Sequence[dict[str, Any]], Any]]) -> s
         return "readers: zopt only (zarr-python with zopt installed): " + _what(missing["zarr-python-3.2"])
     who = []
     if plain is not None:
-        who.append(f"zarr-python ≥ {'3.1' if plain == 'zarr-python' else '3.2'}"
-                   + (" + pcodec" if "numcodecs.pcodec" in names else ""))
-    who += [r for r in ("zarrs", "tensorstore") if not missing[r]]
+        who.append(f"zarr-python ≥ {MIN_VERSIONS['zarr-python'] if plain == 'zarr-python' else '3.2'}"
+                   + (f" + pcodec ≥ {MIN_VERSIONS['pcodec']}" if "numcodecs.pcodec" in names else ""))
+    numcodecs = any(n.startswith("numcodecs.") for n in names)
+    who += [f"zarrs ≥ {MIN_VERSIONS['zarrs']}" if r == "zarrs" and numcodecs else r
+            for r in ("zarrs", "tensorstore") if not missing[r]]
     head = f"readers: any Zarr v3 reader ({', '.join(who)})" if len(who) == 3 else f"readers: {', '.join(who)}"
     lacking = [("zarr-python 3.1", missing["zarr-python"])] if plain == "zarr-python-3.2" else []
     lacking += [("zarr-python", missing["zarr-python-3.2"])] if plain is None else []

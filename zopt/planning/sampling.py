@@ -14,6 +14,7 @@ import numpy as np
 import zarr
 
 from zopt.codecs.chain import chunk_spec
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.zarr_compat import open_array
 from zopt.errors import OptionError
 from zopt.planning.chunk_stats import batch_entropies, batch_value_stats, chunk_digest
@@ -64,6 +65,7 @@ class RegionSampling:
     min_window: int | None = MIN_WINDOW
 
 
+@with_zopt_pipeline
 def analyze_region(store: str, name: str, region: tuple[slice, ...], chunk_shape: tuple[int, ...], codecs_json: str,
                    how: RegionSampling) -> dict[str, Any]:
     """Dask task: analyse the chunks of one region (whole chunks), sampled and read as ``how``

@@ -24,6 +24,7 @@ from zarr.core.metadata import ArrayV3Metadata
 
 from zopt.codecs.chain import ChunkEncoder, chunk_spec
 from zopt.codecs.conditional import ConditionalCodec, parse_header
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError, OptionError
 from zopt.io.sources import arrays_in
@@ -169,6 +170,7 @@ def _info_sharded(store: str | os.PathLike[str], array: zarr.Array[Any], layout:
     info.layout = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "empty")
 
 
+@with_zopt_pipeline
 def store_info(store: str | os.PathLike[str], arrays: Sequence[str] | None = None, check: bool = False) -> list[ArrayInfo]:
     """``ArrayInfo`` for each array of a local Zarr v3 store or an Icechunk repository
     (``icechunk://PATH[@BRANCH]``, ``…@snapshot:ID``) (or the named ``arrays``).

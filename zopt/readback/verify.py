@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.io.source_kinds import Source
 from zopt.lossy.check import bits, bound_text, check_region, information_kept, kind_of
@@ -210,6 +211,7 @@ class _ArrayCompare:
     limit: int
 
 
+@with_zopt_pipeline
 def _compare_unit(src: Source, dst: Source, array: _ArrayCompare, region: tuple[slice, ...],
                   job_id: str) -> dict[str, Any]:
     """Dask task: compare one destination write unit (``region``) of ``array``, inner chunk by inner chunk."""
@@ -284,6 +286,7 @@ def _opened(p: object, what: str) -> tuple[str | Store, str]:
     raise TypeError(f"{what}: {p!r} is not a path, a URL, a zarr Store or an Icechunk repository")
 
 
+@with_zopt_pipeline
 def verify(
     src: SourceLike | Endpoint,
     dst: Endpoint,

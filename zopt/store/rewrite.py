@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.errors import OptionError
 from zopt.notes import Note
 from zopt.store.files import atomic_write
@@ -117,6 +118,7 @@ def rewrite_shard(
     return atomic_write(path, dict(parts), fsync=False, size=size, tmp_dir=tmp_dir)
 
 
+@with_zopt_pipeline
 def shrink_shard(path: str | os.PathLike[str], layout: ShardLayout, tmp_dir: str | os.PathLike[str], key: str) -> int:
     """Drop the hole a phase-A rewrite left in the shard file ``path`` (phase B).
 
