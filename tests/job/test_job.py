@@ -164,7 +164,7 @@ def test_dry_run_plans_the_child_groups_and_prints_the_job(tmp_path):
     result = CliRunner().invoke(main, ["recompress", str(src), str(tmp_path / "o.zarr"), "--dry-run", "--chunks", "y=10",
                                        "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert "job: chunks=y=10, dry_run=True" in result.output and "child/T" in result.output
+    assert "job: chunks=y=10, progress=False, dry_run=True" in result.output and "child/T" in result.output
     assert not (tmp_path / "o.zarr").exists()
 
 

@@ -3,6 +3,11 @@ commit title in an Icechunk branch's history."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import zarr
@@ -21,21 +26,31 @@ def src(tmp_path):
     return tmp_path / "s.zarr"
 
 
-def test_a_job_on_a_local_repository_prints_no_icechunk_warning(src, tmp_path, capfd, monkeypatch):
-    monkeypatch.delenv("ICECHUNK_LOG", raising=False)
-    icechunk.set_logs_filter(None)  # icechunk's default (warnings shown), whatever an earlier test set
-    try:
-        icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "r.icechunk")))
-        made = capfd.readouterr()
-        assert UNSAFE in made.out + made.err  # icechunk itself warns (to the process's stdout), as the user's call does
-        zopt.recompress(src, f"icechunk://{tmp_path / 'r.icechunk'}", progress=False)
-        job = capfd.readouterr()
-        assert UNSAFE not in job.out + job.err  # zopt's own calls do not
-        icechunk.local_filesystem_storage(str(tmp_path / "r.icechunk"))
-        after = capfd.readouterr()
-        assert UNSAFE in after.out + after.err  # and icechunk's filter is back as it was
-    finally:
-        icechunk.set_logs_filter(None)
+def test_a_job_on_a_local_repository_prints_no_icechunk_warning(src, tmp_path):
+    """In a process of its own: icechunk's log filter and what it has already warned about are
+    process state that earlier tests change."""
+    repo = tmp_path / "r.icechunk"
+    script = textwrap.dedent(f"""
+        import os, sys
+        import icechunk, zopt
+        def mark(word):
+            sys.stdout.flush(); os.write(1, f"\\n@@{{word}}@@\\n".encode())
+        icechunk.Repository.create(icechunk.local_filesystem_storage({str(repo)!r}))
+        mark("job")
+        zopt.recompress({str(src)!r}, "icechunk://" + {str(repo)!r}, progress=False)
+        mark("after")
+        icechunk.local_filesystem_storage({str(repo)!r})
+        mark("end")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "ICECHUNK_LOG"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    made, rest = out.split("@@job@@", 1)
+    job, after = rest.split("@@after@@", 1)
+    assert UNSAFE in made  # icechunk itself warns (to the process's stdout), as the user's call does
+    assert UNSAFE not in job  # zopt's own calls do not
+    assert UNSAFE in after  # and icechunk's filter is back as it was
 
 
 def test_the_published_history_has_no_work_in_progress_title(src, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import xarray as xr
 import zarr
 from click.testing import CliRunner
 
+import zopt
 from zopt import recompress
 from zopt.cli.commands import main
 from zopt.codecs.conditional import ConditionalCodec, parse_header
@@ -300,7 +301,8 @@ def test_plan_driven_recompress_writes_exactly_the_planned_masks(store, tmp_path
     masks = plan["v"].masks
     masks[0, 0], masks[1, 1], masks[0, 2] = 1, 0, 2
     dst = tmp_path / "d.zarr"
-    report = recompress(src, dst, chunks=CHUNK, shards=(64, 80), plan=plan, layout=layout)
+    # plan_force: the source is plain zarr's, which a conditional chain narrows to zopt's readers
+    report = recompress(src, dst, chunks=CHUNK, shards=(64, 80), plan=plan, layout=layout, plan_force=True)
     stored = _masks_from_files(dst, "v")
     ds = analyze_array(src, "v", chunks=CHUNK)
     expected = {idx: int(masks[idx]) for idx in np.ndindex(masks.shape) if not bool(ds["is_fill"].values[idx])}
@@ -341,7 +343,8 @@ def test_a_plain_zarr_write_follows_an_attached_plan(store, tmp_path, sharded):
         tmp_path / "plain.zarr", shape=a.shape, chunks=CHUNK, shards=(64, 64) if sharded else None, dtype="f4",
         fill_value=0, compressors=[ConditionalCodec(codecs=[{"name": "shuffle"}, {"name": "zstd", "configuration": {"level": 3}}])],
     )
-    with_decision(z, plan)[:] = a
+    with zopt.pipeline():  # a plan's masks need each chunk's index: zopt's codec pipeline, opted into
+        with_decision(z, plan)[:] = a
     np.testing.assert_array_equal(z[:], a)
     if sharded:
         stored = _masks_from_files(tmp_path, "plain.zarr")
@@ -381,7 +384,8 @@ def test_cli_analyze_plan_show_png_and_recompress(store, tmp_path):
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     res = runner.invoke(main, ["recompress", str(src), str(tmp_path / "d.zarr"), "--chunks", "y=32,x=32",
-                               "--shards", "y=64,x=80", "--plan", str(tmp_path / "plan.zarr"), "--no-progress"])
+                               "--shards", "y=64,x=80", "--plan", str(tmp_path / "plan.zarr"), "--plan-force",
+                               "--no-progress"])
     assert res.exit_code == 0, res.output
     assert _masks_from_files(tmp_path / "d.zarr", "v") == {
         idx: int(m) for idx, m in np.ndenumerate(Plan.load(tmp_path / "plan.zarr")["v"].masks) if idx != (3, 4)
@@ -430,8 +434,9 @@ def test_xarray_to_zarr_with_conditional_encoding_heuristic_and_plan(tmp_path):
     zarr.open_group(tmp_path / "raw.zarr", mode="w").create_array(
         "v", shape=a.shape, chunks=CHUNK, dtype="f4", fill_value=0, dimension_names=("y", "x"))[:] = a
     plan = make_plan(analyze(tmp_path / "raw.zarr", ["v"], chunks=CHUNK), "smallest")
-    ds.to_zarr(tmp_path / "p.zarr", zarr_format=3, consolidated=False, encoding={"v": {
-        **encoding, "compressors": [ConditionalCodec(codecs=wrapped, decision=plan["v"])]}})
+    with zopt.pipeline():  # a plan's masks need each chunk's index: zopt's codec pipeline, opted into
+        ds.to_zarr(tmp_path / "p.zarr", zarr_format=3, consolidated=False, encoding={"v": {
+            **encoding, "compressors": [ConditionalCodec(codecs=wrapped, decision=plan["v"])]}})
     # every chunk is stored (xarray's fill value for float32 is NaN, not the zeros of chunk (3, 4))
     assert _masks_from_files(tmp_path / "p.zarr", "v") == {idx: int(m) for idx, m in np.ndenumerate(plan["v"].masks)}
     code = ("import hashlib, xarray as xr; "

@@ -229,7 +229,7 @@ def run_job(job: RecompressJob, *, child: bool = False) -> RecompressReport:
     with contextlib.ExitStack() as hold:
         if not child and job.progress is not None:
             job.progress.emit("planning", "reading the source", 0, None)  # at once: the first lines below may take a while
-            hold.callback(job.progress.close)
+            hold.push(job.progress.close_on_exit)
         return _run_job(job, None if child else hold)
 
 

@@ -67,6 +67,7 @@ def guard_plan(plan: Plan, where: str | None, names: list[str], chain: list[dict
         own = None if ap is None else source_chain(where, name)
         if ap is None or own is None:
             continue
+        ap.validate()  # a broken plan is refused as such, whether or not it is applied (reserved bits, ...)
         planned = ap.chain if ap.chain is not None else chain
         why = []
         estimate, stored = ap.stats.get("estimated_bytes"), stored_bytes_of(where, name)

@@ -75,7 +75,7 @@ class JobProgress:
     Called as ``progress(n_units)`` it is ``zopt.compat.scheduling.compute``'s factory for the write
     phase (``expect_bytes`` sets the logical bytes those units hold)."""
 
-    def __init__(self, callback: ProgressCallback, close: Callable[[], object] | None = None) -> None:
+    def __init__(self, callback: ProgressCallback, close: Callable[..., object] | None = None) -> None:
         self.callback = callback
         self._close = close
         self._lock = threading.Lock()
@@ -100,10 +100,15 @@ class JobProgress:
         """A bar over ``total`` Dask tasks (``compute``'s protocol: ``watch_keys``, ``advance``)."""
         return TaskBar(self, phase, what, total, nbytes_total)
 
-    def close(self) -> None:
-        """End the display (a later event starts a new one)."""
+    def close(self, failed: bool = False) -> None:
+        """End the display (a later event starts a new one); ``failed``: the job raised, so the
+        display is cleared rather than left printed (the error is the one line the user needs)."""
         if self._close is not None:
-            self._close()
+            self._close(failed) if failed else self._close()
+
+    def close_on_exit(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """``ExitStack.push``'s form of ``close``: failed when an exception leaves the block."""
+        self.close(failed=exc_type is not None)
 
 
 class TaskBar:
@@ -238,9 +243,11 @@ class RichDisplay:
                 p.reset(row, total=event.total, description=description, **fields)
             p.update(row, completed=event.done, total=event.total, description=description, **fields)
 
-    def close(self) -> None:
-        """Stop the display, leaving its last state printed."""
+    def close(self, failed: bool = False) -> None:
+        """Stop the display, leaving its last state printed (cleared where ``failed``)."""
         with self._lock:
+            if self._progress is not None and failed:
+                self._progress.live.transient = True
             if self._progress is not None:
                 for row in self._rows.values():  # a phase whose total was unknown ends full
                     task = self._progress.tasks[row]
