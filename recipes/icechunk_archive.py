@@ -1,19 +1,19 @@
-"""An archive of 240 monthly netCDF files (200 with ``--small``), one of them packed differently, into one Icechunk commit.
+"""An archive of 240 yearly netCDF files (200 with ``--small``), one of them packed differently, into one Icechunk commit.
 
-Data: 20 years of monthly air temperature over North America (A1B scenario) from
-``iris-sample-data``, split into one CF-packed int16 netCDF file per month (``scale_factor`` 0.01,
-``add_offset`` 273.15), the way such archives are distributed; one month is packed with other
+Data: 240 years (1860-2099) of annual-mean air temperature over North America (A1B scenario) from
+``iris-sample-data``, split into one CF-packed int16 netCDF file per year (``scale_factor`` 0.01,
+``add_offset`` 273.15), the way such archives are distributed; one year is packed with other
 parameters, as happens when a producer changes its settings.
 
 1. ``zopt.recompress(files, "icechunk://…", concat_dim="time", readers="zarr-python-3.2")``: the
    files are combined along ``time`` as ``xarray.open_mfdataset`` would (their metadata read by
-   Dask tasks, checked), the odd month's packing re-expressed in one exact ``scale_offset`` +
+   Dask tasks, checked), the odd year's packing re-expressed in one exact ``scale_offset`` +
    ``cast_value`` packing (a note says so; keeping the first file's packing would silently re-pack
    it wrongly; zarr-python reads those codecs without zopt from 3.2 on, hence the readers: by
    default, for zarr-python 3.1 too, the variable is written as the floats it decodes to), in one job
    and one commit on ``main`` with zopt's options and plan in its metadata; ``before_publish``
    (``--verify``) compares the commit with the files before ``main`` moves to it.
-2. Check every month against its own file, and print the commit log.
+2. Check every year against its own file, and print the commit log.
 
     python recipes/icechunk_archive.py [--small] [--out DIR]
 
@@ -39,7 +39,7 @@ VAR = "air_temperature"
 
 
 def split_into_monthly_files(ds: xr.Dataset, folder: Path, odd: int) -> list[Path]:
-    """One CF-packed int16 file per month; month ``odd`` packed with other parameters."""
+    """One CF-packed int16 file per year; year ``odd`` packed with other parameters."""
     folder.mkdir(parents=True)
     paths = []
     for i in range(ds.sizes["time"]):
@@ -53,7 +53,7 @@ def split_into_monthly_files(ds: xr.Dataset, folder: Path, odd: int) -> list[Pat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="200 months (200 files) instead of 240 (for CI)")
+    parser.add_argument("--small", action="store_true", help="200 years (200 files) instead of 240 (for CI)")
     parser.add_argument("--out", default="recipe-out", help="directory for the files and the repository (new or empty; a recipe's own: its outputs replaced)")
     args = parser.parse_args()
     out = recipe_out(args.out)  # refuses a non-empty directory no recipe made
@@ -83,7 +83,7 @@ def main() -> None:
         print(f"note: {note}")
     print(report.readers)
 
-    # 2. every month against its own file, read from the branch
+    # 2. every year against its own file, read from the branch
     store = repo.readonly_session(branch="main").store
     archived = xr.open_zarr(store, consolidated=False)[VAR].values
     for i, path in enumerate(files):
@@ -91,7 +91,7 @@ def main() -> None:
             expected = month[VAR].values[0]
         # the stored integers are exact; the two decodings round differently by at most 2 ulps
         np.testing.assert_array_max_ulp(archived[i].astype(expected.dtype), expected, maxulp=2)
-    print(f"every month equals its own file decoded, to 2 ulps (month {odd} packed with scale 0.02, offset 250)")
+    print(f"every year equals its own file decoded, to 2 ulps (year {odd} packed with scale 0.02, offset 250)")
 
     print("commit log of main:")
     for snap in repo.ancestry(branch="main"):

@@ -8,7 +8,7 @@ whole shard, so concurrent writers lose each other's chunks. With fixed slots ev
 ``pwrite``s them into the shard's temporary file, and when all writers are done one finalize step
 per shard writes the index and renames the file into place (``zopt.store.shards``).
 
-Data: monthly air temperature over North America (``iris-sample-data``); month ``t`` is
+Data: annual-mean air temperature over North America (``iris-sample-data``); year ``t`` is
 written by rank ``t % RANKS``, so every shard gets chunks from every rank.
 
     python recipes/parallel_shard_writers.py [--small] [--out DIR] [--ranks N]
@@ -43,13 +43,13 @@ def shard_file(store: Path, array: zarr.Array, shard: tuple[int, ...]) -> Path:
 
 
 def rank_main(rank: int, ranks: int, store: str, steps: int, job: str) -> list[tuple[tuple[int, ...], int, int]]:
-    """One writer: encode the months ``t % ranks == rank`` and write them into their slots.
+    """One writer: encode the years ``t % ranks == rank`` and write them into their slots.
 
     Returns ``(shard coords, i, nbytes)`` of every inner chunk written, for the finalize step."""
     array = zarr.open_array(store, path=NAME, mode="r")
     layout = layout_of(array)
     encoder = layout.inner_encoder().with_decision("compress_if_smaller")
-    values = xr.open_dataset(SRC, mask_and_scale=False)[NAME]  # each rank reads only its months
+    values = xr.open_dataset(SRC, mask_and_scale=False)[NAME]  # each rank reads only its years
     per_shard = layout.chunks_per_shard[0]
     written = []
     for t in range(rank, steps, ranks):
@@ -73,13 +73,13 @@ def main() -> None:
 
     src = xr.open_dataset(SRC, mask_and_scale=False)[NAME]
     steps = 48 if args.small else src.sizes["time"]
-    # one month per inner chunk, two years per shard; the chain of the default preset
+    # one year per inner chunk, 24 years per shard; the chain of the default preset
     preset = get_preset("default").chain()
     array = zarr.create_array(store, name=NAME, shape=(steps, *src.shape[1:]), dtype=src.dtype,
                               chunks=(1, *src.shape[1:]), shards=(24, *src.shape[1:]), fill_value=np.nan,
                               serializer=preset[0], compressors=preset[1:], dimension_names=src.dims)
     layout = layout_of(array)
-    print(f"{steps} months, {-(-steps // 24)} shards of {layout.n_inner} inner chunks, slot {layout.slot_size} bytes")
+    print(f"{steps} years, {-(-steps // 24)} shards of {layout.n_inner} inner chunks, slot {layout.slot_size} bytes")
 
     # the ranks: independent processes (spawned, as an MPI launcher would start them)
     job = uuid.uuid4().hex[:8]

@@ -3,7 +3,7 @@ at all (every chunk stored with mask 0, ``decision="never"``), then ``zopt recom
 --in-place --plan PLAN`` re-decides each chunk's codecs shard by shard, atomically, keeping every
 array's metadata as it was.
 
-Data: monthly air temperature over North America (``iris-sample-data``), appended one month at
+Data: annual-mean air temperature over North America (``iris-sample-data``), appended one year at
 a time as if it came from a model or an instrument.
 
     python recipes/write_fast_compress_later.py [--small] [--out DIR]

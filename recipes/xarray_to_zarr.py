@@ -1,7 +1,7 @@
 """Write a real dataset to Zarr v3 with zopt's per-chunk codecs from xarray, read it back with
 plain xarray, and compare the size with zarr's default codecs on the same chunks and shards.
 
-Data: 20 years of monthly air temperature over North America (A1B scenario), 240×37×49 float32,
+Data: 240 years (1860-2099) of annual-mean air temperature over North America (A1B scenario), 240×37×49 float32,
 shipped by ``iris-sample-data`` (``pip install ".[data]"`` in a zopt clone).
 
     python recipes/xarray_to_zarr.py [--small] [--out DIR]

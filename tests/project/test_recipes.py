@@ -96,7 +96,7 @@ def test_icechunk_archive(tmp_path):
     out = run("icechunk_archive.py", tmp_path)
     assert "200 files → icechunk://" in out and "verified before main moved" in out
     assert "files packed differently, re-expressed as one exact packing" in out  # zopt.io.multi, not xarray
-    assert "every month equals its own file decoded" in out
+    assert "every year equals its own file decoded" in out
     log = [line for line in out.split("commit log of main:")[1].splitlines() if line.startswith("  ")]
     assert "zopt recompress" in log[0] and "[zopt:" in log[0] and "Repository initialized" in log[-1]
     assert len(list((tmp_path / "monthly").glob("air_*.nc"))) == 200
