@@ -156,7 +156,7 @@ def recompress(
         (and ``scale_offset``/``cast_value``), ``tensorstore``, ``zarrs``
         (``zopt.planning.readers``). Without ``codecs`` it narrows the menu instead
         (``zopt.planning.candidates``). Default: plain ``zarr-python`` for the chains the job
-        chooses (issue 36: a store readable without zopt; files packed differently are then
+        chooses (a store readable without zopt; files packed differently are then
         written as their floats), ``zopt`` with an explicit ``decision``; the report's
         ``readers`` line names who reads what was written.
 
