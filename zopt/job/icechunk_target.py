@@ -40,6 +40,7 @@ from zopt.io.paths import check_store_replaceable
 from zopt.job.dask_graph import write_tasks
 from zopt.job.graph import unit_key
 from zopt.job.opening import Opening, WriteRun
+from zopt.job.progress import SharedBar
 from zopt.job.targets import TargetSpec, create_target
 from zopt.job.tasks import ChunkJob, Masks, ShardJob, write_packed_shard, write_region
 from zopt.store.journal import ResumeMismatchError
@@ -342,7 +343,7 @@ class IcechunkTarget:
                 _unit_job(run, name, coords), fork, coords, dask_key_name=unit_key("ice", name, coords, job_id))
                 for name, coords in wave]
             t0 = time.perf_counter()
-            results = compute(tasks, run.scheduler, None if bar is None else lambda n: _WaveBar(bar), job_id)
+            results = compute(tasks, run.scheduler, None if bar is None else lambda n: SharedBar(bar), job_id)
             seconds += time.perf_counter() - t0
             self.session.merge(*(f for _, _, f in results))
             for (name, coords), (masks, n, _) in zip(wave, results, strict=True):
@@ -353,27 +354,6 @@ class IcechunkTarget:
             self.record["complete"] = start + WAVE_UNITS >= len(units)  # the last wave's commit is the job's
             self._commit()
         return seconds
-
-
-class _WaveBar:
-    """The job's one progress bar as each wave's ``compute`` sees it: entered and left once, by ``run``."""
-
-    def __init__(self, bar: AbstractContextManager[object]) -> None:
-        self.bar = bar
-
-    def __enter__(self) -> _WaveBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def watch_keys(self, keys: frozenset[str]) -> None:
-        if hasattr(self.bar, "watch_keys"):
-            self.bar.watch_keys(keys)
-
-    def advance(self, n: int = 1) -> None:
-        if hasattr(self.bar, "advance"):
-            self.bar.advance(n)
 
 
 def _unit_job(run: WriteRun, name: str, coords: tuple[int, ...]) -> tuple[ChunkJob | ShardJob, tuple[slice, ...] | None]:

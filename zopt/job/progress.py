@@ -28,7 +28,8 @@ from rich.text import Text
 
 from zopt.errors import OptionError
 
-__all__ = ["JobProgress", "OneBar", "ProgressEvent", "RichDisplay", "RichProgress", "counting", "parse_progress"]
+__all__ = ["JobProgress", "OneBar", "ProgressEvent", "RichDisplay", "RichProgress", "SharedBar", "counting",
+           "parse_progress"]
 
 
 @dataclass(frozen=True)
@@ -334,7 +335,7 @@ class OneBar:
         self.bar: Any = None
         self.total = 0
 
-    def __call__(self, total: int) -> _Share:
+    def __call__(self, total: int) -> SharedBar:
         self.total += total
         if self.bar is None:
             self.bar = self.factory(total)
@@ -345,7 +346,7 @@ class OneBar:
                 inner.update(self.bar.task, total=self.total)
             elif hasattr(self.bar, "total"):
                 self.bar.total = self.total
-        return _Share(self.bar)
+        return SharedBar(self.bar)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -353,13 +354,14 @@ class OneBar:
             self.bar = None
 
 
-class _Share:
-    """One compute's view of a shared bar: entering and leaving it leave the bar shown."""
+class SharedBar:
+    """One compute's view of a bar that several computes share (``OneBar``'s, or an Icechunk job's
+    one bar over its waves): entering and leaving it leave the bar shown."""
 
     def __init__(self, bar: object) -> None:
         self.bar: Any = bar
 
-    def __enter__(self) -> _Share:
+    def __enter__(self) -> SharedBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
