@@ -97,3 +97,36 @@ def test_closing_a_local_cluster_logs_no_worker_killing_warning(caplog):
     caplog.clear()
     _close_with_a_slow_worker(quiet=True)
     assert not killing()
+
+
+def test_a_job_shows_no_numcodecs_warning_and_leaves_warnings_as_they_were(tmp_path):
+    """zarr 3.1-3.3 warns each time an array with a ``numcodecs.*`` codec is made; a job's readers
+    line says who reads its chains, so the job shows none, and zarr warns again after the job."""
+    script = textwrap.dedent(f"""
+        import warnings
+        import numpy as np, zarr, zopt
+        from zarr.codecs.numcodecs import PCodec
+        def plain_warns(path):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                zarr.create_array(path, shape=(4,), dtype="f4", serializer=PCodec(level=8), compressors=None)
+            return any("Numcodecs codecs" in str(w.message) for w in seen)
+        before = plain_warns({str(tmp_path / "before.zarr")!r})
+        zarr.open_group({str(tmp_path / "s.zarr")!r}, mode="w").create_array(
+            "t", shape=(64, 64), chunks=(16, 64), dtype="f4", dimension_names=("y", "x"))[:] = (
+            np.random.default_rng(0).normal(size=(64, 64)).astype("f4"))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            zopt.recompress({str(tmp_path / "s.zarr")!r}, {str(tmp_path / "d.zarr")!r}, progress=False)
+        chain = zarr.open_array({str(tmp_path / "d.zarr")!r}, path="t").metadata.to_dict()["codecs"]
+        print("before", before, "job", sum("Numcodecs codecs" in str(w.message) for w in seen),
+              "after", plain_warns({str(tmp_path / "after.zarr")!r}), "numcodecs-chain", "numcodecs." in str(chain))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    got = dict(zip(words[::2], words[1::2], strict=True))
+    if got["before"] == "False":
+        pytest.skip("this zarr does not warn about numcodecs codecs")
+    assert got["numcodecs-chain"] == "True"  # the job wrote a chain zarr warns about
+    assert got["job"] == "0" and got["after"] == "True"

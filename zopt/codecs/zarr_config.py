@@ -28,6 +28,7 @@ neither: the pipeline is an optimisation and a source of chunk keys in errors.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -95,6 +96,11 @@ def use_pipeline() -> dict[str, str]:
 _lock = threading.Lock()
 _depth = 0
 _undo: Any = None
+_quiet: Any = None
+
+#: zarr-python 3.1-3.3 warns each time a job creates or opens an array with a ``numcodecs.*`` codec
+#: (pcodec, numcodecs' shuffle: the menu's portable chains); a job's readers line says who reads them
+NUMCODECS_WARNING = "Numcodecs codecs are not in the Zarr version 3 specification"
 
 
 @contextmanager
@@ -103,13 +109,18 @@ def zopt_pipeline() -> Iterator[None]:
 
     Counted: the first of nested or concurrent blocks applies them, the last one to end restores
     what was there before (donfig's ``set`` undone). Arrays must be opened inside the block; an
-    array keeps the pipeline it was opened with."""
-    global _depth, _undo
+    array keeps the pipeline it was opened with. zarr's warning about the ``numcodecs.*`` codecs
+    the job writes (``NUMCODECS_WARNING``) is not shown inside the block: the job's readers line
+    names who reads them."""
+    global _depth, _undo, _quiet
     with _lock:
         if _depth == 0:
             register()
             changed = settings()
             _undo = zarr.config.set(changed) if changed else None
+            _quiet = warnings.catch_warnings()
+            _quiet.__enter__()
+            warnings.filterwarnings("ignore", message=NUMCODECS_WARNING)
         _depth += 1
     try:
         yield
@@ -119,6 +130,9 @@ def zopt_pipeline() -> Iterator[None]:
             if _depth == 0 and _undo is not None:
                 _undo.__exit__(None, None, None)
                 _undo = None
+            if _depth == 0 and _quiet is not None:
+                _quiet.__exit__(None, None, None)
+                _quiet = None
 
 
 def with_zopt_pipeline(func: Callable[P, R]) -> Callable[P, R]:
