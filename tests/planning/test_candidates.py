@@ -110,6 +110,8 @@ _NO_PCODEC = """
 import sys
 sys.modules["pcodec"] = None  # a reader without the pcodec package
 import zarr
+import zopt
+zopt.use_pipeline()  # zopt's pipeline names the codec and the package (zarr's own says "codec not available")
 try:
     zarr.open_array(sys.argv[1], path="dem")[...]
 except ValueError as exc:

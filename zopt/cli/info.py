@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import shard_rewrite_errors
-from zopt.cli.tables import console, fitted, wide_option
+from zopt.cli.tables import console, fitted, wide_option, wrap_words
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.scheduling import scheduler_option
@@ -66,8 +66,8 @@ def info(store, arrays, png, check) -> None:
                          notes=notes))
     from zopt.compat.engine import engine_line
 
-    console.print(engine_line(), markup=False, soft_wrap=True)  # what this zopt runs on
-    console.print(_readers(store), markup=False, soft_wrap=True)  # as recompress's summary ends
+    console.print(wrap_words(engine_line(), console.width), markup=False, soft_wrap=True)  # what this zopt runs on
+    console.print(wrap_words(_readers(store), console.width), markup=False, soft_wrap=True)  # as recompress's ends
     if check:  # what --check decoded, and that it held (a failure raised above, naming the chunk)
         from zopt.readback.info import check_summary
 

@@ -16,7 +16,7 @@ import click
 from rich.table import Table
 
 from zopt.cli.shared import Location, option_usage_error, shard_rewrite_errors
-from zopt.cli.tables import console, fitted, short_path, wide_option
+from zopt.cli.tables import console, fitted, short_path, wide_option, wrap_words
 from zopt.cli.tables import human as _human
 from zopt.cli.tables import mask_text as _mask_text
 from zopt.compat.interrupts import interrupt_note
@@ -275,9 +275,10 @@ def _interrupt_note(dst: str) -> str:
 
 
 def _print_readers(report: RecompressReport) -> None:
-    """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``)."""
+    """The summary's last line: which readers open the store (``zopt.planning.readers.reader_line``),
+    wrapped at spaces to the width, never between a version and its sign ("≥ 0.3.6")."""
     if report.readers:
-        console.print(report.readers, markup=False, soft_wrap=True)  # one line, whatever the width
+        console.print(wrap_words(report.readers, console.width), markup=False, soft_wrap=True)
 
 
 def _exit_if_skipped(ctx: click.Context, skipped: list[str]) -> None:

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from zopt.errors import ZoptError
+
 if TYPE_CHECKING:
     from _ctypes import CFuncPtr
 
@@ -132,7 +134,7 @@ def address(a: np.ndarray, nbytes: int = 0, writable: bool = False) -> int:
 _address = address
 
 
-class FileRefused(OSError):
+class FileRefused(ZoptError, OSError):
     """A file the reading loops refused: ``path``, ``index`` (its position in the batch) and
     ``why`` (not a regular file, or its size changed while it was read)."""
 
