@@ -2,8 +2,8 @@
 (an ``open`` that waits for a writer forever), a character device (``/dev/zero`` never ends), a
 directory, a sparse 64 GiB file, a file whose size changes while it is read
 (``zopt.store.chunk_file``, ``zopt/compat/_loops.c``). Through ``zopt recompress`` (the decode
-path: another chain; the copy path: a re-shard with the source's own chain) and ``zopt verify``,
-on the compiled loops and on the Python ones (``ZOPT_NO_LOOPS=1``); every case runs in a
+path: another chain; the copy path: a re-shard with the source's own chain) and ``zopt verify`` (and
+``zopt info --check``), on the compiled loops and on the Python ones (``ZOPT_NO_LOOPS=1``); every case runs in a
 subprocess with a timeout, so a hang fails the test instead of hanging the suite."""
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ _CASES = textwrap.dedent("""
             ("copy", ["recompress", src, os.path.join(base, kind + "-c.zarr"), "--codecs", chain(3),
                       "--chunks", "16,16", "--shards", "64,64", "--no-checksum"]),
             ("verify", ["verify", src, ref]),
+            ("info", ["info", src, "--check"]),
         ):
-            r = CliRunner().invoke(main, [*args, *([] if path == "verify" else ["--no-progress"])])
+            r = CliRunner().invoke(main, [*args, *([] if path in ("verify", "info") else ["--no-progress"])])
             out[f"{path}/{kind}"] = [r.exit_code, r.output.strip().splitlines()[-1:], repr(r.exception)]
             print(path, kind, out[f"{path}/{kind}"], file=sys.stderr, flush=True)
     print(json.dumps(out))
@@ -104,13 +105,16 @@ def test_non_regular_huge_and_changing_chunk_files_refused_within_seconds_naming
         pytest.fail(f"a case hung; done so far:\n{exc.stderr}")
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout.strip().splitlines()[-1])
-    assert len(results) == 3 * len(KINDS)
+    assert len(results) == 4 * len(KINDS)
     for case, (code, last, exc) in results.items():
         kind = case.split("/")[1]
+        if case in ("info/fifo", "info/zero", "info/directory"):  # info lists the regular chunk files it
+            assert code == 0, (case, last, exc)  # finds: anything else is no chunk (absent), never read
+            continue
         assert code == 1, (case, last, exc)
         # verify reads through zarr, which reads a file once the checks passed: a file that changes
         # then is refused by its decode, still named
-        says = "cannot decode" if case == "verify/grows" else SAYS[kind]
+        says = "cannot decode" if case in ("verify/grows", "info/grows") else SAYS[kind]
         assert last and "v/c/1/2" in last[0] and says in last[0], (case, last, exc)
         assert "Traceback" not in last[0] and "MemoryError" not in last[0]
 

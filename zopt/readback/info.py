@@ -28,6 +28,8 @@ from zopt.codecs.zarr_config import with_zopt_pipeline
 from zopt.compat.zarr_compat import chunk_shape_of
 from zopt.errors import ChunkDecodeError, OptionError
 from zopt.io.sources import arrays_in
+from zopt.store.checked_read import file_bound
+from zopt.store.chunk_file import read_chunk_file
 from zopt.store.files import TMP_MARK, chunk_files
 from zopt.store.shards import (
     EMPTY,
@@ -80,8 +82,12 @@ def _stored(store: Store | str | os.PathLike[str], array: zarr.Array[Any]) -> It
     """``(coords, key, size, allocated bytes, read)`` of every stored chunk (shard) of ``array``:
     the files of a local store, or the keys of a zarr Store (an Icechunk snapshot; allocated = size)."""
     if isinstance(store, str | os.PathLike):
+        bound = file_bound(array)
         for coords, path in chunk_files(store, array):
-            yield coords, os.path.relpath(path, store), os.path.getsize(path), allocated_bytes(path), path.read_bytes
+            key = os.path.relpath(path, store)
+            # a FIFO, a device or a file larger than any encoding of the chunk is refused unread, naming it
+            read = functools.partial(_read_chunk_file, path, key, os.fspath(store), bound)
+            yield coords, key, os.path.getsize(path), allocated_bytes(path), read
         return
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
@@ -94,6 +100,10 @@ def _stored(store: Store | str | os.PathLike[str], array: zarr.Array[Any]) -> It
         if buf is not None:
             data = buf.to_bytes()
             yield coords, key, len(data), len(data), functools.partial(bytes, data)
+
+
+def _read_chunk_file(path: str | os.PathLike[str], key: str, store: str, bound: int | None) -> bytes:
+    return read_chunk_file(path, (1 << 62) if bound is None else bound, key, store).tobytes()
 
 
 def _arrays(store: StoreLike, names: Sequence[str] | None) -> list[zarr.Array[Any]]:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from zopt.store.shards import ShardLayout
 
-__all__ = ["read_region", "shard_keys"]
+__all__ = ["file_bound", "read_region", "shard_keys"]
 
 
 def shard_keys(array: zarr.Array[Any], region: tuple[slice, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
@@ -54,7 +54,7 @@ def shard_keys(array: zarr.Array[Any], region: tuple[slice, ...]) -> Iterator[tu
 EXPANSION = 16
 
 
-def _file_bound(array: zarr.Array[Any]) -> int | None:
+def file_bound(array: zarr.Array[Any]) -> int | None:
     """The most bytes a stored chunk (shard) file of ``array`` may hold before it is refused
     unread; None for variable-length values (strings), which have no such bound."""
     try:
@@ -95,7 +95,7 @@ def read_region(array: zarr.Array[Any], region: tuple[slice, ...], root: str | N
     prefix = f"{array.path}/" if array.path else ""
     store = root if root is not None else str(array.store)  # named in the errors
     if root is not None:
-        bound = _file_bound(array)
+        bound = file_bound(array)
         for _, key in shard_keys(array, region):
             path = os.path.join(root, *prefix.split("/"), *key.split("/"))
             # zarr's store would block on a FIFO, read /dev/zero or a sparse 64 GiB file whole:
