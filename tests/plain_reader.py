@@ -32,7 +32,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-SCRIPT = textwrap.dedent("""
+#: the start of a script run in a process where zopt cannot be imported and has no entry points
+#: (``sys.argv[1]``: the JSON list of site paths, ``site_paths()``)
+PRELUDE_WITHOUT_ZOPT = textwrap.dedent("""
     import json, sys
     sys.path.extend(json.loads(sys.argv[1]))
     sys.modules["zopt"] = None
@@ -41,6 +43,9 @@ SCRIPT = textwrap.dedent("""
     def _without_zopt(**kw):
         return (d for d in _every(**kw) if (d.metadata["Name"] or "").lower() != "zopt")
     md.distributions = _without_zopt
+""")
+
+SCRIPT = PRELUDE_WITHOUT_ZOPT + textwrap.dedent("""
     import pickle, warnings
     import xarray as xr
     warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")

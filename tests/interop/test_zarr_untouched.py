@@ -22,21 +22,10 @@ from pathlib import Path
 import numpy as np
 import zarr
 from numcodecs import Zstd
-from plain_reader import site_paths
+from plain_reader import PRELUDE_WITHOUT_ZOPT, site_paths
 
 import zopt
 from zopt.codecs import zarr_config
-
-PRELUDE_WITHOUT_ZOPT = """
-import json, sys
-sys.path.extend(json.loads(sys.argv[1]))
-sys.modules["zopt"] = None
-import importlib.metadata as md
-_every = md.distributions
-def _without_zopt(**kw):
-    return (d for d in _every(**kw) if (d.metadata["Name"] or "").lower() != "zopt")
-md.distributions = _without_zopt
-"""
 
 READ = """
 import hashlib, json, sys, warnings
