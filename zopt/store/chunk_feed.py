@@ -148,15 +148,7 @@ class AlignedChunkReader:
             except FileNotFoundError:
                 chunk[...] = fill
                 return chunk
-            try:
-                if st.st_size != self.nbytes:
-                    raise refused(where, f"{st.st_size} bytes, expected {self.nbytes}", self.root)
-                got = read_into(fd, buf) + read_into(fd, blob[:1])  # one byte more tells a file that grew
-            finally:
-                os.close(fd)
-            if got != self.nbytes:
-                raise refused(where, f"{CHANGED}: {self.nbytes} bytes, then {got}{' or more' if got > self.nbytes else ''}",
-                              self.root)
+            self._read_exact(fd, st.st_size, buf, blob[:1], where)  # one byte more tells a file that grew
             return chunk
         try:
             data = read_chunk_file(path, self._bound, where, self.root, out=blob)
@@ -249,17 +241,21 @@ class AlignedChunkReader:
             fd, st = open_regular(path, where, self.root)
         except FileNotFoundError:
             return True
+        self._read_exact(fd, st.st_size, row, np.empty(1, dtype=np.uint8), where)
+        return False
+
+    def _read_exact(self, fd: int, size: int, out: np.ndarray, extra: np.ndarray, where: str) -> None:
+        """Read a raw chunk of ``self.nbytes`` from ``fd`` (closed here) into ``out``; ``extra`` (one
+        byte) tells a file that grew. Raises ChunkDecodeError naming ``where`` for another size."""
         try:
-            if st.st_size != self.nbytes:
-                raise refused(where, f"{st.st_size} bytes, expected {self.nbytes}", self.root)
-            extra = np.empty(1, dtype=np.uint8)
-            got = read_into(fd, row) + read_into(fd, extra)
+            if size != self.nbytes:
+                raise refused(where, f"{size} bytes, expected {self.nbytes}", self.root)
+            got = read_into(fd, out) + read_into(fd, extra)
         finally:
             os.close(fd)
         if got != self.nbytes:
             raise refused(where, f"{CHANGED}: {self.nbytes} bytes, then {got}{' or more' if got > self.nbytes else ''}",
                           self.root)
-        return False
 
     def _read_compiled(self, indices: Sequence[tuple[int, ...]], paths: list[str], rows: np.ndarray, fill: np.ndarray
                        ) -> np.ndarray:
